@@ -1,0 +1,167 @@
+//! Aggregate transition states: the mechanism spec plus an exact integer accumulator.
+//!
+//! The SQL layer keeps one [`Acc`] per group, feeds it rows, merges partial states from parallel
+//! workers ([`Acc::merge`]), ships them as bytes ([`Acc::to_bytes`] / [`Acc::from_bytes`]) and
+//! finally releases the noisy value. Nothing here ever returns the exact sum or count to SQL.
+use crate::error::{DpError, DpResult};
+use crate::mechanisms::{AvgSpec, CountSpec, FloatSumSpec, IntSumSpec};
+
+/// The mechanism an accumulator feeds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Spec {
+    Count(CountSpec),
+    IntSum(IntSumSpec),
+    FloatSum(FloatSumSpec),
+    Avg(AvgSpec),
+}
+
+/// The raw parameters of one aggregate call, compared bit for bit between rows and partial states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Params {
+    pub kind: u8,
+    pub lower: u64,
+    pub upper: u64,
+    pub epsilon: u64,
+}
+
+impl Params {
+    pub fn count(epsilon: f64) -> Self {
+        Params { kind: 0, lower: 0, upper: 0, epsilon: epsilon.to_bits() }
+    }
+    pub fn int_sum(lower: i64, upper: i64, epsilon: f64) -> Self {
+        Params { kind: 1, lower: lower as u64, upper: upper as u64, epsilon: epsilon.to_bits() }
+    }
+    pub fn float_sum(lower: f64, upper: f64, epsilon: f64) -> Self {
+        Params { kind: 2, lower: lower.to_bits(), upper: upper.to_bits(), epsilon: epsilon.to_bits() }
+    }
+    pub fn avg(lower: f64, upper: f64, epsilon: f64) -> Self {
+        Params { kind: 3, lower: lower.to_bits(), upper: upper.to_bits(), epsilon: epsilon.to_bits() }
+    }
+
+    /// Validates the parameters and builds the mechanism.
+    pub fn spec(&self) -> DpResult<Spec> {
+        let eps = f64::from_bits(self.epsilon);
+        let (lf, uf) = (f64::from_bits(self.lower), f64::from_bits(self.upper));
+        Ok(match self.kind {
+            0 => Spec::Count(CountSpec::new(eps)?),
+            1 => Spec::IntSum(IntSumSpec::new(self.lower as i64, self.upper as i64, eps)?),
+            2 => Spec::FloatSum(FloatSumSpec::new(lf, uf, eps)?),
+            3 => Spec::Avg(AvgSpec::new(lf, uf, eps)?),
+            k => return Err(DpError::CorruptState(format!("unknown kind {k}"))),
+        })
+    }
+}
+
+/// One group's state: parameters, mechanism, exact sum (in integers or grid steps) and row count.
+///
+/// `packed(8)`: PostgreSQL allocates states with 8-byte alignment, less than an i128 needs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[repr(C, packed(8))]
+pub struct Acc {
+    pub params: Params,
+    pub spec: Spec,
+    pub sum: i128,
+    pub n: i64,
+}
+
+/// Size of a serialized [`Acc`].
+pub const ACC_BYTES: usize = 1 + 8 * 3 + 16 + 8;
+
+impl Acc {
+    pub fn new(params: Params) -> DpResult<Acc> {
+        Ok(Acc { spec: params.spec()?, params, sum: 0, n: 0 })
+    }
+
+    /// Checks that a row's parameters equal the ones the state was created with.
+    #[inline]
+    pub fn check(&self, p: &Params) -> DpResult<()> {
+        let mine = self.params;
+        if mine == *p {
+            return Ok(());
+        }
+        let arg = if mine.epsilon != p.epsilon {
+            "epsilon"
+        } else if mine.lower != p.lower {
+            "lower"
+        } else {
+            "upper"
+        };
+        Err(DpError::ParameterChanged { arg })
+    }
+
+    /// Adds one row whose value is already an integer on the accumulator's scale.
+    #[inline]
+    pub fn add(&mut self, q: i64) {
+        self.sum += q as i128;
+        self.n += 1;
+    }
+
+    /// Adds one real value (float sum and average): clamp, quantize, accumulate.
+    #[inline]
+    pub fn add_f64(&mut self, x: f64) -> DpResult<()> {
+        let spec = self.spec;
+        let q = match &spec {
+            Spec::FloatSum(s) => s.quantize(x)?,
+            Spec::Avg(s) => s.quantize(x)?,
+            Spec::IntSum(s) => {
+                if x.is_nan() {
+                    return Err(DpError::NanInput { arg: "value" });
+                }
+                s.clamp(x.clamp(i64::MIN as f64, i64::MAX as f64) as i64)
+            }
+            Spec::Count(_) => 0,
+        };
+        self.add(q);
+        Ok(())
+    }
+
+    /// Adds one integer value (integer sum): clamp and accumulate.
+    #[inline]
+    pub fn add_i64(&mut self, v: i64) -> DpResult<()> {
+        let spec = self.spec;
+        match &spec {
+            Spec::IntSum(s) => {
+                let q = s.clamp(v);
+                self.add(q);
+                Ok(())
+            }
+            _ => self.add_f64(v as f64),
+        }
+    }
+
+    /// Merges a partial state (parallel workers). Parameters must agree.
+    pub fn merge(&mut self, other: &Acc) -> DpResult<()> {
+        let p = other.params;
+        self.check(&p)?;
+        self.sum += other.sum;
+        self.n += other.n;
+        Ok(())
+    }
+
+    pub fn to_bytes(&self) -> [u8; ACC_BYTES] {
+        let mut b = [0u8; ACC_BYTES];
+        let (p, sum, n) = (self.params, self.sum, self.n);
+        b[0] = p.kind;
+        b[1..9].copy_from_slice(&p.lower.to_le_bytes());
+        b[9..17].copy_from_slice(&p.upper.to_le_bytes());
+        b[17..25].copy_from_slice(&p.epsilon.to_le_bytes());
+        b[25..41].copy_from_slice(&sum.to_le_bytes());
+        b[41..49].copy_from_slice(&n.to_le_bytes());
+        b
+    }
+
+    pub fn from_bytes(b: &[u8]) -> DpResult<Acc> {
+        if b.len() != ACC_BYTES {
+            return Err(DpError::CorruptState(format!("expected {ACC_BYTES} bytes, got {}", b.len())));
+        }
+        let u = |r: std::ops::Range<usize>| u64::from_le_bytes(b[r].try_into().unwrap());
+        let params = Params { kind: b[0], lower: u(1..9), upper: u(9..17), epsilon: u(17..25) };
+        let mut acc = Acc::new(params)?;
+        acc.sum = i128::from_le_bytes(b[25..41].try_into().unwrap());
+        acc.n = i64::from_le_bytes(b[41..49].try_into().unwrap());
+        if acc.n < 0 {
+            return Err(DpError::CorruptState("negative row count".into()));
+        }
+        Ok(acc)
+    }
+}

@@ -1,0 +1,84 @@
+//! Clamping and quantization of real values to a power-of-two grid.
+//!
+//! A value x is clamped to [lower, upper] and mapped to the integer q(x) = round(x / 2^g). Both steps
+//! are monotone, so every row's integer lies in [q(lower), q(upper)] whatever the input, and integer
+//! sums of such values are exact and independent of row order and parallel partitioning. The released
+//! value is (integer sum + integer noise) · 2^g: a point of the grid, whose low bits carry nothing.
+use crate::error::{DpError, DpResult};
+
+/// Grid exponent floor: keeps 2^-g representable even for absurdly small bounds.
+const MIN_EXP: i32 = -1000;
+
+/// 2^n as an f64, exactly, for -1022 <= n <= 1023.
+pub fn pow2(n: i32) -> f64 {
+    assert!((-1022..=1023).contains(&n), "pow2 out of range: {n}");
+    f64::from_bits(((n + 1023) as u64) << 52)
+}
+
+/// floor(log2(x)) for finite x > 0 (subnormals report -1023, which the grid floor absorbs).
+pub fn floor_log2(x: f64) -> i32 {
+    debug_assert!(x > 0.0 && x.is_finite());
+    let e = ((x.to_bits() >> 52) & 0x7ff) as i32;
+    if e == 0 {
+        -1023
+    } else {
+        e - 1023
+    }
+}
+
+/// A power-of-two grid 2^exp together with the bounds it clamps to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Grid {
+    /// Grid spacing is 2^exp.
+    pub exp: i32,
+    pub lower: f64,
+    pub upper: f64,
+    /// q(lower) and q(upper).
+    pub q_lower: i64,
+    pub q_upper: i64,
+    inv_step: f64,
+}
+
+impl Grid {
+    /// The grid for bounds [lower, upper] whose spacing is about `span / 2^bits`, but never so fine
+    /// that a bound needs more than 62 bits. Bounds must already be checked.
+    pub fn new(lower: f64, upper: f64, span: f64, bits: i32) -> Grid {
+        let maxabs = lower.abs().max(upper.abs());
+        let mut exp = if span > 0.0 { floor_log2(span) - bits } else { MIN_EXP };
+        if maxabs > 0.0 {
+            exp = exp.max(floor_log2(maxabs) + 1 - 62);
+        }
+        let exp = exp.max(MIN_EXP);
+        let inv_step = pow2(-exp);
+        let mut g = Grid { exp, lower, upper, q_lower: 0, q_upper: 0, inv_step };
+        g.q_lower = g.quantize_clamped(lower);
+        g.q_upper = g.quantize_clamped(upper);
+        g
+    }
+
+    /// Grid spacing 2^exp.
+    pub fn step(&self) -> f64 {
+        pow2(self.exp)
+    }
+
+    #[inline]
+    fn quantize_clamped(&self, x: f64) -> i64 {
+        // x·2^-exp is exact (a change of exponent) unless it underflows, and then it rounds to 0.
+        (x * self.inv_step).round() as i64
+    }
+
+    /// Clamps x to the bounds and maps it to the grid. NaN is an error; ±Infinity is clamped.
+    #[inline]
+    pub fn quantize(&self, x: f64, arg: &'static str) -> DpResult<i64> {
+        if x.is_nan() {
+            return Err(DpError::NanInput { arg });
+        }
+        Ok(self.quantize_clamped(x.clamp(self.lower, self.upper)))
+    }
+
+    /// The real value of a grid integer (post-processing: rounding here is a fixed function of it).
+    pub fn value(&self, q: i128) -> f64 {
+        // at most 2^127 · 2^exp, far inside the f64 range for bounds <= 1e30
+        (q as f64) * self.step()
+    }
+}

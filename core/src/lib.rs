@@ -1,0 +1,21 @@
+//! pg_dp_core: the PostgreSQL-free heart of pg_dp.
+//!
+//! Everything that decides what is released and with which guarantee lives here, so that it can be
+//! tested with plain `cargo test`:
+//! - [`rng`]: the ChaCha20 CSPRNG, seeded from the operating system;
+//! - [`sampling`]: exact samplers (Bernoulli, Bernoulli(exp(-x)), discrete Laplace, discrete Gaussian)
+//!   built only from uniform integers, after Canonne, Kamath & Steinke (2020);
+//! - [`grid`]: clamping and quantization of real values to a power-of-two grid;
+//! - [`params`]: validation of ε, δ and bounds, with errors that name the argument and its range;
+//! - [`mechanisms`]: count, integer sum, real sum and average releases;
+//! - [`gaussian`]: analytic calibration of the Gaussian mechanism (Balle & Wang 2018).
+pub mod accum;
+pub mod error;
+pub mod gaussian;
+pub mod grid;
+pub mod mechanisms;
+pub mod params;
+pub mod rng;
+pub mod sampling;
+
+pub use error::{DpError, DpResult};

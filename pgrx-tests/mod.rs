@@ -1,0 +1,1 @@
+//! In-database tests (`cargo pgrx test`), included from src/lib.rs.

@@ -1,0 +1,32 @@
+//! pg_dp: differential privacy inside PostgreSQL.
+//!
+//! The mechanisms live in the `pg_dp_core` crate (no PostgreSQL dependency). This crate is the thin
+//! SQL layer: aggregate support functions, GUCs and the mapping of core errors to SQLSTATEs.
+//! The SQL objects themselves (aggregates, grants, comments) are hand-written in `sql/pg_dp.sql`.
+use pgrx::prelude::*;
+
+::pgrx::pg_module_magic!(name, version);
+
+pub mod pg;
+
+extension_sql_file!("../sql/pg_dp.sql", name = "pg_dp_objects");
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    pg::guc::register();
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[path = "../pgrx-tests/mod.rs"]
+mod tests;
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec!["shared_preload_libraries = 'pg_dp'"]
+    }
+}

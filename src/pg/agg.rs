@@ -1,0 +1,353 @@
+//! Plumbing shared by all pg_dp aggregates: the V1 calling convention, the aggregate memory
+//! context, window refusal, the row-independence check of parameters, the combine/serial/deserial
+//! functions, and reading the parameters of an aggregate that saw no rows.
+use super::error::{raise, raise_with, OrRaise};
+use pg_dp_core::accum::{Acc, Params, ACC_BYTES};
+use pgrx::fcinfo::{pg_arg_is_null, pg_getarg_datum_raw, pg_return_null};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
+
+/// Defines a PostgreSQL V1 C function `$name` (and its `pg_finfo_` record).
+#[macro_export]
+macro_rules! pg_v1 {
+    ($finfo:ident, $name:ident, |$fc:ident| $body:block) => {
+        #[unsafe(no_mangle)]
+        #[doc(hidden)]
+        pub extern "C" fn $finfo() -> &'static ::pgrx::pg_sys::Pg_finfo_record {
+            const V1: ::pgrx::pg_sys::Pg_finfo_record = ::pgrx::pg_sys::Pg_finfo_record { api_version: 1 };
+            &V1
+        }
+        #[unsafe(no_mangle)]
+        #[::pgrx::pg_guard]
+        pub unsafe extern "C-unwind" fn $name(fcinfo: ::pgrx::pg_sys::FunctionCallInfo) -> ::pgrx::pg_sys::Datum {
+            #[inline(always)]
+            unsafe fn inner($fc: ::pgrx::pg_sys::FunctionCallInfo) -> ::pgrx::pg_sys::Datum $body
+            inner(fcinfo)
+        }
+    };
+}
+
+/// The aggregate memory context; refuses plain calls and window use.
+pub unsafe fn agg_context(fcinfo: pg_sys::FunctionCallInfo, func: &'static str) -> pg_sys::MemoryContext {
+    let mut ctx: pg_sys::MemoryContext = std::ptr::null_mut();
+    let kind = pg_sys::AggCheckCallContext(fcinfo, &mut ctx) as u32;
+    if kind == 0 {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            format!("{func}: support function called outside an aggregate"),
+            None,
+        );
+    }
+    if kind == pg_sys::AGG_CONTEXT_WINDOW {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            format!("{func} cannot be used as a window function"),
+            Some("each window frame would be a separate release; aggregate in a subquery instead"),
+        );
+    }
+    ctx
+}
+
+/// The state pointer in argument 0 (null before the first row).
+#[inline]
+pub unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> *mut Acc {
+    if pg_arg_is_null(fcinfo, i) {
+        std::ptr::null_mut()
+    } else {
+        pg_getarg_datum_raw(fcinfo, i).cast_mut_ptr::<Acc>()
+    }
+}
+
+/// Allocates `acc` in memory context `ctx`.
+pub unsafe fn alloc_state(ctx: pg_sys::MemoryContext, acc: Acc) -> *mut Acc {
+    let p = pg_sys::MemoryContextAlloc(ctx, std::mem::size_of::<Acc>()) as *mut Acc;
+    p.write(acc);
+    p
+}
+
+/// The `i`-th argument of the current call, or an error naming it if it is NULL.
+#[inline]
+pub unsafe fn required<T: FromDatum>(fcinfo: pg_sys::FunctionCallInfo, i: usize, func: &'static str, arg: &str) -> T {
+    match pgrx::fcinfo::pg_getarg::<T>(fcinfo, i) {
+        Some(v) => v,
+        None => raise_with(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            format!("{func}: {arg} must not be NULL"),
+            None,
+        ),
+    }
+}
+
+/// Number of SQL arguments of the current call.
+#[inline]
+pub unsafe fn nargs(fcinfo: pg_sys::FunctionCallInfo) -> usize {
+    (*fcinfo).nargs as usize
+}
+
+unsafe fn list_nth_ptr<T>(list: *mut pg_sys::List, n: usize) -> *mut T {
+    pg_sys::list_nth(list, n as i32) as *mut T
+}
+
+unsafe fn list_len(list: *mut pg_sys::List) -> usize {
+    if list.is_null() {
+        0
+    } else {
+        (*list).length as usize
+    }
+}
+
+/// Refuses parameters (arguments 1.. of the aggregate) that could differ between rows: they must not
+/// refer to the aggregated rows' columns nor call volatile functions. Checked once per group, on the
+/// first row, from the query tree; the error depends only on the query, never on the data.
+pub unsafe fn check_params_row_independent(fcinfo: pg_sys::FunctionCallInfo, func: &'static str, names: &[&str]) {
+    let aggref = pg_sys::AggGetAggref(fcinfo);
+    if aggref.is_null() {
+        return;
+    }
+    let args = (*aggref).args;
+    for i in 1..list_len(args) {
+        let te = list_nth_ptr::<pg_sys::TargetEntry>(args, i);
+        let expr = (*te).expr as *mut pg_sys::Node;
+        let name = names.get(i - 1).copied().unwrap_or("parameter");
+        if pg_sys::contain_var_clause(expr) || pg_sys::contain_volatile_functions(expr) {
+            raise_with(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("{func}: {name} must be the same for every row of one aggregate call"),
+                Some("pass a constant or a query parameter, not a column or a volatile expression"),
+            );
+        }
+    }
+}
+
+/// Returns the state, creating it on the first row from `params` (validated by the core).
+///
+/// Parameters are read and validated on the first row only: [`check_params_row_independent`]
+/// has then proven from the query tree that they cannot change between rows.
+#[inline]
+pub unsafe fn state_for_row(
+    fcinfo: pg_sys::FunctionCallInfo,
+    func: &'static str,
+    names: &[&str],
+    params: impl FnOnce() -> Params,
+) -> *mut Acc {
+    let acc = state_arg(fcinfo, 0);
+    if !acc.is_null() {
+        return acc;
+    }
+    let ctx = agg_context(fcinfo, func);
+    check_params_row_independent(fcinfo, func, names);
+    alloc_state(ctx, Acc::new(params()).or_raise(func))
+}
+
+/// ε from argument `i` if the call has it, else `dp.default_epsilon`.
+#[inline]
+pub unsafe fn epsilon_arg(fcinfo: pg_sys::FunctionCallInfo, i: usize, func: &'static str) -> f64 {
+    if nargs(fcinfo) > i {
+        required::<f64>(fcinfo, i, func, "epsilon")
+    } else {
+        super::guc::default_epsilon()
+    }
+}
+
+/// The aggregate's parameter arguments (1..) evaluated without any row, for a final function that
+/// received no state because no row reached it. Each entry is (datum, is_null, type oid).
+///
+/// In a plain plan the Aggref carries the argument expressions. In a parallel plan the finalizing
+/// Aggref's only argument is a reference to the partial aggregate's output; the reference is
+/// followed down the plan to the partial Aggref, whose arguments are the original ones.
+pub unsafe fn empty_input_params(fcinfo: pg_sys::FunctionCallInfo, func: &'static str) -> Vec<(pg_sys::Datum, bool, pg_sys::Oid)> {
+    let aggref = pg_sys::AggGetAggref(fcinfo);
+    let aggstate = (*fcinfo).context as *mut pg_sys::AggState;
+    if aggref.is_null() || aggstate.is_null() {
+        raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{func}: no aggregate context"), None);
+    }
+    let mut args = (*aggref).args;
+    if (*aggref).aggsplit & pg_sys::AGGSPLITOP_COMBINE != 0 {
+        args = partial_aggref_args(aggstate, args)
+            .unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{func}: cannot find the partial aggregate of a parallel plan"), None));
+    }
+    let parent = &mut (*aggstate).ss.ps as *mut pg_sys::PlanState;
+    let econtext = (*aggstate).ss.ps.ps_ExprContext;
+    let mut out = Vec::new();
+    for i in 1..list_len(args) {
+        let te = list_nth_ptr::<pg_sys::TargetEntry>(args, i);
+        let expr = (*te).expr;
+        if pg_sys::contain_var_clause(expr as *mut pg_sys::Node) {
+            raise_with(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("{func}: bounds and epsilon must be the same for every row of one aggregate call"),
+                Some("pass a constant or a query parameter, not a column"),
+            );
+        }
+        let state = pg_sys::ExecInitExpr(expr, parent);
+        let mut isnull = false;
+        let eval = (*state).evalfunc.expect("compiled expression");
+        let d = eval(state, econtext, &mut isnull);
+        out.push((d, isnull, pg_sys::exprType(expr as *const pg_sys::Node)));
+    }
+    out
+}
+
+/// Follows the finalizing Aggref's argument (an OUTER_VAR reference) down the plan to the
+/// partial Aggref and returns its argument list.
+unsafe fn partial_aggref_args(aggstate: *mut pg_sys::AggState, args: *mut pg_sys::List) -> Option<*mut pg_sys::List> {
+    if list_len(args) != 1 {
+        return None;
+    }
+    let mut expr = (*list_nth_ptr::<pg_sys::TargetEntry>(args, 0)).expr as *mut pg_sys::Node;
+    let mut plan = (*(*aggstate).ss.ps.plan).lefttree;
+    for _ in 0..32 {
+        if expr.is_null() || plan.is_null() {
+            return None;
+        }
+        match (*expr).type_ {
+            pg_sys::NodeTag::T_Aggref => return Some((*(expr as *mut pg_sys::Aggref)).args),
+            pg_sys::NodeTag::T_Var => {
+                let attno = (*(expr as *mut pg_sys::Var)).varattno as usize;
+                let tlist = (*plan).targetlist;
+                if attno == 0 || attno > list_len(tlist) {
+                    return None;
+                }
+                expr = (*list_nth_ptr::<pg_sys::TargetEntry>(tlist, attno - 1)).expr as *mut pg_sys::Node;
+                if (*expr).type_ == pg_sys::NodeTag::T_Var {
+                    plan = child_plan(plan)?;
+                }
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// The plan a non-projecting node (Gather, Sort, Append, ...) reads its columns from.
+unsafe fn child_plan(plan: *mut pg_sys::Plan) -> Option<*mut pg_sys::Plan> {
+    match (*plan).type_ {
+        pg_sys::NodeTag::T_Append => {
+            let l = (*(plan as *mut pg_sys::Append)).appendplans;
+            (list_len(l) > 0).then(|| list_nth_ptr::<pg_sys::Plan>(l, 0))
+        }
+        pg_sys::NodeTag::T_MergeAppend => {
+            let l = (*(plan as *mut pg_sys::MergeAppend)).mergeplans;
+            (list_len(l) > 0).then(|| list_nth_ptr::<pg_sys::Plan>(l, 0))
+        }
+        _ => {
+            let p = (*plan).lefttree;
+            (!p.is_null()).then_some(p)
+        }
+    }
+}
+
+/// Reads a parameter datum of a numeric-category type as f64.
+pub unsafe fn datum_f64(d: pg_sys::Datum, typ: pg_sys::Oid, func: &'static str) -> f64 {
+    match typ {
+        pg_sys::FLOAT8OID => f64::from_datum(d, false).unwrap(),
+        pg_sys::FLOAT4OID => f32::from_datum(d, false).unwrap() as f64,
+        pg_sys::INT2OID => i16::from_datum(d, false).unwrap() as f64,
+        pg_sys::INT4OID => i32::from_datum(d, false).unwrap() as f64,
+        pg_sys::INT8OID => i64::from_datum(d, false).unwrap() as f64,
+        pg_sys::NUMERICOID => numeric_datum_f64(d),
+        _ => raise_with(PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH, format!("{func}: unexpected parameter type {typ:?}"), None),
+    }
+}
+
+/// Reads an integer parameter datum as i64.
+pub unsafe fn datum_i64(d: pg_sys::Datum, typ: pg_sys::Oid, func: &'static str) -> i64 {
+    match typ {
+        pg_sys::INT2OID => i16::from_datum(d, false).unwrap() as i64,
+        pg_sys::INT4OID => i32::from_datum(d, false).unwrap() as i64,
+        pg_sys::INT8OID => i64::from_datum(d, false).unwrap(),
+        _ => raise_with(PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH, format!("{func}: unexpected parameter type {typ:?}"), None),
+    }
+}
+
+/// numeric → float8 (NaN stays NaN, ±Infinity stays infinite).
+#[inline]
+pub unsafe fn numeric_datum_f64(d: pg_sys::Datum) -> f64 {
+    pgrx::direct_function_call::<f64>(pg_sys::numeric_float8, &[Some(d)]).unwrap()
+}
+
+/// Parameters of an empty aggregate: required ones by position, epsilon defaulting to the GUC.
+pub struct EmptyParams {
+    vals: Vec<(pg_sys::Datum, bool, pg_sys::Oid)>,
+    func: &'static str,
+}
+
+impl EmptyParams {
+    pub unsafe fn read(fcinfo: pg_sys::FunctionCallInfo, func: &'static str) -> Self {
+        EmptyParams { vals: empty_input_params(fcinfo, func), func }
+    }
+    fn get(&self, i: usize, name: &str) -> Option<(pg_sys::Datum, pg_sys::Oid)> {
+        let (d, isnull, t) = *self.vals.get(i)?;
+        if isnull {
+            raise_with(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, format!("{}: {name} must not be NULL", self.func), None);
+        }
+        Some((d, t))
+    }
+    pub unsafe fn f64_at(&self, i: usize, name: &str) -> f64 {
+        let (d, t) = self.get(i, name).unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{}: missing {name}", self.func), None));
+        datum_f64(d, t, self.func)
+    }
+    pub unsafe fn i64_at(&self, i: usize, name: &str) -> i64 {
+        let (d, t) = self.get(i, name).unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{}: missing {name}", self.func), None));
+        datum_i64(d, t, self.func)
+    }
+    /// ε at position `i`, or `dp.default_epsilon` if the call has no such argument.
+    pub unsafe fn epsilon_at(&self, i: usize) -> f64 {
+        match self.get(i, "epsilon") {
+            Some((d, t)) => datum_f64(d, t, self.func),
+            None => super::guc::default_epsilon(),
+        }
+    }
+}
+
+/// The state at the final function: the accumulated one, or an empty one built by `empty`.
+pub unsafe fn final_state(fcinfo: pg_sys::FunctionCallInfo, func: &'static str, empty: impl FnOnce(&EmptyParams) -> Params) -> Acc {
+    agg_context(fcinfo, func);
+    let acc = state_arg(fcinfo, 0);
+    if !acc.is_null() {
+        return *acc;
+    }
+    let p = EmptyParams::read(fcinfo, func);
+    Acc::new(empty(&p)).or_raise(func)
+}
+
+// ----- combine / serialize / deserialize, shared by every pg_dp aggregate -----------------------
+
+pg_v1!(pg_finfo_dp_combine, dp_combine, |fcinfo| {
+    let ctx = agg_context(fcinfo, "pg_dp combine");
+    let a = state_arg(fcinfo, 0);
+    let b = state_arg(fcinfo, 1);
+    match (a.is_null(), b.is_null()) {
+        (_, true) if a.is_null() => pg_return_null(fcinfo),
+        (_, true) => pg_sys::Datum::from(a),
+        (true, false) => pg_sys::Datum::from(alloc_state(ctx, *b)),
+        (false, false) => {
+            (*a).merge(&*b).or_raise("pg_dp combine");
+            pg_sys::Datum::from(a)
+        }
+    }
+});
+
+pg_v1!(pg_finfo_dp_serialize, dp_serialize, |fcinfo| {
+    agg_context(fcinfo, "pg_dp serialize");
+    let a = state_arg(fcinfo, 0);
+    if a.is_null() {
+        return pg_return_null(fcinfo);
+    }
+    let bytes = (*a).to_bytes();
+    bytes.as_slice().into_datum().unwrap()
+});
+
+pg_v1!(pg_finfo_dp_deserialize, dp_deserialize, |fcinfo| {
+    let ctx = agg_context(fcinfo, "pg_dp deserialize");
+    if pg_arg_is_null(fcinfo, 0) {
+        return pg_return_null(fcinfo);
+    }
+    let bytes: &[u8] = pgrx::fcinfo::pg_getarg(fcinfo, 0).unwrap();
+    if bytes.len() != ACC_BYTES {
+        raise("pg_dp deserialize", pg_dp_core::DpError::CorruptState(format!("{} bytes", bytes.len())));
+    }
+    let acc = Acc::from_bytes(bytes).or_raise("pg_dp deserialize");
+    pg_sys::Datum::from(alloc_state(ctx, acc))
+});

@@ -1,0 +1,32 @@
+//! dp_count(*), dp_count(value), dp_count(value, epsilon).
+use super::agg::{epsilon_arg, final_state, state_for_row};
+use super::guc::default_epsilon;
+use super::noise::with_rng;
+use crate::pg_v1;
+use pg_dp_core::accum::{Params, Spec};
+use pgrx::fcinfo::pg_arg_is_null;
+use pgrx::pg_sys::Datum;
+use pgrx::IntoDatum;
+
+const F: &str = "dp_count";
+
+pg_v1!(pg_finfo_dp_count_star_trans, dp_count_star_trans, |fcinfo| {
+    let acc = state_for_row(fcinfo, F, &[], || Params::count(default_epsilon()));
+    (*acc).add(0);
+    Datum::from(acc)
+});
+
+pg_v1!(pg_finfo_dp_count_trans, dp_count_trans, |fcinfo| {
+    let acc = state_for_row(fcinfo, F, &["epsilon"], || Params::count(epsilon_arg(fcinfo, 2, F)));
+    if !pg_arg_is_null(fcinfo, 1) {
+        (*acc).add(0);
+    }
+    Datum::from(acc)
+});
+
+pg_v1!(pg_finfo_dp_count_final, dp_count_final, |fcinfo| {
+    let acc = final_state(fcinfo, F, |p| Params::count(p.epsilon_at(0)));
+    let Spec::Count(spec) = acc.spec else { unreachable!("dp_count state") };
+    let r = with_rng(|rng| spec.release(rng, acc.n));
+    r.value.into_datum().unwrap()
+});

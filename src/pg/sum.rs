@@ -1,0 +1,124 @@
+//! dp_sum over int2/int4/int8 (exact integer result), float8 and numeric (grid result).
+use super::agg::{epsilon_arg, final_state, numeric_datum_f64, required, state_for_row, EmptyParams};
+use super::error::OrRaise;
+use super::noise::with_rng;
+use crate::pg_v1;
+use pg_dp_core::accum::{Acc, Params, Spec};
+use pgrx::fcinfo::{pg_arg_is_null, pg_getarg, pg_getarg_datum_raw};
+use pgrx::pg_sys::Datum;
+use pgrx::{AnyNumeric, IntoDatum};
+
+const F: &str = "dp_sum";
+const NAMES: &[&str] = &["lower", "upper", "epsilon"];
+
+macro_rules! int_sum_trans {
+    ($finfo:ident, $name:ident, $t:ty) => {
+        pg_v1!($finfo, $name, |fcinfo| {
+            let acc = state_for_row(fcinfo, F, NAMES, || {
+                let lower = required::<$t>(fcinfo, 2, F, "lower") as i64;
+                let upper = required::<$t>(fcinfo, 3, F, "upper") as i64;
+                Params::int_sum(lower, upper, epsilon_arg(fcinfo, 4, F))
+            });
+            if let Some(v) = pg_getarg::<$t>(fcinfo, 1) {
+                (*acc).add_i64(v as i64).or_raise(F);
+            }
+            Datum::from(acc)
+        });
+    };
+}
+
+int_sum_trans!(pg_finfo_dp_sum_int2_trans, dp_sum_int2_trans, i16);
+int_sum_trans!(pg_finfo_dp_sum_int4_trans, dp_sum_int4_trans, i32);
+int_sum_trans!(pg_finfo_dp_sum_int8_trans, dp_sum_int8_trans, i64);
+
+pg_v1!(pg_finfo_dp_sum_float8_trans, dp_sum_float8_trans, |fcinfo| {
+    let acc = state_for_row(fcinfo, F, NAMES, || {
+        let lower = required::<f64>(fcinfo, 2, F, "lower");
+        let upper = required::<f64>(fcinfo, 3, F, "upper");
+        Params::float_sum(lower, upper, epsilon_arg(fcinfo, 4, F))
+    });
+    if let Some(v) = pg_getarg::<f64>(fcinfo, 1) {
+        (*acc).add_f64(v).or_raise(F);
+    }
+    Datum::from(acc)
+});
+
+/// numeric values and bounds go through float8: a per-row monotone map, so the sensitivity
+/// argument is unchanged (docs/privacy/sum.md).
+pub(crate) unsafe fn numeric_arg(fcinfo: pgrx::pg_sys::FunctionCallInfo, i: usize, arg: &str) -> f64 {
+    if pg_arg_is_null(fcinfo, i) {
+        super::agg::required::<AnyNumeric>(fcinfo, i, F, arg); // raises the NULL error
+    }
+    numeric_datum_f64(pg_getarg_datum_raw(fcinfo, i))
+}
+
+pg_v1!(pg_finfo_dp_sum_numeric_trans, dp_sum_numeric_trans, |fcinfo| {
+    let acc = state_for_row(fcinfo, F, NAMES, || {
+        let lower = numeric_arg(fcinfo, 2, "lower");
+        let upper = numeric_arg(fcinfo, 3, "upper");
+        Params::float_sum(lower, upper, epsilon_arg(fcinfo, 4, F))
+    });
+    if !pg_arg_is_null(fcinfo, 1) {
+        (*acc).add_f64(numeric_datum_f64(pg_getarg_datum_raw(fcinfo, 1))).or_raise(F);
+    }
+    Datum::from(acc)
+});
+
+fn int_empty(p: &EmptyParams) -> Params {
+    unsafe { Params::int_sum(p.i64_at(0, "lower"), p.i64_at(1, "upper"), p.epsilon_at(2)) }
+}
+
+fn float_empty(p: &EmptyParams) -> Params {
+    unsafe { Params::float_sum(p.f64_at(0, "lower"), p.f64_at(1, "upper"), p.epsilon_at(2)) }
+}
+
+/// The noisy integer sum of an integer accumulator.
+fn release_int(acc: &Acc) -> i128 {
+    let Spec::IntSum(spec) = acc.spec else { unreachable!("integer dp_sum state") };
+    with_rng(|rng| spec.release(rng, acc.sum)).value
+}
+
+/// The noisy real sum of a grid accumulator.
+fn release_float(acc: &Acc) -> f64 {
+    let Spec::FloatSum(spec) = acc.spec else { unreachable!("real dp_sum state") };
+    with_rng(|rng| spec.release(rng, acc.sum)).value
+}
+
+// int2/int4 → int8 (saturating at the int8 range: post-processing of the noisy value)
+pg_v1!(pg_finfo_dp_sum_int_final, dp_sum_int_final, |fcinfo| {
+    let acc = final_state(fcinfo, F, int_empty);
+    let v = release_int(&acc).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+    v.into_datum().unwrap()
+});
+
+// int8 → numeric (the exact i128 result does not fit int8 in general)
+pg_v1!(pg_finfo_dp_sum_int8_final, dp_sum_int8_final, |fcinfo| {
+    let acc = final_state(fcinfo, F, int_empty);
+    AnyNumeric::from(release_int(&acc)).into_datum().unwrap()
+});
+
+pg_v1!(pg_finfo_dp_sum_float8_final, dp_sum_float8_final, |fcinfo| {
+    let acc = final_state(fcinfo, F, float_empty);
+    release_float(&acc).into_datum().unwrap()
+});
+
+pg_v1!(pg_finfo_dp_sum_numeric_final, dp_sum_numeric_final, |fcinfo| {
+    let acc = final_state(fcinfo, F, float_empty);
+    AnyNumeric::try_from(release_float(&acc)).or_raise_numeric(F).into_datum().unwrap()
+});
+
+pub(crate) trait OrRaiseNumeric {
+    fn or_raise_numeric(self, func: &'static str) -> AnyNumeric;
+}
+
+impl<E: std::fmt::Display> OrRaiseNumeric for Result<AnyNumeric, E> {
+    fn or_raise_numeric(self, func: &'static str) -> AnyNumeric {
+        self.unwrap_or_else(|e| {
+            super::error::raise_with(
+                pgrx::PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+                format!("{func}: cannot convert result to numeric: {e}"),
+                None,
+            )
+        })
+    }
+}
