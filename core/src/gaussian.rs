@@ -59,8 +59,11 @@ pub fn sample_on_grid<R: Rng + ?Sized>(rng: &mut R, sigma: f64) -> (f64, i32) {
     assert!(sigma > 0.0 && sigma.is_finite());
     let g = floor_log2(sigma) - 20;
     let sigma_steps = sigma * pow2(-g); // in [2^20, 2^21)
-    // round σ² up to an integer: more noise, never less
-    let sigma2 = (sigma_steps * sigma_steps).ceil() as u128;
+    // Round σ² up to an integer: more noise, never less. σ_steps is a multiple of 2^-32 below 2^21,
+    // so σ_steps = m·2^-32 with m < 2^53 and σ² = m²·2^-64 exactly; the ceiling is taken in
+    // integers (the f64 product σ_steps·σ_steps could round down onto an integer below σ²).
+    let m = (sigma_steps * pow2(32)) as u128;
+    let sigma2 = (m * m).div_ceil(1u128 << 64);
     let z = discrete_gaussian(rng, sigma2);
     (z as f64 * pow2(g), g)
 }

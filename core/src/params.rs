@@ -63,6 +63,8 @@ pub fn fmt_f64(v: f64) -> String {
         "Infinity".into()
     } else if v == f64::NEG_INFINITY {
         "-Infinity".into()
+    } else if v != 0.0 && (v.abs() >= 1e15 || v.abs() < 1e-4) {
+        format!("{v:e}")
     } else {
         format!("{v}")
     }

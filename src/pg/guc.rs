@@ -17,16 +17,27 @@ pub fn register() {
         GucContext::Userset,
         GucFlags::default(),
     );
-    GucRegistry::define_int_guc(
-        c"dp.seed",
-        c"Seed of pg_dp's noise generator for reproducible demonstrations (superuser only); -1 uses OS entropy.",
-        c"A release made with a known seed has no privacy: anyone who knows the seed can remove the noise.",
-        &SEED,
-        -1,
-        i32::MAX,
-        GucContext::Suset,
-        GucFlags::default(),
-    );
+    // SAFETY: the assign hook only stores to an atomic flag; it cannot panic.
+    unsafe {
+        GucRegistry::define_int_guc_with_hooks(
+            c"dp.seed",
+            c"Seed of pg_dp's noise generator for reproducible demonstrations (superuser only); -1 uses OS entropy.",
+            c"A release made with a known seed has no privacy: anyone who knows the seed can remove the noise. Setting it restarts the noise stream.",
+            &SEED,
+            -1,
+            i32::MAX,
+            GucContext::Suset,
+            GucFlags::default(),
+            None,
+            Some(seed_assigned),
+            None,
+        );
+    }
+}
+
+/// Every assignment of `dp.seed` (SET, RESET, end of a SET LOCAL) restarts the noise stream.
+unsafe extern "C-unwind" fn seed_assigned(_newval: std::ffi::c_int, _extra: *mut std::ffi::c_void) {
+    super::noise::request_reseed();
 }
 
 pub fn default_epsilon() -> f64 {

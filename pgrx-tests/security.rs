@@ -1,0 +1,58 @@
+// Attack tests: support functions are not callable by PUBLIC; the seed is superuser-only.
+
+#[pg_test]
+fn support_functions_are_not_executable_by_public() {
+    Spi::run("CREATE ROLE dp_analyst_t").unwrap();
+    let callable = column(
+        "SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+          WHERE n.nspname = 'dp' AND has_function_privilege('dp_analyst_t', p.oid, 'EXECUTE')",
+    );
+    assert!(callable.is_empty(), "callable by an analyst: {callable:?}");
+    // the aggregates themselves are usable
+    let aggs = one_i64(
+        "SELECT count(*) FROM pg_proc WHERE proname IN ('dp_count', 'dp_sum', 'dp_avg')
+            AND has_function_privilege('dp_analyst_t', oid, 'EXECUTE')",
+    );
+    assert_eq!(aggs, 3 + 10 + 4);
+}
+
+// The way to misuse a support function would be to wrap it in one's own aggregate whose final
+// function returns the exact state. Two layers stop it: PostgreSQL refuses internal-state aggregates
+// from non-superusers (this error), and EXECUTE on every support function is revoked from PUBLIC
+// (support_functions_are_not_executable_by_public), which CREATE AGGREGATE also requires.
+#[pg_test(error = "aggregate transition data type cannot be internal")]
+fn analyst_cannot_build_an_aggregate_that_leaks_the_exact_state() {
+    Spi::run("CREATE ROLE dp_analyst_t").unwrap();
+    Spi::run("CREATE SCHEMA mine AUTHORIZATION dp_analyst_t").unwrap();
+    Spi::run("SET ROLE dp_analyst_t").unwrap();
+    Spi::run(
+        "CREATE AGGREGATE mine.leak(float8, float8, float8) (
+            SFUNC = dp.sum_float8_trans, STYPE = internal, FINALFUNC = dp.serialize)",
+    )
+    .unwrap();
+}
+
+#[pg_test(error = "permission denied to set parameter \"dp.seed\"")]
+fn analyst_cannot_set_the_seed() {
+    Spi::run("CREATE ROLE dp_analyst_t").unwrap();
+    Spi::run("SET ROLE dp_analyst_t").unwrap();
+    Spi::run("SET dp.seed = 1").unwrap();
+}
+
+#[pg_test(error = "permission denied to set parameter \"dp.seed\"")]
+fn analyst_cannot_set_the_seed_with_set_config() {
+    Spi::run("CREATE ROLE dp_analyst_t").unwrap();
+    Spi::run("SET ROLE dp_analyst_t").unwrap();
+    Spi::run("SELECT set_config('dp.seed', '1', false)").unwrap();
+}
+
+#[pg_test]
+fn analyst_can_run_the_aggregates() {
+    sample_table();
+    Spi::run("CREATE ROLE dp_analyst_t").unwrap();
+    Spi::run("GRANT SELECT ON s TO dp_analyst_t").unwrap();
+    Spi::run("SET ROLE dp_analyst_t").unwrap();
+    assert_eq!(one_i64("SELECT dp_count(x, 1e6) FROM s"), 1000);
+    Spi::run("SET dp.default_epsilon = 0.5").unwrap();
+    one_f64("SELECT dp_avg(x, 0, 1000) FROM s");
+}
