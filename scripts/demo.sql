@@ -1,0 +1,42 @@
+-- Sample data and DP queries for scripts/demo.sh.
+CREATE EXTENSION pg_dp;
+
+-- 20,000 synthetic patients. The values come from a deterministic hash of the row number, so every
+-- demo shows the same table; they are sample data, not noise.
+CREATE TABLE patients AS
+SELECT g AS id,
+       18 + (abs(hashint4(g)) % 73) AS age,
+       (ARRAY['north', 'south', 'east', 'west', 'centre'])[1 + abs(hashint4(g + 1)) % 5] AS region,
+       round((18.5 + (abs(hashint4(g + 2)) % 1000) / 1000.0 * 14 + (abs(hashint4(g + 3)) % 1000) / 1000.0 * 6)::numeric, 1)::float8 AS bmi,
+       95 + (abs(hashint4(g + 4)) % 40) + (abs(hashint4(g + 5)) % 35) AS systolic,
+       round((12000 + (abs(hashint4(g + 6)) % 1000)^2 / 8.0)::numeric, 2) AS income,
+       abs(hashint4(g + 7)) % 5 = 0 AS smoker
+  FROM generate_series(1, 20000) g;
+COMMENT ON TABLE patients IS 'pg_dp demo: synthetic patients';
+
+\echo
+\echo 'Every dp_ aggregate below is one epsilon-DP release with fresh noise (run the file again: new answers).'
+\echo
+\echo '1. How many patients? (dp_count(*) uses dp.default_epsilon = 1)'
+SELECT count(*) AS exact, dp_count(*) AS dp_count FROM patients;
+
+\echo '2. Patients per region at epsilon = 0.5 (one release per group; groups are disjoint)'
+SELECT region, count(*) AS exact, dp_count(id, 0.5) AS dp_count
+  FROM patients GROUP BY region ORDER BY region;
+
+\echo '3. Mean BMI, values clamped to [15, 50], epsilon = 0.5'
+SELECT round(avg(bmi)::numeric, 3) AS exact, round(dp_avg(bmi, 15, 50, 0.5)::numeric, 3) AS dp_avg FROM patients;
+
+\echo '4. Smokers'' total income (numeric), clamped to [0, 150000], epsilon = 1'
+SELECT sum(income) AS exact, round(dp_sum(income, 0, 150000, 1.0), 2) AS dp_sum FROM patients WHERE smoker;
+
+\echo '5. Mean systolic pressure by age band, epsilon = 1 each'
+SELECT (age / 20) * 20 AS age_band, round(avg(systolic), 2) AS exact,
+       round(dp_avg(systolic, 80, 200, 1.0)::numeric, 2) AS dp_avg
+  FROM patients GROUP BY 1 ORDER BY 1;
+
+\echo '6. Bad input is an error that names the argument and its range:'
+\set ON_ERROR_STOP 0
+SELECT dp_sum(bmi, 50, 15, 0.5) FROM patients;
+SELECT dp_avg(bmi, 15, 50, 0) FROM patients;
+\set ON_ERROR_STOP 1

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Runs every pg_dp test on a fresh Debian 12 machine (installs what is missing first):
+#   1. core tests (plain cargo test, no PostgreSQL): samplers, mechanisms, empirical privacy
+#   2. in-database tests (cargo pgrx test, a throwaway cluster)
+#   3. a real server: SQL regression script with expected output, and a psycopg client
+#      (extended protocol, epsilon as a bind parameter, SQLSTATEs, a non-superuser role)
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+TEST_DIR="${TEST_DIR:-$ROOT/.test}"
+PSQL_PORT="${TEST_PORT:-54330}"
+LOGS="$TEST_DIR/logs"
+
+install_deps
+mkdir -p "$LOGS"
+as_root install -d -o postgres -g postgres "$TEST_DIR/pgrx"
+
+log "1/3 core tests"
+(cd "$ROOT" && cargo test -p pg_dp_core --release 2>&1) | tee "$LOGS/core.log"
+
+log "2/3 in-database tests"
+cluster_stop "$TEST_DIR/server"
+(cd "$ROOT" && cargo pgrx test "pg$PG_MAJOR" --runas postgres --pgdata "$TEST_DIR/pgrx" 2>&1) | tee "$LOGS/pgrx.log"
+
+log "3/3 real server: regression script and psycopg client"
+install_extension
+cluster_start "$TEST_DIR/server" "$PSQL_PORT"
+trap 'cluster_stop "$TEST_DIR/server"' EXIT
+regress_passed=0
+regress_failed=0
+for sql in "$ROOT"/pgrx-tests/sql/*.sql; do
+    name="$(basename "$sql" .sql)"
+    dpsql -d postgres -c "DROP DATABASE IF EXISTS regress_$name" -c "CREATE DATABASE regress_$name"
+    # run from the script's directory so that psql's error prefixes do not depend on the checkout path
+    (cd "$ROOT/pgrx-tests/sql" && dpsql -d "regress_$name" -a -v ON_ERROR_STOP=0 -f "$name.sql" > "$LOGS/$name.out" 2>&1) || true
+    if diff -u "$ROOT/pgrx-tests/expected/$name.out" "$LOGS/$name.out" > "$LOGS/$name.diff"; then
+        echo "regress $name ... ok"
+        regress_passed=$((regress_passed + 1))
+    else
+        echo "regress $name ... FAILED (see $LOGS/$name.diff)"
+        cat "$LOGS/$name.diff"
+        regress_failed=$((regress_failed + 1))
+    fi
+done
+"$PYTHON" "$ROOT/tests/client/test_client.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" 2>&1 | tee "$LOGS/client.log"
+
+# one closing line for all layers
+sum_results() { grep -hoE "test result: ok\. [0-9]+ passed" "$@" | awk '{s += $4} END {print s + 0}'; }
+core=$(sum_results "$LOGS/core.log")
+pgrx=$(sum_results "$LOGS/pgrx.log")
+client=$(grep -oE "^client: [0-9]+ passed" "$LOGS/client.log" | awk '{print $2}')
+client_failed=$(grep -oE "[0-9]+ failed$" "$LOGS/client.log" | tail -1 | awk '{print $1}')
+total=$((core + pgrx + regress_passed + ${client:-0}))
+failed=$((regress_failed + ${client_failed:-1}))
+echo
+echo "core $core, in-database $pgrx, regression $regress_passed, client ${client:-0}"
+echo "all: $total passed, $failed failed"
+[ "$failed" = 0 ]

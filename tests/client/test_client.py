@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""pg_dp through a real client: psycopg 3 (extended protocol: every parameter is a bind parameter).
+
+Run by scripts/test.sh against a private server with pg_dp installed:
+    /usr/bin/python3 tests/client/test_client.py --host /tmp --port 54330
+Each check is a function named check_*; the script prints one line per check and a closing
+"client: N passed, M failed" line, and exits non-zero on any failure.
+"""
+import argparse
+import math
+import sys
+import traceback
+
+import psycopg
+from psycopg import errors as E
+
+ARGS = None
+
+
+def connect(dbname="pg_dp_client", user="postgres", autocommit=True):
+    return psycopg.connect(host=ARGS.host, port=ARGS.port, dbname=dbname, user=user, autocommit=autocommit)
+
+
+def setup():
+    with connect("postgres") as c:
+        c.execute("DROP DATABASE IF EXISTS pg_dp_client")
+        c.execute("CREATE DATABASE pg_dp_client")
+    with connect() as c:
+        c.execute("CREATE EXTENSION pg_dp")
+        c.execute("CREATE TABLE t AS SELECT g AS i, g::float8 AS x, g::numeric AS n FROM generate_series(1, 1000) g")
+        c.execute("DROP ROLE IF EXISTS dp_client_analyst")
+        c.execute("CREATE ROLE dp_client_analyst LOGIN")
+        c.execute("GRANT SELECT ON t TO dp_client_analyst")
+
+
+def expect_error(conn, sql, params, sqlstate_cls, *fragments):
+    try:
+        conn.execute(sql, params)
+    except sqlstate_cls as e:
+        msg = str(e)
+        for f in fragments:
+            assert f in msg, f"{f!r} not in {msg!r}"
+        return e
+    raise AssertionError(f"no {sqlstate_cls.__name__} from {sql} {params}")
+
+
+def check_epsilon_as_bind_parameter():
+    with connect() as c:
+        # server-side binding: the query text carries $1, the value travels separately
+        cur = c.execute("SELECT dp_count(x, %s) FROM t", (1e6,), prepare=True)
+        assert cur.fetchone()[0] == 1000
+        # the same prepared statement at another epsilon is noisy but close
+        vals = [c.execute("SELECT dp_count(x, %s) FROM t", (0.5,), prepare=True).fetchone()[0] for _ in range(20)]
+        assert all(abs(v - 1000) < 100 for v in vals), vals
+        assert len(set(vals)) > 1, vals
+
+
+def check_bounds_and_epsilon_as_bind_parameters():
+    with connect() as c:
+        for _ in range(6):  # past the custom-plan phase into the generic plan
+            s = c.execute("SELECT dp_sum(i, %s::int, %s::int, %s) FROM t", (0, 100, 1e6), prepare=True).fetchone()[0]
+            assert s == 95050, s
+        a = c.execute("SELECT dp_avg(x, %s, %s, %s) FROM t", (0.0, 1000.0, 1e6), prepare=True).fetchone()[0]
+        assert abs(a - 500.5) < 0.01, a
+        e = c.execute("SELECT dp_sum(x, %s, %s, %s) FROM t WHERE false", (0.0, 10.0, 0.5), prepare=True).fetchone()[0]
+        assert e is not None and math.isfinite(e)
+
+
+def check_result_types():
+    with connect() as c:
+        row = c.execute("SELECT dp_count(*), dp_sum(i, 0, 10, 1), dp_sum(x, 0, 10, 1), dp_sum(n, 0, 10, 1), dp_avg(x, 0, 10, 1) FROM t").fetchone()
+        assert isinstance(row[0], int) and isinstance(row[1], int), row
+        assert isinstance(row[2], float) and isinstance(row[4], float), row
+        assert type(row[3]).__name__ == "Decimal", row
+
+
+def check_sqlstates_of_bad_parameters():
+    with connect() as c:
+        expect_error(c, "SELECT dp_sum(x, %s, %s, 1) FROM t", (10.0, 0.0), E.InvalidParameterValue, "lower", "less than or equal to upper")
+        expect_error(c, "SELECT dp_sum(x, 0, 1, %s) FROM t", (0.0,), E.InvalidParameterValue, "epsilon", "between 1e-9 and 1e6")
+        expect_error(c, "SELECT dp_count(x, %s) FROM t", (-1.0,), E.InvalidParameterValue, "epsilon")
+        expect_error(c, "SELECT dp_avg(x, 0, 1, %s) FROM t", (float("nan"),), E.InvalidParameterValue, "epsilon", "NaN")
+        expect_error(c, "SELECT dp_avg(x, 0, 1, %s) FROM t", (float("inf"),), E.InvalidParameterValue, "epsilon", "Infinity")
+        expect_error(c, "SELECT dp_sum(x, 0, %s, 1) FROM t", (float("inf"),), E.InvalidParameterValue, "upper", "finite")
+        expect_error(c, "SELECT dp_sum(v, 0, 1, 1) FROM unnest(%s::float8[]) v", ([1.0, float("nan")],), E.InvalidParameterValue, "value must not be NaN")
+        expect_error(c, "SELECT dp_sum(x, 0, x, 1) FROM t", None, E.InvalidParameterValue, "upper", "same for every row")
+        expect_error(c, "SELECT dp_sum(x, 0, 1, %s) FROM t", (None,), E.NullValueNotAllowed, "epsilon must not be NULL")
+        expect_error(c, "SELECT dp_sum(x, 0, 1, 1) OVER () FROM t", None, E.FeatureNotSupported, "window function")
+
+
+def check_non_superuser():
+    with connect(user="dp_client_analyst") as c:
+        assert c.execute("SELECT dp_count(x, %s) FROM t", (1e6,)).fetchone()[0] == 1000
+        expect_error(c, "SET dp.seed = 1", None, E.InsufficientPrivilege, "dp.seed")
+        expect_error(c, "SELECT set_config('dp.seed', %s, false)", ("1",), E.InsufficientPrivilege, "dp.seed")
+        assert c.execute("SHOW dp.seed").fetchone()[0] == "-1"
+        n = c.execute("""SELECT count(*) FROM pg_proc p JOIN pg_namespace s ON s.oid = p.pronamespace
+                          WHERE s.nspname = 'dp' AND has_function_privilege(p.oid, 'EXECUTE')""").fetchone()[0]
+        assert n == 0, n
+
+
+def check_parallel_plan_through_the_client():
+    with connect() as c:
+        c.execute("CREATE TABLE IF NOT EXISTS big AS SELECT g::float8 AS x FROM generate_series(1, 300000) g")
+        c.execute("ANALYZE big")
+        for s in ("max_parallel_workers_per_gather = 2", "parallel_setup_cost = 0", "parallel_tuple_cost = 0",
+                  "min_parallel_table_scan_size = 0"):
+            c.execute("SET " + s)
+        plan = "\n".join(r[0] for r in c.execute("EXPLAIN SELECT dp_sum(x, 0, 300000, %s) FROM big", (1.0,)))
+        assert "Partial Aggregate" in plan, plan
+        v = c.execute("SELECT dp_sum(x, 0, 300000, %s) FROM big", (1.0,)).fetchone()[0]
+        assert abs(v - 45000150000.0) < 300000 * 40, v   # |Laplace(300000)| > 40 scales: p = e^-40
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--host", default="/tmp")
+    ap.add_argument("--port", type=int, default=54330)
+    ARGS = ap.parse_args()
+    setup()
+    checks = [(n, f) for n, f in globals().items() if n.startswith("check_") and callable(f)]
+    passed = failed = 0
+    for name, f in checks:
+        try:
+            f()
+            print(f"client {name} ... ok")
+            passed += 1
+        except Exception:
+            print(f"client {name} ... FAILED")
+            traceback.print_exc()
+            failed += 1
+    print(f"client: {passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
