@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# pg_dp benchmark: bash bench/run.sh [rows]   (default 10,000,000 rows)
+# Builds pg_dp in release mode, starts a private server, loads the rows and prints time ratios of
+# pg_dp aggregates against PostgreSQL's own, serial and parallel, measured side by side in one run,
+# plus RMSE of dp_sum/dp_avg against the Laplace optimum. Results are kept in docs/benchmarks.md.
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
+
+BENCH_DIR="${BENCH_DIR:-$ROOT/.bench/data}"
+PSQL_PORT="${BENCH_PORT:-54331}"
+ROWS="${1:-10000000}"
+
+install_deps
+cluster_stop "$BENCH_DIR"
+install_extension --release
+cluster_start "$BENCH_DIR" "$PSQL_PORT"
+trap 'cluster_stop "$BENCH_DIR"' EXIT
+# memory settings for a table that fits in RAM; JIT off so that both sides run the same executor
+dpsql -d postgres -c "ALTER SYSTEM SET shared_buffers = '2GB'" -c "ALTER SYSTEM SET work_mem = '256MB'" \
+      -c "ALTER SYSTEM SET jit = off" -c "ALTER SYSTEM SET max_parallel_workers_per_gather = 2"
+as_postgres "$PGBIN/pg_ctl" -D "$BENCH_DIR" -l "$BENCH_DIR/server.log" -w restart >/dev/null
+"$PYTHON" "$ROOT/bench/bench.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" --rows "$ROWS"
