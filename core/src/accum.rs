@@ -99,8 +99,7 @@ impl Acc {
     /// Adds one real value (float sum and average): clamp, quantize, accumulate.
     #[inline]
     pub fn add_f64(&mut self, x: f64) -> DpResult<()> {
-        let spec = self.spec;
-        let q = match &spec {
+        let q = match &self.spec {
             Spec::FloatSum(s) => s.quantize(x)?,
             Spec::Avg(s) => s.quantize(x)?,
             Spec::IntSum(s) => {
@@ -115,11 +114,38 @@ impl Acc {
         Ok(())
     }
 
+    /// The per-row fast path for real values: adds x and returns true, or returns false without
+    /// touching the state when x is NaN or the state is not a real-valued one (the caller then takes
+    /// the slow path, which raises the error). Never panics.
+    #[inline(always)]
+    pub fn try_add_f64(&mut self, x: f64) -> bool {
+        if x.is_nan() {
+            return false;
+        }
+        let q = match &self.spec {
+            Spec::FloatSum(s) => s.grid.quantize_finite(x),
+            Spec::Avg(s) => s.grid.quantize_finite(x),
+            _ => return false,
+        };
+        self.add(q);
+        true
+    }
+
+    /// The per-row fast path for integer sums; false if the state is not an integer sum.
+    #[inline(always)]
+    pub fn try_add_i64(&mut self, v: i64) -> bool {
+        let q = match &self.spec {
+            Spec::IntSum(s) => s.clamp(v),
+            _ => return false,
+        };
+        self.add(q);
+        true
+    }
+
     /// Adds one integer value (integer sum): clamp and accumulate.
     #[inline]
     pub fn add_i64(&mut self, v: i64) -> DpResult<()> {
-        let spec = self.spec;
-        match &spec {
+        match &self.spec {
             Spec::IntSum(s) => {
                 let q = s.clamp(v);
                 self.add(q);

@@ -28,6 +28,64 @@ macro_rules! pg_v1 {
     };
 }
 
+/// Defines a transition function with a per-row fast path that runs without `pg_guard`.
+///
+/// `fast` gets the existing state, the value datum and its null flag, and returns true when it has
+/// handled the row. It must be pure arithmetic that cannot panic nor call PostgreSQL. Everything
+/// else (the first row, errors such as NaN, non-by-value types) goes to `slow`, which is guarded.
+#[macro_export]
+macro_rules! pg_v1_trans {
+    ($finfo:ident, $name:ident, fast = |$acc:ident, $val:ident, $isnull:ident| $fast:block, slow = |$fc:ident| $slow:block) => {
+        #[unsafe(no_mangle)]
+        #[doc(hidden)]
+        pub extern "C" fn $finfo() -> &'static ::pgrx::pg_sys::Pg_finfo_record {
+            const V1: ::pgrx::pg_sys::Pg_finfo_record = ::pgrx::pg_sys::Pg_finfo_record { api_version: 1 };
+            &V1
+        }
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C-unwind" fn $name(fcinfo: ::pgrx::pg_sys::FunctionCallInfo) -> ::pgrx::pg_sys::Datum {
+            #[inline(always)]
+            unsafe fn fast($acc: *mut ::pg_dp_core::accum::Acc, $val: ::pgrx::pg_sys::Datum, $isnull: bool) -> bool $fast
+            #[::pgrx::pg_guard]
+            unsafe extern "C-unwind" fn slow(fcinfo: ::pgrx::pg_sys::FunctionCallInfo) -> ::pgrx::pg_sys::Datum {
+                #[inline(always)]
+                unsafe fn inner($fc: ::pgrx::pg_sys::FunctionCallInfo) -> ::pgrx::pg_sys::Datum $slow
+                inner(fcinfo)
+            }
+            if let Some((acc, val, isnull)) = $crate::pg::agg::fast_args(fcinfo) {
+                if fast(acc, val, isnull) {
+                    return ::pgrx::pg_sys::Datum::from(acc);
+                }
+            }
+            slow(fcinfo)
+        }
+    };
+}
+
+/// The fast path's view of a transition call: (state, argument 1, its null flag) once the state
+/// exists. Plain memory reads: no allocation, no panic, no call into PostgreSQL.
+#[inline(always)]
+pub unsafe fn fast_args(fcinfo: pg_sys::FunctionCallInfo) -> Option<(*mut Acc, pg_sys::Datum, bool)> {
+    let f = &*fcinfo;
+    let n = f.nargs as usize;
+    let args = f.args.as_slice(n);
+    let state = args.first()?;
+    if state.isnull {
+        return None;
+    }
+    let (val, isnull) = match args.get(1) {
+        Some(a) => (a.value, a.isnull),
+        None => (pg_sys::Datum::from(0usize), false), // dp_count(*): every row counts
+    };
+    Some((state.value.cast_mut_ptr::<Acc>(), val, isnull))
+}
+
+/// float8 from a by-value datum (float8 is pass-by-value on 64-bit platforms).
+#[inline(always)]
+pub fn datum_to_f64(d: pg_sys::Datum) -> f64 {
+    f64::from_bits(d.value() as u64)
+}
+
 /// The aggregate memory context; refuses plain calls and window use.
 pub unsafe fn agg_context(fcinfo: pg_sys::FunctionCallInfo, func: &'static str) -> pg_sys::MemoryContext {
     let mut ctx: pg_sys::MemoryContext = std::ptr::null_mut();

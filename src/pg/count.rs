@@ -2,7 +2,7 @@
 use super::agg::{epsilon_arg, final_state, state_for_row};
 use super::guc::default_epsilon;
 use super::noise::with_rng;
-use crate::pg_v1;
+use crate::{pg_v1, pg_v1_trans};
 use pg_dp_core::accum::{Params, Spec};
 use pgrx::fcinfo::pg_arg_is_null;
 use pgrx::pg_sys::Datum;
@@ -10,19 +10,31 @@ use pgrx::IntoDatum;
 
 const F: &str = "dp_count";
 
-pg_v1!(pg_finfo_dp_count_star_trans, dp_count_star_trans, |fcinfo| {
-    let acc = state_for_row(fcinfo, F, &[], || Params::count(default_epsilon()));
-    (*acc).add(0);
-    Datum::from(acc)
-});
-
-pg_v1!(pg_finfo_dp_count_trans, dp_count_trans, |fcinfo| {
-    let acc = state_for_row(fcinfo, F, &["epsilon"], || Params::count(epsilon_arg(fcinfo, 2, F)));
-    if !pg_arg_is_null(fcinfo, 1) {
+pg_v1_trans!(pg_finfo_dp_count_star_trans, dp_count_star_trans,
+    fast = |acc, _val, _isnull| {
         (*acc).add(0);
-    }
-    Datum::from(acc)
-});
+        true
+    },
+    slow = |fcinfo| {
+        let acc = state_for_row(fcinfo, F, &[], || Params::count(default_epsilon()));
+        (*acc).add(0);
+        Datum::from(acc)
+    });
+
+pg_v1_trans!(pg_finfo_dp_count_trans, dp_count_trans,
+    fast = |acc, _val, isnull| {
+        if !isnull {
+            (*acc).add(0);
+        }
+        true
+    },
+    slow = |fcinfo| {
+        let acc = state_for_row(fcinfo, F, &["epsilon"], || Params::count(epsilon_arg(fcinfo, 2, F)));
+        if !pg_arg_is_null(fcinfo, 1) {
+            (*acc).add(0);
+        }
+        Datum::from(acc)
+    });
 
 pg_v1!(pg_finfo_dp_count_final, dp_count_final, |fcinfo| {
     let acc = final_state(fcinfo, F, |p| Params::count(p.epsilon_at(0)));

@@ -1,8 +1,8 @@
 //! dp_sum over int2/int4/int8 (exact integer result), float8 and numeric (grid result).
-use super::agg::{epsilon_arg, final_state, numeric_datum_f64, required, state_for_row, EmptyParams};
+use super::agg::{datum_to_f64, epsilon_arg, final_state, numeric_datum_f64, required, state_for_row, EmptyParams};
 use super::error::OrRaise;
 use super::noise::with_rng;
-use crate::pg_v1;
+use crate::{pg_v1, pg_v1_trans};
 use pg_dp_core::accum::{Acc, Params, Spec};
 use pgrx::fcinfo::{pg_arg_is_null, pg_getarg, pg_getarg_datum_raw};
 use pgrx::pg_sys::Datum;
@@ -13,17 +13,19 @@ const NAMES: &[&str] = &["lower", "upper", "epsilon"];
 
 macro_rules! int_sum_trans {
     ($finfo:ident, $name:ident, $t:ty) => {
-        pg_v1!($finfo, $name, |fcinfo| {
-            let acc = state_for_row(fcinfo, F, NAMES, || {
-                let lower = required::<$t>(fcinfo, 2, F, "lower") as i64;
-                let upper = required::<$t>(fcinfo, 3, F, "upper") as i64;
-                Params::int_sum(lower, upper, epsilon_arg(fcinfo, 4, F))
+        pg_v1_trans!($finfo, $name,
+            fast = |acc, val, isnull| { isnull || (*acc).try_add_i64(val.value() as $t as i64) },
+            slow = |fcinfo| {
+                let acc = state_for_row(fcinfo, F, NAMES, || {
+                    let lower = required::<$t>(fcinfo, 2, F, "lower") as i64;
+                    let upper = required::<$t>(fcinfo, 3, F, "upper") as i64;
+                    Params::int_sum(lower, upper, epsilon_arg(fcinfo, 4, F))
+                });
+                if let Some(v) = pg_getarg::<$t>(fcinfo, 1) {
+                    (*acc).add_i64(v as i64).or_raise(F);
+                }
+                Datum::from(acc)
             });
-            if let Some(v) = pg_getarg::<$t>(fcinfo, 1) {
-                (*acc).add_i64(v as i64).or_raise(F);
-            }
-            Datum::from(acc)
-        });
     };
 }
 
@@ -31,17 +33,19 @@ int_sum_trans!(pg_finfo_dp_sum_int2_trans, dp_sum_int2_trans, i16);
 int_sum_trans!(pg_finfo_dp_sum_int4_trans, dp_sum_int4_trans, i32);
 int_sum_trans!(pg_finfo_dp_sum_int8_trans, dp_sum_int8_trans, i64);
 
-pg_v1!(pg_finfo_dp_sum_float8_trans, dp_sum_float8_trans, |fcinfo| {
-    let acc = state_for_row(fcinfo, F, NAMES, || {
-        let lower = required::<f64>(fcinfo, 2, F, "lower");
-        let upper = required::<f64>(fcinfo, 3, F, "upper");
-        Params::float_sum(lower, upper, epsilon_arg(fcinfo, 4, F))
+pg_v1_trans!(pg_finfo_dp_sum_float8_trans, dp_sum_float8_trans,
+    fast = |acc, val, isnull| { isnull || (*acc).try_add_f64(datum_to_f64(val)) },
+    slow = |fcinfo| {
+        let acc = state_for_row(fcinfo, F, NAMES, || {
+            let lower = required::<f64>(fcinfo, 2, F, "lower");
+            let upper = required::<f64>(fcinfo, 3, F, "upper");
+            Params::float_sum(lower, upper, epsilon_arg(fcinfo, 4, F))
+        });
+        if let Some(v) = pg_getarg::<f64>(fcinfo, 1) {
+            (*acc).add_f64(v).or_raise(F);
+        }
+        Datum::from(acc)
     });
-    if let Some(v) = pg_getarg::<f64>(fcinfo, 1) {
-        (*acc).add_f64(v).or_raise(F);
-    }
-    Datum::from(acc)
-});
 
 /// numeric values and bounds go through float8: a per-row monotone map, so the sensitivity
 /// argument is unchanged (docs/privacy/sum.md).
