@@ -8,16 +8,24 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 
-/// Defines a PostgreSQL V1 C function `$name` (and its `pg_finfo_` record).
+/// The `pg_finfo_` record that marks a C function as using the version-1 calling convention.
 #[macro_export]
-macro_rules! pg_v1 {
-    ($finfo:ident, $name:ident, |$fc:ident| $body:block) => {
+macro_rules! pg_finfo {
+    ($finfo:ident) => {
         #[unsafe(no_mangle)]
         #[doc(hidden)]
         pub extern "C" fn $finfo() -> &'static ::pgrx::pg_sys::Pg_finfo_record {
             const V1: ::pgrx::pg_sys::Pg_finfo_record = ::pgrx::pg_sys::Pg_finfo_record { api_version: 1 };
             &V1
         }
+    };
+}
+
+/// Defines a PostgreSQL V1 C function `$name` (and its `pg_finfo_` record).
+#[macro_export]
+macro_rules! pg_v1 {
+    ($finfo:ident, $name:ident, |$fc:ident| $body:block) => {
+        $crate::pg_finfo!($finfo);
         #[unsafe(no_mangle)]
         #[::pgrx::pg_guard]
         pub unsafe extern "C-unwind" fn $name(fcinfo: ::pgrx::pg_sys::FunctionCallInfo) -> ::pgrx::pg_sys::Datum {
@@ -36,12 +44,7 @@ macro_rules! pg_v1 {
 #[macro_export]
 macro_rules! pg_v1_trans {
     ($finfo:ident, $name:ident, fast = |$acc:ident, $val:ident, $isnull:ident| $fast:block, slow = |$fc:ident| $slow:block) => {
-        #[unsafe(no_mangle)]
-        #[doc(hidden)]
-        pub extern "C" fn $finfo() -> &'static ::pgrx::pg_sys::Pg_finfo_record {
-            const V1: ::pgrx::pg_sys::Pg_finfo_record = ::pgrx::pg_sys::Pg_finfo_record { api_version: 1 };
-            &V1
-        }
+        $crate::pg_finfo!($finfo);
         #[unsafe(no_mangle)]
         pub unsafe extern "C-unwind" fn $name(fcinfo: ::pgrx::pg_sys::FunctionCallInfo) -> ::pgrx::pg_sys::Datum {
             #[inline(always)]
@@ -357,6 +360,44 @@ impl EmptyParams {
             None => super::guc::default_epsilon(),
         }
     }
+}
+
+/// Names of the parameters of dp_sum and dp_avg, in argument order after the value.
+pub const BOUNDED_NAMES: &[&str] = &["lower", "upper", "epsilon"];
+
+/// Slow path of a float8 transition function (value, lower, upper [, epsilon]).
+pub unsafe fn float8_trans(fcinfo: pg_sys::FunctionCallInfo, func: &'static str, make: fn(f64, f64, f64) -> Params) -> pg_sys::Datum {
+    let acc = state_for_row(fcinfo, func, BOUNDED_NAMES, || {
+        let lower = required::<f64>(fcinfo, 2, func, "lower");
+        let upper = required::<f64>(fcinfo, 3, func, "upper");
+        make(lower, upper, epsilon_arg(fcinfo, 4, func))
+    });
+    if let Some(v) = pgrx::fcinfo::pg_getarg::<f64>(fcinfo, 1) {
+        (*acc).add_f64(v).or_raise(func);
+    }
+    pg_sys::Datum::from(acc)
+}
+
+/// numeric argument `i` as float8, or the NULL error naming it.
+unsafe fn numeric_arg(fcinfo: pg_sys::FunctionCallInfo, i: usize, func: &'static str, arg: &str) -> f64 {
+    if pg_arg_is_null(fcinfo, i) {
+        raise_with(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, format!("{func}: {arg} must not be NULL"), None);
+    }
+    numeric_datum_f64(pg_getarg_datum_raw(fcinfo, i))
+}
+
+/// Transition function over numeric (value, lower, upper [, epsilon]). Values and bounds go through
+/// float8: a per-row monotone map, so the sensitivity argument is unchanged (docs/privacy/sum.md).
+pub unsafe fn numeric_trans(fcinfo: pg_sys::FunctionCallInfo, func: &'static str, make: fn(f64, f64, f64) -> Params) -> pg_sys::Datum {
+    let acc = state_for_row(fcinfo, func, BOUNDED_NAMES, || {
+        let lower = numeric_arg(fcinfo, 2, func, "lower");
+        let upper = numeric_arg(fcinfo, 3, func, "upper");
+        make(lower, upper, epsilon_arg(fcinfo, 4, func))
+    });
+    if !pg_arg_is_null(fcinfo, 1) {
+        (*acc).add_f64(numeric_datum_f64(pg_getarg_datum_raw(fcinfo, 1))).or_raise(func);
+    }
+    pg_sys::Datum::from(acc)
 }
 
 /// The state at the final function: the accumulated one, or an empty one built by `empty`.

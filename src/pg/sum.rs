@@ -1,15 +1,15 @@
 //! dp_sum over int2/int4/int8 (exact integer result), float8 and numeric (grid result).
-use super::agg::{datum_to_f64, epsilon_arg, final_state, numeric_datum_f64, required, state_for_row, EmptyParams};
+use super::agg::{datum_to_f64, epsilon_arg, final_state, float8_trans, numeric_trans, required, state_for_row, EmptyParams};
 use super::error::OrRaise;
 use super::noise::with_rng;
 use crate::{pg_v1, pg_v1_trans};
 use pg_dp_core::accum::{Acc, Params, Spec};
-use pgrx::fcinfo::{pg_arg_is_null, pg_getarg, pg_getarg_datum_raw};
+use pgrx::fcinfo::pg_getarg;
 use pgrx::pg_sys::Datum;
 use pgrx::{AnyNumeric, IntoDatum};
 
 const F: &str = "dp_sum";
-const NAMES: &[&str] = &["lower", "upper", "epsilon"];
+use super::agg::BOUNDED_NAMES as NAMES;
 
 macro_rules! int_sum_trans {
     ($finfo:ident, $name:ident, $t:ty) => {
@@ -35,38 +35,9 @@ int_sum_trans!(pg_finfo_dp_sum_int8_trans, dp_sum_int8_trans, i64);
 
 pg_v1_trans!(pg_finfo_dp_sum_float8_trans, dp_sum_float8_trans,
     fast = |acc, val, isnull| { isnull || (*acc).try_add_f64(datum_to_f64(val)) },
-    slow = |fcinfo| {
-        let acc = state_for_row(fcinfo, F, NAMES, || {
-            let lower = required::<f64>(fcinfo, 2, F, "lower");
-            let upper = required::<f64>(fcinfo, 3, F, "upper");
-            Params::float_sum(lower, upper, epsilon_arg(fcinfo, 4, F))
-        });
-        if let Some(v) = pg_getarg::<f64>(fcinfo, 1) {
-            (*acc).add_f64(v).or_raise(F);
-        }
-        Datum::from(acc)
-    });
+    slow = |fcinfo| { float8_trans(fcinfo, F, Params::float_sum) });
 
-/// numeric values and bounds go through float8: a per-row monotone map, so the sensitivity
-/// argument is unchanged (docs/privacy/sum.md).
-pub(crate) unsafe fn numeric_arg(fcinfo: pgrx::pg_sys::FunctionCallInfo, i: usize, arg: &str) -> f64 {
-    if pg_arg_is_null(fcinfo, i) {
-        super::agg::required::<AnyNumeric>(fcinfo, i, F, arg); // raises the NULL error
-    }
-    numeric_datum_f64(pg_getarg_datum_raw(fcinfo, i))
-}
-
-pg_v1!(pg_finfo_dp_sum_numeric_trans, dp_sum_numeric_trans, |fcinfo| {
-    let acc = state_for_row(fcinfo, F, NAMES, || {
-        let lower = numeric_arg(fcinfo, 2, "lower");
-        let upper = numeric_arg(fcinfo, 3, "upper");
-        Params::float_sum(lower, upper, epsilon_arg(fcinfo, 4, F))
-    });
-    if !pg_arg_is_null(fcinfo, 1) {
-        (*acc).add_f64(numeric_datum_f64(pg_getarg_datum_raw(fcinfo, 1))).or_raise(F);
-    }
-    Datum::from(acc)
-});
+pg_v1!(pg_finfo_dp_sum_numeric_trans, dp_sum_numeric_trans, |fcinfo| { numeric_trans(fcinfo, F, Params::float_sum) });
 
 fn int_empty(p: &EmptyParams) -> Params {
     unsafe { Params::int_sum(p.i64_at(0, "lower"), p.i64_at(1, "upper"), p.epsilon_at(2)) }
