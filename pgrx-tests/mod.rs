@@ -13,6 +13,7 @@ include!("aggregates.rs");
 include!("errors.rs");
 include!("parallel.rs");
 include!("security.rs");
+include!("ledger.rs");
 
 /// Runs a query and returns the first column of every row as text.
 pub fn column(sql: &str) -> Vec<Option<String>> {

@@ -10,10 +10,13 @@ use pgrx::prelude::*;
 pub mod pg;
 
 extension_sql_file!("../sql/pg_dp.sql", name = "pg_dp_objects");
+extension_sql_file!("../sql/ledger.sql", name = "pg_dp_ledger", requires = ["pg_dp_objects"]);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     pg::guc::register();
+    pg::ledger::init();
+    pg::charge::init();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -4,7 +4,7 @@
 //! workers ([`Acc::merge`]), ships them as bytes ([`Acc::to_bytes`] / [`Acc::from_bytes`]) and
 //! finally releases the noisy value. Nothing here ever returns the exact sum or count to SQL.
 use crate::error::{DpError, DpResult};
-use crate::mechanisms::{AvgSpec, CountSpec, FloatSumSpec, IntSumSpec};
+use crate::mechanisms::{AvgSpec, CountSpec, FloatSumSpec, IntSumSpec, ReleaseInfo};
 
 /// The mechanism an accumulator feeds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -13,6 +13,28 @@ pub enum Spec {
     IntSum(IntSumSpec),
     FloatSum(FloatSumSpec),
     Avg(AvgSpec),
+}
+
+impl Spec {
+    /// The receipt of a release by this mechanism, known before any data is read.
+    pub fn describe(&self) -> ReleaseInfo {
+        match self {
+            Spec::Count(s) => s.describe(),
+            Spec::IntSum(s) => s.describe(),
+            Spec::FloatSum(s) => s.describe(),
+            Spec::Avg(s) => s.describe(),
+        }
+    }
+
+    /// The ε of the release.
+    pub fn epsilon(&self) -> f64 {
+        match self {
+            Spec::Count(s) => s.epsilon,
+            Spec::IntSum(s) => s.epsilon,
+            Spec::FloatSum(s) => s.epsilon,
+            Spec::Avg(s) => s.epsilon,
+        }
+    }
 }
 
 /// The raw parameters of one aggregate call, compared bit for bit between rows and partial states.

@@ -9,6 +9,7 @@
 //! - [`params`]: validation of ε, δ and bounds, with errors that name the argument and its range;
 //! - [`mechanisms`]: count, integer sum, real sum and average releases;
 //! - [`gaussian`]: analytic calibration of the Gaussian mechanism (Balle & Wang 2018).
+pub mod accounting;
 pub mod accum;
 pub mod error;
 pub mod gaussian;

@@ -3,6 +3,7 @@
 //! Neighbouring relation everywhere: add or remove one row (each row belongs to one person).
 //! Every mechanism adds discrete Laplace noise to an exact integer statistic, so it is ε-DP with
 //! exactly the stated sensitivity; derivations are in docs/privacy/.
+use crate::accounting::mechanism_epsilon;
 use crate::error::DpResult;
 use crate::grid::Grid;
 use crate::params::{check_epsilon, check_float_bounds, check_int_bounds};
@@ -40,13 +41,23 @@ pub struct Noisy<T> {
     pub info: ReleaseInfo,
 }
 
-/// Discrete Laplace noise for integer sensitivity `sens` at ε, and its exact scale sens/ε as f64.
+/// Discrete Laplace noise for integer sensitivity `sens` at ε (already reduced to the mechanism's ε,
+/// see [`mechanism_epsilon`]), and its exact scale sens/ε as f64.
 fn laplace_noise<R: Rng + ?Sized>(rng: &mut R, sens: u128, eps: f64) -> (i128, f64) {
     if sens == 0 {
         return (0, 0.0);
     }
     let (t, s) = laplace_scale(sens, eps);
     (discrete_laplace(rng, t, s), t as f64 / s as f64)
+}
+
+/// The exact scale sens/ε (as f64) that [`laplace_noise`] uses, without drawing.
+fn laplace_scale_f64(sens: u128, eps: f64) -> f64 {
+    if sens == 0 {
+        return 0.0;
+    }
+    let (t, s) = laplace_scale(sens, eps);
+    t as f64 / s as f64
 }
 
 fn info(epsilon: f64, sensitivity: f64, scale: f64) -> ReleaseInfo {
@@ -68,9 +79,14 @@ impl CountSpec {
         Ok(CountSpec { epsilon: check_epsilon("epsilon", epsilon)? })
     }
 
+    /// The receipt of a release, known before any data is read.
+    pub fn describe(&self) -> ReleaseInfo {
+        info(self.epsilon, 1.0, laplace_scale_f64(1, mechanism_epsilon(self.epsilon)))
+    }
+
     pub fn release<R: Rng + ?Sized>(&self, rng: &mut R, n: i64) -> Noisy<i64> {
-        let (z, scale) = laplace_noise(rng, 1, self.epsilon);
-        Noisy { value: saturate_i64(n as i128 + z), info: info(self.epsilon, 1.0, scale) }
+        let (z, _) = laplace_noise(rng, 1, mechanism_epsilon(self.epsilon));
+        Noisy { value: saturate_i64(n as i128 + z), info: self.describe() }
     }
 }
 
@@ -98,10 +114,14 @@ impl IntSumSpec {
         self.lower.unsigned_abs().max(self.upper.unsigned_abs()) as u128
     }
 
-    pub fn release<R: Rng + ?Sized>(&self, rng: &mut R, sum: i128) -> Noisy<i128> {
+    pub fn describe(&self) -> ReleaseInfo {
         let sens = self.sensitivity();
-        let (z, scale) = laplace_noise(rng, sens, self.epsilon);
-        Noisy { value: sum.saturating_add(z), info: info(self.epsilon, sens as f64, scale) }
+        info(self.epsilon, sens as f64, laplace_scale_f64(sens, mechanism_epsilon(self.epsilon)))
+    }
+
+    pub fn release<R: Rng + ?Sized>(&self, rng: &mut R, sum: i128) -> Noisy<i128> {
+        let (z, _) = laplace_noise(rng, self.sensitivity(), mechanism_epsilon(self.epsilon));
+        Noisy { value: sum.saturating_add(z), info: self.describe() }
     }
 }
 
@@ -130,14 +150,15 @@ impl FloatSumSpec {
         self.grid.q_lower.unsigned_abs().max(self.grid.q_upper.unsigned_abs()) as u128
     }
 
-    pub fn release<R: Rng + ?Sized>(&self, rng: &mut R, sum_q: i128) -> Noisy<f64> {
+    pub fn describe(&self) -> ReleaseInfo {
         let sens = self.sensitivity_steps();
-        let (z, scale) = laplace_noise(rng, sens, self.epsilon);
         let step = self.grid.step();
-        Noisy {
-            value: self.grid.value(sum_q.saturating_add(z)),
-            info: info(self.epsilon, sens as f64 * step, scale * step),
-        }
+        info(self.epsilon, sens as f64 * step, laplace_scale_f64(sens, mechanism_epsilon(self.epsilon)) * step)
+    }
+
+    pub fn release<R: Rng + ?Sized>(&self, rng: &mut R, sum_q: i128) -> Noisy<f64> {
+        let (z, _) = laplace_noise(rng, self.sensitivity_steps(), mechanism_epsilon(self.epsilon));
+        Noisy { value: self.grid.value(sum_q.saturating_add(z)), info: self.describe() }
     }
 }
 
@@ -170,12 +191,27 @@ impl AvgSpec {
         ((self.grid.q_upper as i128 - c).max(c - self.grid.q_lower as i128)) as u128
     }
 
-    /// ε spent on the centred sum and on the count; their sum never exceeds ε.
+    /// ε spent on the centred sum and on the count; their sum never exceeds the mechanism's ε.
     pub fn split(&self) -> (f64, f64) {
-        let e_sum = self.epsilon * AVG_SUM_SHARE;
+        let eps = mechanism_epsilon(self.epsilon);
+        let e_sum = eps * AVG_SUM_SHARE;
         // shave one part in 2^50 so that floating-point rounding cannot push e_sum + e_cnt above ε
-        let e_cnt = (self.epsilon - e_sum) * (1.0 - f64::EPSILON * 4.0);
+        let e_cnt = (eps - e_sum) * (1.0 - f64::EPSILON * 4.0);
         (e_sum, e_cnt)
+    }
+
+    pub fn describe(&self) -> ReleaseInfo {
+        let sens = self.sensitivity_steps();
+        let step = self.grid.step();
+        if sens == 0 {
+            let mut i = info(self.epsilon, 0.0, 0.0);
+            i.count_scale = Some(0.0);
+            return i;
+        }
+        let (e_sum, e_cnt) = self.split();
+        let mut i = info(self.epsilon, sens as f64 * step, laplace_scale_f64(sens, e_sum) * step);
+        i.count_scale = Some(laplace_scale_f64(1, e_cnt));
+        i
     }
 
     pub fn release<R: Rng + ?Sized>(&self, rng: &mut R, sum_q: i128, n: i64) -> Noisy<f64> {
@@ -183,21 +219,18 @@ impl AvgSpec {
         let step = self.grid.step();
         if sens == 0 {
             // lower and upper fall on the same grid point: every row has that value, nothing to hide
-            let mut i = info(self.epsilon, 0.0, 0.0);
-            i.count_scale = Some(0.0);
-            return Noisy { value: self.grid.value(self.center as i128).clamp(self.grid.lower, self.grid.upper), info: i };
+            let value = self.grid.value(self.center as i128).clamp(self.grid.lower, self.grid.upper);
+            return Noisy { value, info: self.describe() };
         }
         let (e_sum, e_cnt) = self.split();
         let centred = sum_q - (n as i128) * (self.center as i128);
-        let (z_sum, scale_sum) = laplace_noise(rng, sens, e_sum);
-        let (z_cnt, scale_cnt) = laplace_noise(rng, 1, e_cnt);
+        let (z_sum, _) = laplace_noise(rng, sens, e_sum);
+        let (z_cnt, _) = laplace_noise(rng, 1, e_cnt);
         let noisy_sum = centred.saturating_add(z_sum);
         let noisy_n = (n as i128).saturating_add(z_cnt).max(1);
         // post-processing: divide, shift back, clamp to the bounds
         let mean_steps = self.center as f64 + noisy_sum as f64 / noisy_n as f64;
         let value = (mean_steps * step).clamp(self.grid.lower, self.grid.upper);
-        let mut i = info(self.epsilon, sens as f64 * step, scale_sum * step);
-        i.count_scale = Some(scale_cnt);
-        Noisy { value, info: i }
+        Noisy { value, info: self.describe() }
     }
 }

@@ -225,7 +225,7 @@ pub unsafe fn empty_input_params(fcinfo: pg_sys::FunctionCallInfo, func: &'stati
     }
     let mut args = (*aggref).args;
     if (*aggref).aggsplit & pg_sys::AGGSPLITOP_COMBINE != 0 {
-        args = partial_aggref_args(aggstate, args)
+        args = partial_aggref_args_in_plan((*aggstate).ss.ps.plan, args)
             .unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{func}: cannot find the partial aggregate of a parallel plan"), None));
     }
     let parent = &mut (*aggstate).ss.ps as *mut pg_sys::PlanState;
@@ -250,14 +250,14 @@ pub unsafe fn empty_input_params(fcinfo: pg_sys::FunctionCallInfo, func: &'stati
     out
 }
 
-/// Follows the finalizing Aggref's argument (an OUTER_VAR reference) down the plan to the
-/// partial Aggref and returns its argument list.
-unsafe fn partial_aggref_args(aggstate: *mut pg_sys::AggState, args: *mut pg_sys::List) -> Option<*mut pg_sys::List> {
-    if list_len(args) != 1 {
+/// Follows the finalizing Aggref's argument (an OUTER_VAR reference) from its Agg plan node down
+/// to the partial Aggref and returns the partial Aggref's argument list (the original arguments).
+pub unsafe fn partial_aggref_args_in_plan(agg_plan: *mut pg_sys::Plan, args: *mut pg_sys::List) -> Option<*mut pg_sys::List> {
+    if list_len(args) != 1 || agg_plan.is_null() {
         return None;
     }
     let mut expr = (*list_nth_ptr::<pg_sys::TargetEntry>(args, 0)).expr as *mut pg_sys::Node;
-    let mut plan = (*(*aggstate).ss.ps.plan).lefttree;
+    let mut plan = (*agg_plan).lefttree;
     for _ in 0..32 {
         if expr.is_null() || plan.is_null() {
             return None;
@@ -328,15 +328,23 @@ pub unsafe fn numeric_datum_f64(d: pg_sys::Datum) -> f64 {
     pgrx::direct_function_call::<f64>(pg_sys::numeric_float8, &[Some(d)]).unwrap()
 }
 
-/// Parameters of an empty aggregate: required ones by position, epsilon defaulting to the GUC.
-pub struct EmptyParams {
+/// Parameter values of an aggregate read without any row (empty input, or before execution):
+/// required ones by position, epsilon defaulting to the GUC.
+pub struct ParamValues {
     vals: Vec<(pg_sys::Datum, bool, pg_sys::Oid)>,
     func: &'static str,
 }
 
-impl EmptyParams {
+/// The name the final functions use.
+pub type EmptyParams = ParamValues;
+
+impl ParamValues {
+    pub fn new(vals: Vec<(pg_sys::Datum, bool, pg_sys::Oid)>, func: &'static str) -> Self {
+        ParamValues { vals, func }
+    }
+
     pub unsafe fn read(fcinfo: pg_sys::FunctionCallInfo, func: &'static str) -> Self {
-        EmptyParams { vals: empty_input_params(fcinfo, func), func }
+        ParamValues { vals: empty_input_params(fcinfo, func), func }
     }
     fn get(&self, i: usize, name: &str) -> Option<(pg_sys::Datum, pg_sys::Oid)> {
         let (d, isnull, t) = *self.vals.get(i)?;
@@ -400,15 +408,19 @@ pub unsafe fn numeric_trans(fcinfo: pg_sys::FunctionCallInfo, func: &'static str
     pg_sys::Datum::from(acc)
 }
 
-/// The state at the final function: the accumulated one, or an empty one built by `empty`.
+/// The state at the final function (the accumulated one, or an empty one built by `empty`), once
+/// its release has been paid for (see charge.rs).
 pub unsafe fn final_state(fcinfo: pg_sys::FunctionCallInfo, func: &'static str, empty: impl FnOnce(&EmptyParams) -> Params) -> Acc {
     agg_context(fcinfo, func);
     let acc = state_arg(fcinfo, 0);
-    if !acc.is_null() {
-        return *acc;
-    }
-    let p = EmptyParams::read(fcinfo, func);
-    Acc::new(empty(&p)).or_raise(func)
+    let acc = if !acc.is_null() {
+        *acc
+    } else {
+        let p = EmptyParams::read(fcinfo, func);
+        Acc::new(empty(&p)).or_raise(func)
+    };
+    super::charge::check_ticket(fcinfo, func, &acc);
+    acc
 }
 
 // ----- combine / serialize / deserialize, shared by every pg_dp aggregate -----------------------

@@ -31,6 +31,8 @@ def setup():
         c.execute("DROP ROLE IF EXISTS dp_client_analyst")
         c.execute("CREATE ROLE dp_client_analyst LOGIN")
         c.execute("GRANT SELECT ON t TO dp_client_analyst")
+        c.execute("SELECT dp.grant_budget('dp_client_analyst', 1e6)")
+        c.execute("SELECT dp.grant_budget('dp_client_analyst', 1e6)")
 
 
 def expect_error(conn, sql, params, sqlstate_cls, *fragments):

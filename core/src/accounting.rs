@@ -1,0 +1,151 @@
+//! What a charge is: the exact amount debited for a release, and the request the ledger worker runs.
+//!
+//! ε arrives as a float8. The ledger stores the shortest decimal that reads back as that float
+//! (0.1 is charged as exactly 0.1, so ten charges of 0.1 spend exactly 1). The float itself can be a
+//! hair above that decimal (the float nearest 0.1 is 0.1000000000000000055…), so the mechanism runs
+//! at [`mechanism_epsilon`], the next float below, which is always below the charged decimal: the
+//! shortest decimal lies within half an ulp of the float, and the next float down is a whole ulp away.
+use serde::{Deserialize, Serialize};
+
+/// The ε a mechanism actually uses for a requested (and charged) ε: the next float below it.
+#[inline]
+pub fn mechanism_epsilon(eps: f64) -> f64 {
+    debug_assert!(eps.is_finite() && eps > 0.0);
+    f64::from_bits(eps.to_bits() - 1)
+}
+
+/// The exact decimal charged for a requested ε: the shortest decimal that reads back as `eps`.
+pub fn charged_decimal(eps: f64) -> String {
+    // Rust's Display prints the shortest round-trip representation, without an exponent
+    format!("{eps}")
+}
+
+/// One release in a charge: the content of one receipt row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReleaseRecord {
+    pub aggregate: String,
+    pub mechanism: String,
+    pub sensitivity: f64,
+    pub noise_scale: f64,
+    /// Exact decimal ε charged.
+    pub epsilon: String,
+    /// Exact decimal δ charged.
+    pub delta: String,
+}
+
+/// Everything the ledger worker needs to debit a query's releases in its own transaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChargeRequest {
+    pub role: u32,
+    pub database_user: String,
+    /// Charge even without a budget row (superusers, or `dp.require_budget = off`).
+    pub unlimited: bool,
+    pub query_id: i64,
+    pub query_text: String,
+    pub releases: Vec<ReleaseRecord>,
+}
+
+/// The worker's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ChargeOutcome {
+    /// Debited and committed. Remaining budget, when the role has one.
+    Granted { epsilon_remaining: Option<String> },
+    /// Nothing was debited. `reason` is "exhausted", "no budget" or "cap:<max ε per query>".
+    Denied { reason: String, epsilon_remaining: Option<String>, delta_remaining: Option<String> },
+    /// The worker's transaction failed and was rolled back: nothing was debited.
+    Failed { message: String },
+}
+
+impl ChargeRequest {
+    /// Serializes the request into at most `max` bytes, shortening the query text if needed.
+    pub fn to_bytes_within(&self, max: usize) -> Option<Vec<u8>> {
+        let mut req = self.clone();
+        loop {
+            let bytes = serde_json::to_vec(&req).ok()?;
+            if bytes.len() <= max {
+                return Some(bytes);
+            }
+            if req.query_text.is_empty() {
+                return None;
+            }
+            let keep = req.query_text.len().saturating_sub(bytes.len() - max + 16);
+            let mut cut = keep.min(req.query_text.len());
+            while !req.query_text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            req.query_text.truncate(cut);
+        }
+    }
+
+    pub fn from_bytes(b: &[u8]) -> Option<Self> {
+        serde_json::from_slice(b).ok()
+    }
+
+    /// Total ε of the request as a decimal sum is computed by the database (numeric); this is the
+    /// float sum, for messages only.
+    pub fn epsilon_total_approx(&self) -> f64 {
+        self.releases.iter().filter_map(|r| r.epsilon.parse::<f64>().ok()).sum()
+    }
+}
+
+impl ChargeOutcome {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+    pub fn from_bytes(b: &[u8]) -> Option<Self> {
+        serde_json::from_slice(b).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mechanism_epsilon_never_exceeds_the_charged_decimal() {
+        let mut x = 0.0123_f64;
+        for i in 0..20_000 {
+            x = (x * 1.618_033_988_749_895 + 0.000_137 * i as f64).fract() * 10f64.powi((i % 13) - 6);
+            if !(1e-9..=1e6).contains(&x) {
+                continue;
+            }
+            let dec = charged_decimal(x);
+            assert_eq!(dec.parse::<f64>().unwrap(), x, "round trip of {dec}");
+            // The round trip is the proof: parsing is monotone, so a decimal at or below
+            // mechanism_epsilon(x) < x could not read back as x.
+            assert!(mechanism_epsilon(x) < x);
+            assert!(dec.parse::<f64>().unwrap() > mechanism_epsilon(x));
+        }
+        assert_eq!(charged_decimal(0.1), "0.1");
+        assert_eq!(charged_decimal(1e6), "1000000");
+        assert_eq!(charged_decimal(1e-9), "0.000000001");
+    }
+
+    #[test]
+    fn request_roundtrip_and_truncation() {
+        let r = ChargeRequest {
+            role: 10,
+            database_user: "alice".into(),
+            unlimited: false,
+            query_id: -5,
+            query_text: "SELECT dp_count(*) FROM t -- ".to_string() + &"é".repeat(3000),
+            releases: vec![ReleaseRecord {
+                aggregate: "dp_count(*)".into(),
+                mechanism: "discrete_laplace".into(),
+                sensitivity: 1.0,
+                noise_scale: 2.0,
+                epsilon: "0.5".into(),
+                delta: "0".into(),
+            }],
+        };
+        let b = r.to_bytes_within(100_000).unwrap();
+        assert_eq!(ChargeRequest::from_bytes(&b).unwrap(), r);
+        let b = r.to_bytes_within(1024).unwrap();
+        assert!(b.len() <= 1024);
+        let back = ChargeRequest::from_bytes(&b).unwrap();
+        assert!(r.query_text.starts_with(&back.query_text) && back.query_text.len() < r.query_text.len());
+        assert_eq!(back.releases, r.releases);
+        let o = ChargeOutcome::Denied { reason: "exhausted".into(), epsilon_remaining: Some("0.3".into()), delta_remaining: None };
+        assert_eq!(ChargeOutcome::from_bytes(&o.to_bytes()).unwrap(), o);
+    }
+}

@@ -1,0 +1,196 @@
+// The ledger, as far as one test transaction can see it. Receipts are committed by the ledger
+// worker in its own transaction, so each statement here sees the ones written before it. Attacks
+// that need real transactions (ROLLBACK, savepoints, concurrency, crashes) are in
+// tests/client/test_ledger.py against a real server.
+
+fn receipts() -> i64 {
+    one_i64("SELECT count(*) FROM dp.ledger")
+}
+
+#[pg_test]
+fn every_release_writes_one_receipt_with_its_mechanism_and_scale() {
+    sample_table();
+    let before = receipts();
+    one_i64("SELECT dp_count(x, 0.5) FROM s");
+    assert_eq!(receipts(), before + 1);
+    let row = one_text(
+        "SELECT concat_ws('|', aggregate, mechanism, sensitivity, round(noise_scale::numeric, 9), epsilon, delta,
+                          query_text LIKE '%dp_count(x, 0.5)%')
+           FROM dp.ledger ORDER BY id DESC LIMIT 1",
+    );
+    assert_eq!(row, "dp_count(\"any\",double precision)|discrete_laplace|1|2.000000000|0.5|0|t");
+    one_f64("SELECT dp_sum(x, -10, 20, 0.25) FROM s");
+    let row = one_text("SELECT concat_ws('|', sensitivity, round(noise_scale::numeric, 6), epsilon) FROM dp.ledger ORDER BY id DESC LIMIT 1");
+    assert_eq!(row, "20|80.000000|0.25");
+}
+
+#[pg_test]
+fn aggregates_add_up_and_disjoint_groups_cost_once() {
+    sample_table();
+    let before = receipts();
+    // two aggregates: two receipts; four GROUP BY groups do not multiply them
+    let n = column("SELECT dp_count(x, 0.5)::text || dp_avg(x, 0, 1000, 0.25)::text FROM s GROUP BY i % 4").len();
+    assert_eq!(n, 4);
+    assert_eq!(receipts(), before + 2);
+    let total = one_text("SELECT sum(epsilon)::text FROM (SELECT epsilon FROM dp.ledger ORDER BY id DESC LIMIT 2) l");
+    assert_eq!(total, "0.75");
+}
+
+#[pg_test]
+fn explain_without_analyze_charges_nothing() {
+    sample_table();
+    let before = receipts();
+    column("EXPLAIN SELECT dp_count(*) FROM s");
+    assert_eq!(receipts(), before);
+    column("EXPLAIN ANALYZE SELECT dp_count(*) FROM s");
+    assert_eq!(receipts(), before + 1);
+}
+
+#[pg_test]
+fn a_prepared_statement_is_charged_at_each_execution_at_its_bound_epsilon() {
+    sample_table();
+    Spi::run("SET plan_cache_mode = force_generic_plan").unwrap();
+    Spi::run("PREPARE q(float8) AS SELECT dp_count(x, $1) FROM s").unwrap();
+    let before = receipts();
+    one_i64("EXECUTE q(0.125)");
+    one_i64("EXECUTE q(0.5)");
+    assert_eq!(receipts(), before + 2);
+    let eps = column("SELECT epsilon::text FROM dp.ledger ORDER BY id DESC LIMIT 2");
+    assert_eq!(eps, vec![Some("0.5".into()), Some("0.125".into())]);
+}
+
+#[pg_test]
+fn a_with_query_runs_once_and_is_allowed() {
+    sample_table();
+    let before = receipts();
+    let n = column("WITH c AS MATERIALIZED (SELECT dp_count(x, 0.5) AS n FROM s) SELECT s.i::text FROM s, c WHERE s.i <= 3").len();
+    assert_eq!(n, 3);
+    assert_eq!(receipts(), before + 1);
+}
+
+#[pg_test(error = "dp_count cannot be used where it may be executed more than once per query")]
+fn a_correlated_subquery_is_refused_before_charging() {
+    sample_table();
+    Spi::run("SELECT i, (SELECT dp_count(x, 0.1) FROM s s2 WHERE s2.i < s.i) FROM s").unwrap();
+}
+
+#[pg_test(error = "dp_sum cannot be used where it may be executed more than once per query")]
+fn a_lateral_subquery_is_refused_before_charging() {
+    sample_table();
+    Spi::run("SELECT * FROM s, LATERAL (SELECT dp_sum(x, 0, s.i, 0.1) FROM s s2 WHERE s2.i < s.i) l WHERE s.i < 5").unwrap();
+}
+
+#[pg_test]
+fn refusals_charge_nothing() {
+    sample_table();
+    let before = receipts();
+    let refused = PgTryBuilder::new(|| {
+        Spi::run("SELECT i, (SELECT dp_count(x, 0.1) FROM s s2 WHERE s2.i < s.i) FROM s").unwrap();
+        false
+    })
+    .catch_others(|_| true)
+    .execute();
+    assert!(refused);
+    assert_eq!(receipts(), before);
+}
+
+#[pg_test(error = "dp_sum: epsilon must be a finite number between 1e-9 and 1e6, got 0")]
+fn a_bad_epsilon_is_refused_before_charging() {
+    sample_table();
+    Spi::run("SELECT dp_sum(x, 0, 1, 0) FROM s").unwrap();
+}
+
+#[pg_test]
+fn admin_api_keeps_exact_numeric_amounts() {
+    Spi::run("CREATE ROLE dp_budget_t").unwrap();
+    Spi::run("SELECT dp.grant_budget('dp_budget_t', 0.1)").unwrap();
+    Spi::run("SELECT dp.grant_budget('dp_budget_t', 0.2, 1e-6)").unwrap();
+    assert_eq!(one_text("SELECT epsilon_granted::text FROM dp.budgets WHERE role = 'dp_budget_t'::regrole"), "0.3");
+    assert_eq!(one_text("SELECT delta_granted::text FROM dp.budgets WHERE role = 'dp_budget_t'::regrole"), "0.000001");
+    Spi::run("SELECT dp.set_budget('dp_budget_t', 2, 0, 0.5)").unwrap();
+    assert_eq!(
+        one_text("SELECT concat_ws('|', epsilon_granted, epsilon_remaining, max_epsilon_per_query) FROM dp.budgets WHERE role = 'dp_budget_t'::regrole"),
+        "2|2|0.5"
+    );
+    Spi::run("SELECT dp.revoke_budget('dp_budget_t')").unwrap();
+    assert_eq!(one_i64("SELECT count(*) FROM dp.budgets WHERE role = 'dp_budget_t'::regrole"), 0);
+}
+
+#[pg_test(error = "epsilon must be a finite number between 0 and 1e6, got NaN")]
+fn admin_api_rejects_nan() {
+    Spi::run("CREATE ROLE dp_budget_t").unwrap();
+    Spi::run("SELECT dp.grant_budget('dp_budget_t', 'NaN')").unwrap();
+}
+
+#[pg_test(error = "delta must be at least 0 and less than 1, got 1")]
+fn admin_api_rejects_delta_one() {
+    Spi::run("CREATE ROLE dp_budget_t").unwrap();
+    Spi::run("SELECT dp.grant_budget('dp_budget_t', 1, 1)").unwrap();
+}
+
+fn as_analyst(sql: &str) -> bool {
+    Spi::run("CREATE ROLE dp_mallory").unwrap();
+    Spi::run("SET ROLE dp_mallory").unwrap();
+    PgTryBuilder::new(|| {
+        Spi::run(sql).unwrap();
+        false
+    })
+    .catch_others(|_| true)
+    .execute()
+}
+
+#[pg_test]
+fn analyst_cannot_write_budgets() {
+    assert!(as_analyst("UPDATE dp.role_budget SET epsilon_granted = 1e6"));
+}
+
+#[pg_test]
+fn analyst_cannot_insert_a_budget() {
+    assert!(as_analyst("INSERT INTO dp.role_budget (role, epsilon_granted) VALUES (current_user::regrole, 1e6)"));
+}
+
+#[pg_test]
+fn analyst_cannot_delete_receipts() {
+    assert!(as_analyst("DELETE FROM dp.release_log"));
+}
+
+#[pg_test]
+fn analyst_cannot_read_other_receipts() {
+    assert!(as_analyst("SELECT count(*) FROM dp.ledger"));
+}
+
+#[pg_test]
+fn analyst_cannot_grant_a_budget() {
+    assert!(as_analyst("SELECT dp.grant_budget(current_user::regrole, 1e6)"));
+}
+
+#[pg_test]
+fn analyst_cannot_call_the_debit() {
+    assert!(as_analyst(
+        "SELECT dp.debit(current_user::regrole::oid, 'x', true, 0, '', '{}', '{}', '{}', '{}', '{}', '{}')"
+    ));
+}
+
+#[pg_test]
+fn analyst_cannot_turn_require_budget_off() {
+    assert!(as_analyst("SET dp.require_budget = off"));
+}
+
+#[pg_test]
+fn analyst_can_read_only_their_own_budget() {
+    Spi::run("CREATE ROLE dp_other").unwrap();
+    Spi::run("SELECT dp.grant_budget('dp_other', 5)").unwrap();
+    assert!(!as_analyst("SELECT * FROM dp.my_budget"));
+    assert_eq!(one_i64("SELECT count(*) FROM dp.my_budget"), 0);
+    assert_eq!(one_i64("SELECT count(*) FROM dp.my_ledger"), 0);
+}
+
+#[pg_test]
+fn dp_admin_members_can_grant_and_read() {
+    Spi::run("CREATE ROLE dp_dba_t IN ROLE dp_admin").unwrap();
+    Spi::run("CREATE ROLE dp_budget_t").unwrap();
+    Spi::run("SET ROLE dp_dba_t").unwrap();
+    Spi::run("SELECT dp.grant_budget('dp_budget_t', 1.5)").unwrap();
+    assert_eq!(one_text("SELECT epsilon_remaining::text FROM dp.budgets WHERE role = 'dp_budget_t'::regrole"), "1.5");
+    one_i64("SELECT count(*) FROM dp.ledger");
+}

@@ -1,0 +1,210 @@
+-- pg_dp: privacy budgets and the ledger of releases (hand-written; loaded after pg_dp.sql).
+--
+-- Every release is paid before the query reads any data, by the ledger worker, in a transaction of
+-- its own: nothing the caller does afterwards (ROLLBACK, an error, a cancel, a crash) undoes it.
+-- Amounts are numeric, never float sums.
+
+CREATE FUNCTION dp.check_preloaded() RETURNS void
+    LANGUAGE c AS 'MODULE_PATHNAME', 'dp_check_preloaded';
+COMMENT ON FUNCTION dp.check_preloaded() IS 'pg_dp internal: fails unless pg_dp was loaded by shared_preload_libraries';
+REVOKE EXECUTE ON FUNCTION dp.check_preloaded() FROM PUBLIC;
+SELECT dp.check_preloaded();
+
+-- dp_admin: may grant budgets and read every receipt. Roles are cluster-wide, so the role survives
+-- DROP EXTENSION and is shared by every database that installs pg_dp.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'dp_admin') THEN
+        CREATE ROLE dp_admin NOLOGIN;
+    END IF;
+END
+$$;
+
+CREATE TABLE dp.role_budget (
+    role                  oid PRIMARY KEY,
+    epsilon_granted       numeric NOT NULL DEFAULT 0 CHECK (epsilon_granted >= 0),
+    epsilon_spent         numeric NOT NULL DEFAULT 0 CHECK (epsilon_spent >= 0),
+    delta_granted         numeric NOT NULL DEFAULT 0 CHECK (delta_granted >= 0 AND delta_granted < 1),
+    delta_spent           numeric NOT NULL DEFAULT 0 CHECK (delta_spent >= 0),
+    max_epsilon_per_query numeric CHECK (max_epsilon_per_query > 0),
+    updated_at            timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+COMMENT ON TABLE dp.role_budget IS 'pg_dp: privacy budget of each role (exact numeric); read it through dp.budgets';
+
+CREATE TABLE dp.release_log (
+    id            bigserial PRIMARY KEY,
+    charged_at    timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    role          oid NOT NULL,
+    role_name     name NOT NULL,
+    database_user name NOT NULL,
+    query_id      bigint,
+    query_text    text NOT NULL,
+    aggregate     text NOT NULL,
+    mechanism     text NOT NULL,
+    sensitivity   float8 NOT NULL,
+    noise_scale   float8 NOT NULL,
+    epsilon       numeric NOT NULL CHECK (epsilon > 0),
+    delta         numeric NOT NULL DEFAULT 0 CHECK (delta >= 0)
+);
+CREATE INDEX ON dp.release_log (role, charged_at);
+COMMENT ON SEQUENCE dp.release_log_id_seq IS 'pg_dp: numbers the receipts in dp.release_log';
+COMMENT ON TABLE dp.release_log IS 'pg_dp: one row per paid release (the privacy receipts); read it through dp.ledger';
+
+-- pg_dump keeps budgets and receipts
+SELECT pg_catalog.pg_extension_config_dump('dp.role_budget', '');
+SELECT pg_catalog.pg_extension_config_dump('dp.release_log', '');
+SELECT pg_catalog.pg_extension_config_dump('dp.release_log_id_seq', '');
+
+REVOKE ALL ON dp.role_budget, dp.release_log, dp.release_log_id_seq FROM PUBLIC;
+
+CREATE VIEW dp.budgets AS
+SELECT b.role::regrole                                   AS role,
+       b.epsilon_granted,
+       b.epsilon_spent,
+       b.epsilon_granted - b.epsilon_spent               AS epsilon_remaining,
+       b.delta_granted,
+       b.delta_spent,
+       b.delta_granted - b.delta_spent                   AS delta_remaining,
+       b.max_epsilon_per_query,
+       b.updated_at
+  FROM dp.role_budget b;
+COMMENT ON VIEW dp.budgets IS 'pg_dp: granted, spent and remaining epsilon and delta of every role, and its per-query cap (superusers and dp_admin)';
+
+CREATE VIEW dp.ledger AS
+SELECT l.id, l.charged_at, l.role::regrole AS role, l.role_name, l.database_user, l.query_id, l.query_text,
+       l.aggregate, l.mechanism, l.sensitivity, l.noise_scale, l.epsilon, l.delta
+  FROM dp.release_log l;
+COMMENT ON VIEW dp.ledger IS 'pg_dp: every paid release, with its role, query, mechanism, sensitivity, noise scale, epsilon and delta (superusers and dp_admin)';
+
+CREATE VIEW dp.my_budget WITH (security_barrier) AS
+SELECT role, epsilon_granted, epsilon_spent, epsilon_remaining, delta_granted, delta_spent, delta_remaining,
+       max_epsilon_per_query
+  FROM dp.budgets
+ WHERE role = current_user::regrole;
+COMMENT ON VIEW dp.my_budget IS 'pg_dp: the current role''s privacy budget';
+
+CREATE VIEW dp.my_ledger WITH (security_barrier) AS
+SELECT id, charged_at, query_id, query_text, aggregate, mechanism, sensitivity, noise_scale, epsilon, delta
+  FROM dp.ledger
+ WHERE role = current_user::regrole;
+COMMENT ON VIEW dp.my_ledger IS 'pg_dp: the current role''s receipts';
+
+GRANT SELECT ON dp.budgets, dp.ledger TO dp_admin;
+GRANT SELECT ON dp.my_budget, dp.my_ledger TO PUBLIC;
+
+-- Admin API. SECURITY DEFINER with a pinned search_path; EXECUTE only for dp_admin (and superusers).
+-- These are ordinary transactional writes: a grant counts once it commits.
+
+CREATE FUNCTION dp.check_epsilon_delta(epsilon float8, delta float8) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF epsilon IS NULL OR epsilon = 'NaN'::float8 OR epsilon < 0 OR epsilon > 1e6 OR epsilon = 'Infinity'::float8 THEN
+        RAISE EXCEPTION 'epsilon must be a finite number between 0 and 1e6, got %', coalesce(epsilon::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF delta IS NULL OR delta = 'NaN'::float8 OR delta < 0 OR delta >= 1 THEN
+        RAISE EXCEPTION 'delta must be at least 0 and less than 1, got %', coalesce(delta::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION dp.check_epsilon_delta(float8, float8) IS 'pg_dp internal: validates an epsilon and a delta given to the admin API';
+
+CREATE FUNCTION dp.grant_budget(role regrole, epsilon float8, delta float8 DEFAULT 0) RETURNS SETOF dp.budgets
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM dp.check_epsilon_delta(epsilon, delta);
+    INSERT INTO dp.role_budget AS b (role, epsilon_granted, delta_granted)
+    VALUES (role, epsilon::text::numeric, delta::text::numeric)
+    ON CONFLICT ON CONSTRAINT role_budget_pkey DO UPDATE
+       SET epsilon_granted = b.epsilon_granted + EXCLUDED.epsilon_granted,
+           delta_granted   = b.delta_granted + EXCLUDED.delta_granted,
+           updated_at      = pg_catalog.now();
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role = grant_budget.role;
+END
+$$;
+COMMENT ON FUNCTION dp.grant_budget(regrole, float8, float8) IS 'pg_dp: adds epsilon and delta to a role''s privacy budget (dp_admin)';
+
+CREATE FUNCTION dp.set_budget(role regrole, epsilon float8, delta float8 DEFAULT 0,
+                              max_epsilon_per_query float8 DEFAULT NULL) RETURNS SETOF dp.budgets
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM dp.check_epsilon_delta(epsilon, delta);
+    IF max_epsilon_per_query IS NOT NULL
+       AND NOT (max_epsilon_per_query > 0 AND max_epsilon_per_query <= 1e6) THEN
+        RAISE EXCEPTION 'max_epsilon_per_query must be NULL or a number greater than 0 and at most 1e6, got %',
+            max_epsilon_per_query USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO dp.role_budget AS b (role, epsilon_granted, delta_granted, max_epsilon_per_query)
+    VALUES (role, epsilon::text::numeric, delta::text::numeric, max_epsilon_per_query::text::numeric)
+    ON CONFLICT ON CONSTRAINT role_budget_pkey DO UPDATE
+       SET epsilon_granted       = EXCLUDED.epsilon_granted,
+           delta_granted         = EXCLUDED.delta_granted,
+           max_epsilon_per_query = EXCLUDED.max_epsilon_per_query,
+           updated_at            = pg_catalog.now();
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role = set_budget.role;
+END
+$$;
+COMMENT ON FUNCTION dp.set_budget(regrole, float8, float8, float8) IS 'pg_dp: sets a role''s granted epsilon and delta (spending so far is kept) and its per-query epsilon cap (dp_admin)';
+
+CREATE FUNCTION dp.revoke_budget(role regrole) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    DELETE FROM dp.role_budget b WHERE b.role = revoke_budget.role;
+$$;
+COMMENT ON FUNCTION dp.revoke_budget(regrole) IS 'pg_dp: removes a role''s budget; its receipts stay in the ledger (dp_admin)';
+
+-- The debit. Called only by the ledger worker, in its own transaction; never by users.
+-- $releases: one element per release, each "aggregate|mechanism|sensitivity|scale|epsilon|delta".
+CREATE FUNCTION dp.debit(role oid, database_user name, unlimited bool, query_id bigint, query_text text,
+                         aggregates text[], mechanisms text[], sensitivities float8[], scales float8[],
+                         epsilons numeric[], deltas numeric[],
+                         OUT granted bool, OUT reason text, OUT epsilon_remaining numeric, OUT delta_remaining numeric)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    b         dp.role_budget;
+    eps_total numeric := (SELECT coalesce(sum(e), 0) FROM unnest(epsilons) e);
+    del_total numeric := (SELECT coalesce(sum(d), 0) FROM unnest(deltas) d);
+BEGIN
+    SELECT * INTO b FROM dp.role_budget r WHERE r.role = debit.role FOR UPDATE;
+    IF FOUND THEN
+        epsilon_remaining := b.epsilon_granted - b.epsilon_spent;
+        delta_remaining := b.delta_granted - b.delta_spent;
+        IF b.max_epsilon_per_query IS NOT NULL AND eps_total > b.max_epsilon_per_query THEN
+            granted := false;
+            reason := 'cap:' || b.max_epsilon_per_query::text;
+            RETURN;
+        END IF;
+        IF eps_total > epsilon_remaining OR del_total > delta_remaining THEN
+            granted := false;
+            reason := 'exhausted';
+            RETURN;
+        END IF;
+        UPDATE dp.role_budget r
+           SET epsilon_spent = r.epsilon_spent + eps_total, delta_spent = r.delta_spent + del_total
+         WHERE r.role = debit.role;
+        epsilon_remaining := epsilon_remaining - eps_total;
+        delta_remaining := delta_remaining - del_total;
+    ELSIF NOT unlimited THEN
+        granted := false;
+        reason := 'no budget';
+        RETURN;
+    END IF;
+    INSERT INTO dp.release_log (role, role_name, database_user, query_id, query_text, aggregate, mechanism,
+                                sensitivity, noise_scale, epsilon, delta)
+    SELECT debit.role, coalesce((SELECT rolname FROM pg_roles WHERE oid = debit.role), debit.role::text),
+           database_user, query_id, query_text, a, m, s, n, e, d
+      FROM unnest(aggregates, mechanisms, sensitivities, scales, epsilons, deltas) AS u(a, m, s, n, e, d);
+    granted := true;
+    reason := NULL;
+END
+$$;
+COMMENT ON FUNCTION dp.debit(oid, name, bool, bigint, text, text[], text[], float8[], float8[], numeric[], numeric[]) IS 'pg_dp internal: checks and debits a role''s budget and writes the receipts; run only by the ledger worker in its own transaction';
+
+REVOKE EXECUTE ON FUNCTION dp.check_epsilon_delta(float8, float8) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dp.grant_budget(regrole, float8, float8) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dp.set_budget(regrole, float8, float8, float8) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dp.revoke_budget(regrole) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dp.debit(oid, name, bool, bigint, text, text[], text[], float8[], float8[], numeric[], numeric[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dp.grant_budget(regrole, float8, float8) TO dp_admin;
+GRANT EXECUTE ON FUNCTION dp.set_budget(regrole, float8, float8, float8) TO dp_admin;
+GRANT EXECUTE ON FUNCTION dp.revoke_budget(regrole) TO dp_admin;
