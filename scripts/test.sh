@@ -2,8 +2,9 @@
 # Runs every pg_dp test on a fresh Debian 12 machine (installs what is missing first):
 #   1. core tests (plain cargo test, no PostgreSQL): samplers, mechanisms, empirical privacy
 #   2. in-database tests (cargo pgrx test, a throwaway cluster)
-#   3. a real server: SQL regression script with expected output, and a psycopg client
-#      (extended protocol, epsilon as a bind parameter, SQLSTATEs, a non-superuser role)
+#   3. a real server: SQL regression script with expected output, a psycopg client (extended
+#      protocol, epsilon as a bind parameter, SQLSTATEs, a non-superuser role) and the budget
+#      ledger attacks (ROLLBACK, savepoints, errors, cancel, 16 racing sessions, kill -9, crash)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 TEST_DIR="${TEST_DIR:-$ROOT/.test}"
@@ -42,6 +43,9 @@ for sql in "$ROOT"/pgrx-tests/sql/*.sql; do
     fi
 done
 "$PYTHON" "$ROOT/tests/client/test_client.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" 2>&1 | tee "$LOGS/client.log"
+# budget attacks: ROLLBACK, savepoints, errors, cancel, 16-session race, kill -9, immediate shutdown
+"$PYTHON" "$ROOT/tests/client/test_ledger.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" \
+    --datadir "$TEST_DIR/server" --pgbin "$PGBIN" 2>&1 | tee "$LOGS/ledger.log"
 
 # one closing line for all layers
 sum_results() { grep -hoE "test result: ok\. [0-9]+ passed" "$@" | awk '{s += $4} END {print s + 0}'; }
@@ -49,9 +53,11 @@ core=$(sum_results "$LOGS/core.log")
 pgrx=$(sum_results "$LOGS/pgrx.log")
 client=$(grep -oE "^client: [0-9]+ passed" "$LOGS/client.log" | awk '{print $2}')
 client_failed=$(grep -oE "[0-9]+ failed$" "$LOGS/client.log" | tail -1 | awk '{print $1}')
-total=$((core + pgrx + regress_passed + ${client:-0}))
-failed=$((regress_failed + ${client_failed:-1}))
+ledger=$(grep -oE "^ledger: [0-9]+ passed" "$LOGS/ledger.log" | awk '{print $2}')
+ledger_failed=$(grep -oE "[0-9]+ failed$" "$LOGS/ledger.log" | tail -1 | awk '{print $1}')
+total=$((core + pgrx + regress_passed + ${client:-0} + ${ledger:-0}))
+failed=$((regress_failed + ${client_failed:-1} + ${ledger_failed:-1}))
 echo
-echo "core $core, in-database $pgrx, regression $regress_passed, client ${client:-0}"
+echo "core $core, in-database $pgrx, regression $regress_passed, client ${client:-0}, ledger ${ledger:-0}"
 echo "all: $total passed, $failed failed"
 [ "$failed" = 0 ]

@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""Attacks on the privacy-budget ledger, through real connections to a real server.
+
+Run by scripts/test.sh:
+    /usr/bin/python3 tests/client/test_ledger.py --host /tmp --port 54330 --datadir DIR --pgbin BIN
+Each check is a function named check_*; the crash checks restart the server and run last.
+Prints one line per check and "ledger: N passed, M failed"; exits non-zero on any failure.
+"""
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from decimal import Decimal
+
+import psycopg
+from psycopg import errors as E
+
+ARGS = None
+DB = "pg_dp_ledger"
+
+
+def connect(user="postgres", dbname=DB, autocommit=True):
+    return psycopg.connect(host=ARGS.host, port=ARGS.port, dbname=dbname, user=user, autocommit=autocommit)
+
+
+def setup():
+    with connect(dbname="postgres") as c:
+        c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+        c.execute(f"CREATE DATABASE {DB}")
+    with connect() as c:
+        c.execute("CREATE EXTENSION pg_dp")
+        c.execute("CREATE TABLE t AS SELECT g AS i, g::float8 AS x FROM generate_series(1, 1000) g")
+
+
+def new_analyst(name, epsilon=None, cap=None):
+    """A fresh login role with SELECT on t and, optionally, a budget (committed)."""
+    with connect() as c:
+        c.execute(f"DROP ROLE IF EXISTS {name}")
+        c.execute(f"CREATE ROLE {name} LOGIN")
+        c.execute(f"GRANT SELECT ON t TO {name}")
+        if epsilon is not None:
+            c.execute("SELECT dp.set_budget(%s, %s, 0, %s)", (name, epsilon, cap))
+    return name
+
+
+def spent(name):
+    with connect() as c:
+        r = c.execute("SELECT epsilon_spent FROM dp.budgets WHERE role = %s::regrole", (name,)).fetchone()
+        return r[0] if r else None
+
+
+def receipts(name):
+    with connect() as c:
+        return c.execute("SELECT count(*) FROM dp.ledger WHERE role = %s::regrole", (name,)).fetchone()[0]
+
+
+def check_grant_query_and_my_budget_show_the_exact_spend():
+    a = new_analyst("dp_l_alice", 1.0)
+    with connect(a) as c:
+        c.execute("SELECT dp_sum(x, 0, 1000, 0.1) FROM t")
+        c.execute("SELECT dp_count(x, 0.2), dp_avg(x, 0, 1000, 0.3) FROM t")
+        row = c.execute("SELECT epsilon_spent, epsilon_remaining FROM dp.my_budget").fetchone()
+        assert row == (Decimal("0.6"), Decimal("0.4")), row
+        mine = c.execute("SELECT aggregate, mechanism, sensitivity, noise_scale, epsilon FROM dp.my_ledger ORDER BY id").fetchall()
+    assert len(mine) == 3, mine
+    assert mine[0][1] == "discrete_laplace" and mine[0][2] == 1000.0 and abs(mine[0][3] - 10000.0) < 1e-6, mine[0]
+    assert mine[0][4] == Decimal("0.1") and mine[2][4] == Decimal("0.3"), mine
+
+
+def check_ten_charges_of_a_tenth_spend_exactly_one():
+    a = new_analyst("dp_l_tenths", 1.0)
+    with connect(a) as c:
+        for _ in range(10):
+            c.execute("SELECT dp_count(x, 0.1) FROM t")
+        try:
+            c.execute("SELECT dp_count(x, 1e-9) FROM t")
+            raise AssertionError("the 11th query was not refused")
+        except E.InsufficientResources:
+            pass
+    assert spent(a) == Decimal("1.0"), spent(a)
+
+
+def check_rollback_does_not_refund():
+    a = new_analyst("dp_l_rollback", 1.0)
+    with connect(a, autocommit=False) as c:
+        c.execute("SELECT dp_count(x, 0.25) FROM t").fetchone()
+        c.rollback()
+    assert spent(a) == Decimal("0.25"), spent(a)
+
+
+def check_rollback_to_savepoint_does_not_refund():
+    a = new_analyst("dp_l_savepoint", 1.0)
+    with connect(a, autocommit=False) as c:
+        c.execute("SELECT 1")
+        c.execute("SAVEPOINT s")
+        c.execute("SELECT dp_sum(x, 0, 1, 0.25) FROM t").fetchone()
+        c.execute("ROLLBACK TO SAVEPOINT s")
+        c.commit()
+    assert spent(a) == Decimal("0.25"), spent(a)
+
+
+def check_error_after_the_result_does_not_refund():
+    a = new_analyst("dp_l_error", 1.0)
+    with connect(a) as c:
+        # an error raised while planning (1/0 is folded to a constant) refuses the query up front
+        try:
+            c.execute("SELECT dp_count(x, 0.25)::int FROM t UNION ALL SELECT 1/0")
+            raise AssertionError("no division by zero")
+        except E.DivisionByZero:
+            pass
+        assert spent(a) == Decimal("0"), spent(a)
+        # an error raised while executing, after the release: charged
+        try:
+            c.execute("SELECT dp_count(x, 0.25)::int FROM t UNION ALL SELECT 1 / (i - i) FROM t")
+            c.fetchall()
+            raise AssertionError("no division by zero")
+        except E.DivisionByZero:
+            pass
+        # an error inside the same transaction after the release
+        try:
+            with c.transaction():
+                c.execute("SELECT dp_count(x, 0.25) FROM t").fetchone()
+                c.execute("SELECT 1/0")
+        except E.DivisionByZero:
+            pass
+    assert spent(a) == Decimal("0.5"), spent(a)
+
+
+def check_cancel_does_not_refund():
+    a = new_analyst("dp_l_cancel", 1.0)
+    with connect(a) as c:
+        c.execute("SET statement_timeout = '200ms'")
+        try:
+            c.execute("SELECT dp_count(x, 0.25) FROM t WHERE pg_sleep(0.002) IS NOT NULL")
+            raise AssertionError("not cancelled")
+        except E.QueryCanceled:
+            pass
+    assert spent(a) == Decimal("0.25"), spent(a)
+
+
+def check_exhaustion_refuses_before_reading_and_charges_nothing():
+    a = new_analyst("dp_l_exhaust", 0.5)
+    with connect(a) as c:
+        c.execute("SELECT dp_count(x, 0.3) FROM t")
+        try:
+            c.execute("SELECT dp_count(x, 0.3), x / 0 FROM t GROUP BY x")
+            raise AssertionError("not refused")
+        except E.InsufficientResources as e:
+            # refused before any row was read: the division by zero never ran
+            assert "0.2" in str(e) and "0.3" in str(e), str(e)
+        c.execute("SELECT dp_count(x, 0.2) FROM t")  # exactly the rest passes
+    assert spent(a) == Decimal("0.5"), spent(a)
+    assert receipts(a) == 2
+
+
+def check_no_budget_and_per_query_cap():
+    a = new_analyst("dp_l_nobudget")
+    with connect(a) as c:
+        try:
+            c.execute("SELECT dp_count(*) FROM t")
+            raise AssertionError("not refused")
+        except E.InsufficientPrivilege as e:
+            assert "no privacy budget" in str(e)
+    b = new_analyst("dp_l_cap", 10, cap=0.5)
+    with connect(b) as c:
+        c.execute("SELECT dp_count(x, 0.25), dp_count(x, 0.25) FROM t")
+        try:
+            c.execute("SELECT dp_count(x, 0.25), dp_count(x, 0.3) FROM t")
+            raise AssertionError("cap not enforced")
+        except E.ProgramLimitExceeded as e:
+            assert "cap 0.5" in str(e), str(e)
+    assert spent(b) == Decimal("0.5"), spent(b)
+
+
+def check_prepared_statement_with_epsilon_parameter_is_charged_exactly():
+    a = new_analyst("dp_l_prepared", 2.0)
+    with connect(a) as c:
+        for eps in (0.125, 0.25, 0.125, 0.5, 0.125, 0.125, 0.25):  # past the custom-plan phase
+            c.execute("SELECT dp_sum(x, 0, 1000, %s) FROM t", (eps,), prepare=True).fetchone()
+    assert spent(a) == Decimal("1.5"), spent(a)
+    with connect() as c:
+        eps = [r[0] for r in c.execute("SELECT epsilon FROM dp.ledger WHERE role = %s::regrole ORDER BY id", (a,))]
+    assert eps == [Decimal(x) for x in ("0.125", "0.25", "0.125", "0.5", "0.125", "0.125", "0.25")], eps
+
+
+def check_sixteen_sessions_race_for_one_budget():
+    a = new_analyst("dp_l_race", 5.0)
+    ok = []
+    refused = []
+    errors = []
+    lock = threading.Lock()
+
+    def client():
+        try:
+            with connect(a) as c:
+                for _ in range(12):
+                    try:
+                        c.execute("SELECT dp_count(x, 0.1) FROM t").fetchone()
+                        with lock:
+                            ok.append(1)
+                    except E.InsufficientResources:
+                        with lock:
+                            refused.append(1)
+        except Exception as e:  # noqa: BLE001
+            with lock:
+                errors.append(repr(e))
+
+    threads = [threading.Thread(target=client) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(ok) == 50, (len(ok), len(refused))
+    assert len(refused) == 16 * 12 - 50
+    assert spent(a) == Decimal("5.0"), spent(a)
+    assert receipts(a) == 50
+
+
+def check_require_budget_off_is_superuser_only_and_still_recorded():
+    a = new_analyst("dp_l_unlimited")
+    with connect(a) as c:
+        try:
+            c.execute("SET dp.require_budget = off")
+            raise AssertionError("an analyst turned dp.require_budget off")
+        except E.InsufficientPrivilege:
+            pass
+    with connect() as c:
+        c.execute(f"ALTER ROLE {a} SET dp.require_budget = off")
+    with connect(a) as c:
+        c.execute("SELECT dp_count(*) FROM t")
+    assert receipts(a) == 1
+
+
+def wait_for_server(timeout=60):
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with connect() as c:
+                c.execute("SELECT 1")
+                return
+        except psycopg.OperationalError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def check_zz_charge_survives_kill_9_of_the_backend():
+    a = new_analyst("dp_l_kill", 1.0)
+    c = connect(a)
+    pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
+    c.execute("SELECT dp_count(x, 0.25) FROM t").fetchone()
+    os.kill(pid, signal.SIGKILL)  # the postmaster then resets every backend (crash recovery)
+    try:
+        c.close()
+    except Exception:  # noqa: BLE001
+        pass
+    time.sleep(1)
+    wait_for_server()
+    assert spent(a) == Decimal("0.25"), spent(a)
+
+
+def check_zz_charge_survives_immediate_shutdown():
+    a = new_analyst("dp_l_crash", 1.0)
+    with connect(a) as c:
+        c.execute("SELECT dp_count(x, 0.25) FROM t").fetchone()
+        subprocess.run(["sudo", "-u", "postgres", f"{ARGS.pgbin}/pg_ctl", "-D", ARGS.datadir, "stop", "-m", "immediate"],
+                       check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["sudo", "-u", "postgres", f"{ARGS.pgbin}/pg_ctl", "-D", ARGS.datadir, "-l",
+                    f"{ARGS.datadir}/server.log", "-w", "start"], check=True, stdout=subprocess.DEVNULL)
+    wait_for_server()
+    assert spent(a) == Decimal("0.25"), spent(a)
+    assert receipts(a) == 1
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--host", default="/tmp")
+    ap.add_argument("--port", type=int, default=54330)
+    ap.add_argument("--datadir", required=True)
+    ap.add_argument("--pgbin", default="/usr/lib/postgresql/15/bin")
+    ARGS = ap.parse_args()
+    setup()
+    checks = sorted((n, f) for n, f in globals().items() if n.startswith("check_") and callable(f))
+    passed = failed = 0
+    for name, f in checks:
+        t0 = time.time()
+        try:
+            f()
+            print(f"ledger {name} ... ok ({time.time() - t0:.1f}s)")
+            passed += 1
+        except Exception:  # noqa: BLE001
+            print(f"ledger {name} ... FAILED")
+            traceback.print_exc()
+            failed += 1
+    print(f"ledger: {passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
