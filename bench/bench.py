@@ -11,7 +11,11 @@ the RMSE of the continuous Laplace mechanism at the same sensitivity and epsilon
 """
 import argparse
 import math
+import os
+import re
 import statistics
+import subprocess
+import tempfile
 import time
 
 import psycopg
@@ -81,6 +85,45 @@ def accuracy(conn, releases):
     return out, n
 
 
+def charge_latency(conn, host, port, runs):
+    """Median latency of a tiny DP query next to the same query without pg_dp, as a budgeted role."""
+    conn.execute("DROP TABLE IF EXISTS tiny")
+    conn.execute("CREATE TABLE tiny AS SELECT g AS i FROM generate_series(1, 10) g")
+    conn.execute("DROP ROLE IF EXISTS dp_bench_analyst")
+    conn.execute("CREATE ROLE dp_bench_analyst LOGIN")
+    conn.execute("GRANT SELECT ON tiny TO dp_bench_analyst")
+    conn.execute("SELECT dp.set_budget('dp_bench_analyst', 1e6)")
+    out = {}
+    with psycopg.connect(host=host, port=port, dbname="postgres", user="dp_bench_analyst", autocommit=True) as c:
+        cur = c.cursor()
+        for q in ("SELECT count(*) FROM tiny", "SELECT dp_count(i, 0.001) FROM tiny"):
+            for _ in range(50):
+                timed(cur, q)
+        tn, td = [], []
+        for _ in range(runs):
+            tn.append(timed(cur, "SELECT count(*) FROM tiny"))
+            td.append(timed(cur, "SELECT dp_count(i, 0.001) FROM tiny"))
+        out["native_ms"] = statistics.median(tn) * 1000
+        out["dp_ms"] = statistics.median(td) * 1000
+    return out
+
+
+def pgbench_tps(host, port, sql, clients, seconds):
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+        f.write(sql + "\n")
+        path = f.name
+    os.chmod(path, 0o644)
+    try:
+        r = subprocess.run(["pgbench", "-n", "-h", host, "-p", str(port), "-U", "dp_bench_analyst", "-c", str(clients),
+                            "-j", "2", "-T", str(seconds), "-f", path, "postgres"],
+                           capture_output=True, text=True, check=True)
+    finally:
+        os.unlink(path)
+    m = re.search(r"tps = ([0-9.]+)", r.stdout)
+    failed = re.search(r"number of failed transactions: ([0-9]+)", r.stdout)
+    return float(m.group(1)), int(failed.group(1)) if failed else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--host", default="/tmp")
@@ -88,9 +131,12 @@ def main():
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--releases", type=int, default=2000)
+    ap.add_argument("--latency-runs", type=int, default=2000)
+    ap.add_argument("--pgbench-seconds", type=int, default=15)
     a = ap.parse_args()
     with psycopg.connect(host=a.host, port=a.port, dbname="postgres", user="postgres", autocommit=True) as c:
-        c.execute("CREATE EXTENSION IF NOT EXISTS pg_dp")
+        c.execute("DROP EXTENSION IF EXISTS pg_dp CASCADE")  # always the objects of this build
+        c.execute("CREATE EXTENSION pg_dp")
         have = c.execute("SELECT count(*) FROM pg_class WHERE relname = 'bench'").fetchone()[0]
         if not have or c.execute("SELECT count(*) FROM bench").fetchone()[0] != a.rows:
             print(f"loading {a.rows:,} rows ...", flush=True)
@@ -105,6 +151,22 @@ def main():
         print("|---|---|---:|---:|---:|")
         for mode, name, mn, md, r in timing(c, a.reps):
             print(f"| {mode} | {name} | {mn:.0f} | {md:.0f} | {r:.3f} |")
+        lat = charge_latency(c, a.host, a.port, a.latency_runs)
+        print(f"\nBudget charge: median of {a.latency_runs} alternating runs of a 10-row query, as a role with a budget\n")
+        print("| query | median ms |")
+        print("|---|---:|")
+        print(f"| SELECT count(*) FROM tiny | {lat['native_ms']:.3f} |")
+        print(f"| SELECT dp_count(i, 0.001) FROM tiny | {lat['dp_ms']:.3f} |")
+        print(f"| added by the charge | {lat['dp_ms'] - lat['native_ms']:.3f} |")
+        tps_n, _ = pgbench_tps(a.host, a.port, "SELECT count(*) FROM tiny;", 8, a.pgbench_seconds)
+        tps_d, failed = pgbench_tps(a.host, a.port, "SELECT dp_count(i, 0.001) FROM tiny;", 8, a.pgbench_seconds)
+        spent = c.execute("SELECT epsilon_spent, (SELECT count(*) FROM dp.ledger WHERE role = 'dp_bench_analyst'::regrole) FROM dp.budgets WHERE role = 'dp_bench_analyst'::regrole").fetchone()
+        print(f"\nThroughput: pgbench, 8 clients, {a.pgbench_seconds} s each\n")
+        print("| query | queries/s |")
+        print("|---|---:|")
+        print(f"| SELECT count(*) FROM tiny | {tps_n:.0f} |")
+        print(f"| SELECT dp_count(i, 0.001) FROM tiny (each charged) | {tps_d:.0f} |")
+        print(f"\n(pgbench failures: {failed}; epsilon spent {spent[0]} over {spent[1]:,} receipts, the ledger's count of paid queries)")
         acc, n = accuracy(c, a.releases)
         print(f"\nRMSE over {a.releases} releases on {n:,} rows in [0, 100]\n")
         print("| aggregate | ε | RMSE | optimum | ratio | optimum is |")

@@ -40,3 +40,24 @@ SELECT (age / 20) * 20 AS age_band, round(avg(systolic), 2) AS exact,
 SELECT dp_sum(bmi, 50, 15, 0.5) FROM patients;
 SELECT dp_avg(bmi, 15, 50, 0) FROM patients;
 \set ON_ERROR_STOP 1
+
+\echo
+\echo '7. Budgets: the DBA gives role analyst epsilon = 1.5; every release is paid before it runs.'
+DROP ROLE IF EXISTS analyst;
+CREATE ROLE analyst LOGIN;
+GRANT SELECT ON patients TO analyst;
+SELECT role, epsilon_granted, epsilon_remaining FROM dp.grant_budget('analyst', 1.5);
+SET ROLE analyst;
+SELECT region, dp_count(id, 0.5) AS patients FROM patients GROUP BY region ORDER BY region;
+BEGIN;
+SELECT round(dp_avg(bmi, 15, 50, 0.5)::numeric, 2) AS mean_bmi FROM patients;
+ROLLBACK;
+\echo 'ROLLBACK refunds nothing: 0.5 + 0.5 spent'
+SELECT epsilon_spent, epsilon_remaining FROM dp.my_budget;
+\set ON_ERROR_STOP 0
+SELECT dp_sum(income, 0, 150000, 0.75) FROM patients;
+\set ON_ERROR_STOP 1
+RESET ROLE;
+\echo 'The ledger: one receipt per paid release'
+SELECT id, role, aggregate, epsilon, round(noise_scale::numeric, 3) AS noise_scale, left(query_text, 50) AS query
+  FROM dp.ledger WHERE role = 'analyst'::regrole ORDER BY id;
