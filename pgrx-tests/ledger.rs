@@ -37,6 +37,19 @@ fn aggregates_add_up_and_disjoint_groups_cost_once() {
 }
 
 #[pg_test]
+fn grouping_sets_cost_once_per_set() {
+    sample_table();
+    let before = receipts();
+    // ROLLUP(k): the groups of k, and the grand total: every row is counted twice
+    let n = column("SELECT dp_count(x, 0.25)::text FROM s GROUP BY ROLLUP (i % 3)").len();
+    assert_eq!(n, 4);
+    assert_eq!(receipts(), before + 2);
+    let before = receipts();
+    column("SELECT dp_count(x, 0.25)::text FROM s GROUP BY GROUPING SETS ((i % 2), (i % 3), ())");
+    assert_eq!(receipts(), before + 3);
+}
+
+#[pg_test]
 fn explain_without_analyze_charges_nothing() {
     sample_table();
     let before = receipts();

@@ -150,6 +150,8 @@ struct Found {
     rescan: bool,
     in_worker: bool,
     single: bool,
+    /// number of grouping sets: each row belongs to one group per set
+    sets: usize,
 }
 
 struct Walk {
@@ -264,14 +266,22 @@ impl Walk {
         let mut aggrefs: Vec<*mut pg_sys::Aggref> = Vec::new();
         collect_aggrefs((*plan).targetlist as *mut pg_sys::Node, &mut aggrefs);
         collect_aggrefs((*plan).qual as *mut pg_sys::Node, &mut aggrefs);
-        let single = (*(plan as *mut pg_sys::Agg)).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN;
+        let agg = plan as *mut pg_sys::Agg;
+        let single = (*agg).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN;
+        // GROUPING SETS / ROLLUP / CUBE: every row is in one group of each set (the sets of a
+        // chained Agg included), so each set is a separate release of the aggregate
+        let mut sets = list_iter::<c_void>((*agg).groupingSets).count();
+        for c in list_iter::<pg_sys::Agg>((*agg).chain) {
+            sets += list_iter::<c_void>((*c).groupingSets).count();
+        }
+        let sets = sets.max(1);
         for a in aggrefs {
             if (*a).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL != 0 {
                 continue; // a partial aggregate releases nothing
             }
             let first_arg = first_arg_type(a);
             if let Some(kind) = self.kind_of((*a).aggfnoid, first_arg) {
-                self.found.push(Found { aggref: a, agg_plan: plan, kind, rescan, in_worker, single });
+                self.found.push(Found { aggref: a, agg_plan: plan, kind, rescan, in_worker, single, sets });
             }
         }
     }
@@ -419,14 +429,16 @@ unsafe fn charge_query(qd: *mut pg_sys::QueryDesc) {
         let acc = Acc::new(params).or_raise(func); // validates ε and bounds before anything is charged
         let info = acc.spec.describe();
         let name = cstr_or(pg_sys::format_procedure((*f.aggref).aggfnoid), func);
-        releases.push(ReleaseRecord {
-            aggregate: name,
-            mechanism: info.mechanism.to_string(),
-            sensitivity: info.sensitivity,
-            noise_scale: info.scale,
-            epsilon: charged_decimal(info.epsilon),
-            delta: "0".into(),
-        });
+        for _ in 0..f.sets {
+            releases.push(ReleaseRecord {
+                aggregate: name.clone(),
+                mechanism: info.mechanism.to_string(),
+                sensitivity: info.sensitivity,
+                noise_scale: info.scale,
+                epsilon: charged_decimal(info.epsilon),
+                delta: "0".into(),
+            });
+        }
         tickets.push((f.aggref as usize, Ticket { query: qd as usize, epsilon_bits: info.epsilon.to_bits(), single: f.single, releases: 0 }));
     }
     let role = pg_sys::GetUserId();

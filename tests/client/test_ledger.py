@@ -268,13 +268,45 @@ def check_zz_charge_survives_immediate_shutdown():
     a = new_analyst("dp_l_crash", 1.0)
     with connect(a) as c:
         c.execute("SELECT dp_count(x, 0.25) FROM t").fetchone()
-        subprocess.run(["sudo", "-u", "postgres", f"{ARGS.pgbin}/pg_ctl", "-D", ARGS.datadir, "stop", "-m", "immediate"],
-                       check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["sudo", "-u", "postgres", f"{ARGS.pgbin}/pg_ctl", "-D", ARGS.datadir, "-l",
-                    f"{ARGS.datadir}/server.log", "-w", "start"], check=True, stdout=subprocess.DEVNULL)
+        pg_ctl("stop", "-m", "immediate")
+    pg_ctl("start")
     wait_for_server()
     assert spent(a) == Decimal("0.25"), spent(a)
     assert receipts(a) == 1
+
+
+def pg_ctl(*args):
+    subprocess.run(["sudo", "-u", "postgres", f"{ARGS.pgbin}/pg_ctl", "-D", ARGS.datadir, "-l",
+                    f"{ARGS.datadir}/server.log", "-w", *args], check=True, stdout=subprocess.DEVNULL)
+
+
+def check_zzz_create_extension_without_preload_says_what_to_add():
+    # the same server, started with pg_dp removed from shared_preload_libraries
+    pg_ctl("stop", "-m", "fast")
+    pg_ctl("start", "-o", "-c shared_preload_libraries=")
+    try:
+        wait_for_server()
+        with connect(dbname="postgres") as c:
+            assert c.execute("SHOW shared_preload_libraries").fetchone()[0] == ""
+            c.execute("DROP DATABASE IF EXISTS pg_dp_nopreload")
+            c.execute("CREATE DATABASE pg_dp_nopreload")
+        with connect(dbname="pg_dp_nopreload") as c:
+            try:
+                c.execute("CREATE EXTENSION pg_dp")
+                raise AssertionError("CREATE EXTENSION succeeded without shared_preload_libraries")
+            except E.ObjectNotInPrerequisiteState as e:
+                assert e.diag.message_hint and "shared_preload_libraries = 'pg_dp'" in e.diag.message_hint, e.diag.message_hint
+        # an existing installation refuses to release anything rather than release unpaid
+        with connect() as c:
+            try:
+                c.execute("SELECT dp_count(*) FROM t")
+                raise AssertionError("released without the ledger")
+            except E.ObjectNotInPrerequisiteState:
+                pass
+    finally:
+        pg_ctl("stop", "-m", "fast")
+        pg_ctl("start")  # start, unlike restart, does not reuse the previous command line
+        wait_for_server()
 
 
 def main():
