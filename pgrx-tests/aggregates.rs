@@ -70,6 +70,16 @@ fn averages_stay_within_bounds_and_infinities_clamp() {
 }
 
 #[pg_test]
+fn numeric_beyond_the_float8_range_is_clamped_not_an_error() {
+    // 1e400 does not fit float8: it must clamp like Infinity, not raise an error that depends on the data
+    Spi::run("CREATE TABLE big_n AS SELECT v FROM unnest(ARRAY[1e400, -1e400, 1e-400, 5]::numeric[]) v").unwrap();
+    let s = one_f64("SELECT dp_sum(v, -10, 10, 1e6)::float8 FROM big_n");
+    assert!((s - 5.0).abs() < 0.01, "{s}");
+    let a = one_f64("SELECT dp_avg(v, 0, 10, 1e6)::float8 FROM big_n");
+    assert!((a - 3.75).abs() < 0.01, "{a}");
+}
+
+#[pg_test]
 fn empty_input_gives_a_noisy_answer_not_null() {
     sample_table();
     for q in [

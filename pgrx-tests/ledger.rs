@@ -107,6 +107,13 @@ fn refusals_charge_nothing() {
     assert_eq!(receipts(), before);
 }
 
+// A bound computed from the data by a subquery would leak through the release and its errors.
+#[pg_test(error = "dp_sum: upper must be the same for every row of one aggregate call")]
+fn a_bound_from_a_subquery_is_refused() {
+    sample_table();
+    Spi::run("SELECT dp_sum(x, 0, (SELECT max(x) FROM s), 1) FROM s").unwrap();
+}
+
 #[pg_test(error = "dp_sum: epsilon must be a finite number between 1e-9 and 1e6, got 0")]
 fn a_bad_epsilon_is_refused_before_charging() {
     sample_table();

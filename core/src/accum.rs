@@ -101,7 +101,9 @@ impl Acc {
         if mine == *p {
             return Ok(());
         }
-        let arg = if mine.epsilon != p.epsilon {
+        let arg = if mine.kind != p.kind {
+            "aggregate"
+        } else if mine.epsilon != p.epsilon {
             "epsilon"
         } else if mine.lower != p.lower {
             "lower"

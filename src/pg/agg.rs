@@ -322,10 +322,12 @@ pub unsafe fn datum_i64(d: pg_sys::Datum, typ: pg_sys::Oid, func: &'static str) 
     }
 }
 
-/// numeric → float8 (NaN stays NaN, ±Infinity stays infinite).
+/// numeric → float8 without ever raising: NaN stays NaN (and is refused by the caller), values
+/// beyond the float8 range become ±Infinity (then clamped to the bounds), values too small become 0.
+/// An out-of-range error here would depend on the data.
 #[inline]
 pub unsafe fn numeric_datum_f64(d: pg_sys::Datum) -> f64 {
-    pgrx::direct_function_call::<f64>(pg_sys::numeric_float8, &[Some(d)]).unwrap()
+    pgrx::direct_function_call::<f64>(pg_sys::numeric_float8_no_overflow, &[Some(d)]).unwrap()
 }
 
 /// Parameter values of an aggregate read without any row (empty input, or before execution):
