@@ -214,3 +214,37 @@ fn dp_admin_members_can_grant_and_read() {
     assert_eq!(one_text("SELECT epsilon_remaining::text FROM dp.budgets WHERE role = 'dp_budget_t'::regrole"), "1.5");
     one_i64("SELECT count(*) FROM dp.ledger");
 }
+
+#[pg_test]
+fn epsilon_from_a_plpgsql_variable_is_charged() {
+    sample_table();
+    Spi::run(
+        "CREATE FUNCTION dp_t_count(e float8) RETURNS bigint LANGUAGE plpgsql AS $$
+         DECLARE n bigint;
+         BEGIN
+             SELECT dp_count(x, e) INTO n FROM s;
+             RETURN n;
+         END $$",
+    )
+    .unwrap();
+    let before = receipts();
+    assert_eq!(one_i64("SELECT dp_t_count(1e6)"), 1000);
+    one_i64("SELECT dp_t_count(0.375)");
+    assert_eq!(receipts(), before + 2);
+    assert_eq!(one_text("SELECT epsilon::text FROM dp.ledger ORDER BY id DESC LIMIT 1"), "0.375");
+}
+
+#[pg_test]
+fn a_cursor_fetched_in_pieces_is_one_paid_release_per_group() {
+    sample_table();
+    let before = receipts();
+    Spi::run("DECLARE c CURSOR FOR SELECT (i % 10)::text AS k, dp_count(x, 0.5) FROM s GROUP BY 1").unwrap();
+    assert_eq!(receipts(), before + 1);
+    let mut rows = 0;
+    for _ in 0..4 {
+        rows += column("FETCH 3 FROM c").len();
+    }
+    assert_eq!(rows, 10);
+    Spi::run("CLOSE c").unwrap();
+    assert_eq!(receipts(), before + 1);
+}
