@@ -14,6 +14,7 @@ include!("errors.rs");
 include!("parallel.rs");
 include!("security.rs");
 include!("ledger.rs");
+include!("review.rs");
 
 /// Runs a query and returns the first column of every row as text.
 pub fn column(sql: &str) -> Vec<Option<String>> {

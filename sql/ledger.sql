@@ -80,13 +80,13 @@ CREATE VIEW dp.my_budget WITH (security_barrier) AS
 SELECT role, epsilon_granted, epsilon_spent, epsilon_remaining, delta_granted, delta_spent, delta_remaining,
        max_epsilon_per_query
   FROM dp.budgets
- WHERE role = current_user::regrole;
+ WHERE role::oid = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER);
 COMMENT ON VIEW dp.my_budget IS 'pg_dp: the current role''s privacy budget';
 
 CREATE VIEW dp.my_ledger WITH (security_barrier) AS
 SELECT id, charged_at, query_id, query_text, aggregate, mechanism, sensitivity, noise_scale, epsilon, delta
   FROM dp.ledger
- WHERE role = current_user::regrole;
+ WHERE role::oid = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER);
 COMMENT ON VIEW dp.my_ledger IS 'pg_dp: the current role''s receipts';
 
 GRANT SELECT ON dp.budgets, dp.ledger TO dp_admin;

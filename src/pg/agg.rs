@@ -158,9 +158,61 @@ unsafe fn list_len(list: *mut pg_sys::List) -> usize {
     }
 }
 
-/// Refuses parameters (arguments 1.. of the aggregate) that could differ between rows: they must not
-/// refer to the aggregated rows' columns nor call volatile functions. Checked once per group, on the
-/// first row, from the query tree; the error depends only on the query, never on the data.
+/// Why a parameter expression (ε or a bound) is not acceptable, if it is not: it must be computable
+/// before the query runs from constants and query parameters with immutable built-in functions only.
+/// A column would change between rows; a subquery, an execution-time parameter or a function that
+/// is not an immutable part of PostgreSQL could compute it from the data, and then both the release
+/// and any error about the value would depend on the data.
+pub unsafe fn param_problem(expr: *mut pg_sys::Node) -> Option<&'static str> {
+    unsafe extern "C-unwind" fn walker(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
+        if node.is_null() {
+            return false;
+        }
+        let why = ctx as *mut Option<&'static str>;
+        let found = |w: &'static str| {
+            *why = Some(w);
+            true
+        };
+        let builtin = |f: pg_sys::Oid| f == pg_sys::InvalidOid || pg_sys::get_func_namespace(f) == pg_sys::Oid::from(pg_sys::PG_CATALOG_NAMESPACE);
+        match (*node).type_ {
+            pg_sys::NodeTag::T_Var => return found("a column"),
+            pg_sys::NodeTag::T_SubPlan | pg_sys::NodeTag::T_AlternativeSubPlan | pg_sys::NodeTag::T_SubLink => return found("a subquery"),
+            pg_sys::NodeTag::T_Param if (*(node as *mut pg_sys::Param)).paramkind != pg_sys::ParamKind::PARAM_EXTERN => {
+                return found("a value computed while the query runs")
+            }
+            pg_sys::NodeTag::T_FuncExpr if !builtin((*(node as *mut pg_sys::FuncExpr)).funcid) => return found("a user-defined function"),
+            pg_sys::NodeTag::T_OpExpr | pg_sys::NodeTag::T_DistinctExpr | pg_sys::NodeTag::T_NullIfExpr
+                if !builtin((*(node as *mut pg_sys::OpExpr)).opfuncid) =>
+            {
+                return found("a user-defined operator")
+            }
+            _ => {}
+        }
+        pg_sys::expression_tree_walker(node, Some(walker), ctx)
+    }
+    let mut why: Option<&'static str> = None;
+    walker(expr, &mut why as *mut _ as *mut std::ffi::c_void);
+    if why.is_none() && pg_sys::contain_mutable_functions(expr) {
+        why = Some("a function that is not immutable");
+    }
+    why
+}
+
+/// Raises the error for a parameter that [`param_problem`] refuses. The message names the argument
+/// and the kind of expression, never its value.
+pub fn refuse_param(func: &'static str, name: &str, why: &str) -> ! {
+    raise_with(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("{func}: {name} must be the same for every row of one aggregate call"),
+        Some(&format!(
+            "pass a constant or a query parameter ({name} uses {why}); bounds and epsilon must not depend on the data"
+        )),
+    );
+}
+
+/// Refuses parameters (arguments 1.. of the aggregate) that [`param_problem`] does not accept.
+/// Checked once per group, on the first row, from the query tree (the ExecutorStart hook checks the
+/// same before the query runs); the error depends only on the query, never on the data.
 pub unsafe fn check_params_row_independent(fcinfo: pg_sys::FunctionCallInfo, func: &'static str, names: &[&str]) {
     let aggref = pg_sys::AggGetAggref(fcinfo);
     if aggref.is_null() {
@@ -169,14 +221,8 @@ pub unsafe fn check_params_row_independent(fcinfo: pg_sys::FunctionCallInfo, fun
     let args = (*aggref).args;
     for i in 1..list_len(args) {
         let te = list_nth_ptr::<pg_sys::TargetEntry>(args, i);
-        let expr = (*te).expr as *mut pg_sys::Node;
-        let name = names.get(i - 1).copied().unwrap_or("parameter");
-        if pg_sys::contain_var_clause(expr) || pg_sys::contain_volatile_functions(expr) {
-            raise_with(
-                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                format!("{func}: {name} must be the same for every row of one aggregate call"),
-                Some("pass a constant or a query parameter, not a column or a volatile expression"),
-            );
+        if let Some(why) = param_problem((*te).expr as *mut pg_sys::Node) {
+            refuse_param(func, names.get(i - 1).copied().unwrap_or("parameter"), why);
         }
     }
 }
@@ -234,12 +280,8 @@ pub unsafe fn empty_input_params(fcinfo: pg_sys::FunctionCallInfo, func: &'stati
     for i in 1..list_len(args) {
         let te = list_nth_ptr::<pg_sys::TargetEntry>(args, i);
         let expr = (*te).expr;
-        if pg_sys::contain_var_clause(expr as *mut pg_sys::Node) {
-            raise_with(
-                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                format!("{func}: bounds and epsilon must be the same for every row of one aggregate call"),
-                Some("pass a constant or a query parameter, not a column"),
-            );
+        if let Some(why) = param_problem(expr as *mut pg_sys::Node) {
+            refuse_param(func, "bounds and epsilon", why);
         }
         let state = pg_sys::ExecInitExpr(expr, parent);
         let mut isnull = false;

@@ -11,7 +11,7 @@
 //! An aggregate that could be executed more than once per query (inside a correlated subquery, on
 //! the inner side of a nested loop) would make several releases for one payment: such queries are
 //! refused before anything is charged.
-use super::agg::{partial_aggref_args_in_plan, ParamValues};
+use super::agg::{param_problem, partial_aggref_args_in_plan, refuse_param, ParamValues};
 use super::error::{raise_with, OrRaise};
 use super::ledger;
 use pg_dp_core::accounting::{charged_decimal, ChargeOutcome, ChargeRequest, ReleaseRecord};
@@ -33,7 +33,8 @@ static mut PREV_EXECUTOR_END: pg_sys::ExecutorEnd_hook_type = None;
 #[derive(Clone, Copy)]
 struct Ticket {
     query: usize,
-    epsilon_bits: u64,
+    /// the parameters paid for (ε and bounds, bit for bit)
+    params: Params,
     /// plain aggregate (no GROUP BY): exactly one release per execution
     single: bool,
     releases: u32,
@@ -63,13 +64,17 @@ pub fn init() {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c_int_t) {
-    let explain_only = eflags as u32 & pg_sys::EXEC_FLAG_EXPLAIN_ONLY != 0;
-    if !explain_only && !in_parallel_worker() {
-        charge_query(qd);
-    }
+    // Start first: it checks the caller's privileges on every table but reads no row (scans, parallel
+    // workers and InitPlans all begin in ExecutorRun). A refused query is thus never charged, and a
+    // charged query is paid before its first row is read.
     match PREV_EXECUTOR_START {
         Some(prev) => prev(qd, eflags),
         None => pg_sys::standard_ExecutorStart(qd, eflags),
+    }
+    let explain_only = eflags as u32 & pg_sys::EXEC_FLAG_EXPLAIN_ONLY != 0;
+    if !explain_only && !in_parallel_worker() {
+        let rewindable = eflags as u32 & (pg_sys::EXEC_FLAG_REWIND | pg_sys::EXEC_FLAG_BACKWARD) != 0;
+        charge_query(qd, rewindable);
     }
 }
 
@@ -109,15 +114,15 @@ pub unsafe fn check_ticket(fcinfo: pg_sys::FunctionCallInfo, func: &'static str,
         );
     }
     let aggref = pg_sys::AggGetAggref(fcinfo) as usize;
-    let eps = acc.spec.epsilon().to_bits();
+    let params = acc.params;
     let ok = TICKETS.with(|t| {
         let mut t = t.borrow_mut();
         match t.get_mut(&aggref) {
-            Some(tk) if tk.epsilon_bits == eps && !(tk.single && tk.releases > 0) => {
+            Some(tk) if tk.params == params && !(tk.single && tk.releases > 0) => {
                 tk.releases += 1;
                 Ok(())
             }
-            Some(tk) if tk.epsilon_bits != eps => Err("its epsilon differs from the one paid for"),
+            Some(tk) if tk.params != params => Err("its epsilon or bounds differ from the ones paid for"),
             Some(_) => Err("it was executed again after its one paid release"),
             None => Err("no charge was made for it"),
         }
@@ -152,6 +157,8 @@ struct Found {
     single: bool,
     /// number of grouping sets: each row belongs to one group per set
     sets: usize,
+    /// why the aggregate's input is not the rows of one table, if it is not
+    input_problem: Option<String>,
 }
 
 struct Walk {
@@ -160,6 +167,8 @@ struct Walk {
     kinds: HashMap<pg_sys::Oid, Option<Kind>>,
     walked_subplans: HashSet<i32>,
     found: Vec<Found>,
+    /// pg_dp aggregates used as window functions
+    windowed: Vec<Kind>,
 }
 
 unsafe fn list_iter<T>(list: *mut pg_sys::List) -> impl Iterator<Item = *mut T> {
@@ -201,6 +210,7 @@ impl Walk {
         }
         match (*plan).type_ {
             pg_sys::NodeTag::T_Agg => self.agg(plan, rescan, in_worker),
+            pg_sys::NodeTag::T_WindowAgg => self.window_agg(plan),
             pg_sys::NodeTag::T_CteScan => {
                 // a CTE is computed once, whatever rescans its scans see
                 self.subplan((*(plan as *mut pg_sys::CteScan)).ctePlanId, rescan, in_worker);
@@ -275,16 +285,133 @@ impl Walk {
             sets += list_iter::<c_void>((*c).groupingSets).count();
         }
         let sets = sets.max(1);
+        let mut input_problem = None;
         for a in aggrefs {
             if (*a).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL != 0 {
                 continue; // a partial aggregate releases nothing
             }
             let first_arg = first_arg_type(a);
             if let Some(kind) = self.kind_of((*a).aggfnoid, first_arg) {
-                self.found.push(Found { aggref: a, agg_plan: plan, kind, rescan, in_worker, single, sets });
+                if input_problem.is_none() {
+                    let mut relids = HashSet::new();
+                    input_problem = Some(self.input_problem((*plan).lefttree, &mut relids));
+                }
+                let input_problem = input_problem.clone().flatten();
+                self.found.push(Found { aggref: a, agg_plan: plan, kind, rescan, in_worker, single, sets, input_problem });
             }
         }
     }
+}
+
+impl Walk {
+    unsafe fn window_agg(&mut self, plan: *mut pg_sys::Plan) {
+        let mut funcs: Vec<*mut pg_sys::Node> = Vec::new();
+        collect_nodes((*plan).targetlist as *mut pg_sys::Node, pg_sys::NodeTag::T_WindowFunc, &mut funcs);
+        for f in funcs {
+            let w = f as *mut pg_sys::WindowFunc;
+            let first = if (*w).args.is_null() || (*(*w).args).length == 0 {
+                pg_sys::InvalidOid
+            } else {
+                pg_sys::exprType(pg_sys::list_nth((*w).args, 0) as *const pg_sys::Node)
+            };
+            if let Some(kind) = self.kind_of((*w).winfnoid, first) {
+                self.windowed.push(kind);
+            }
+        }
+    }
+
+    /// Why the rows reaching a DP aggregate are not the rows of one table, each at most once, selected
+    /// by conditions that do not depend on other rows; None when they are. The sensitivity of every
+    /// mechanism assumes that adding or removing one person adds or removes one input row.
+    unsafe fn input_problem(&self, plan: *mut pg_sys::Plan, relids: &mut HashSet<pg_sys::Oid>) -> Option<String> {
+        if plan.is_null() {
+            return None; // a Result without input: one row of constants
+        }
+        let exprs = [(*plan).targetlist as *mut pg_sys::Node, (*plan).qual as *mut pg_sys::Node];
+        for e in exprs {
+            let mut bad: Vec<*mut pg_sys::Node> = Vec::new();
+            collect_nodes(e, pg_sys::NodeTag::T_SubPlan, &mut bad);
+            collect_nodes(e, pg_sys::NodeTag::T_AlternativeSubPlan, &mut bad);
+            collect_nodes(e, pg_sys::NodeTag::T_Param, &mut bad);
+            let bad = bad.into_iter().any(|n| {
+                (*n).type_ != pg_sys::NodeTag::T_Param
+                    || (*(n as *mut pg_sys::Param)).paramkind == pg_sys::ParamKind::PARAM_EXEC
+            });
+            if bad {
+                return Some("selects rows with a subquery, which can make one person change many rows".into());
+            }
+        }
+        let tag = (*plan).type_;
+        use pg_sys::NodeTag::*;
+        match tag {
+            T_SeqScan | T_SampleScan | T_IndexScan | T_IndexOnlyScan | T_BitmapHeapScan | T_TidScan | T_TidRangeScan => {
+                let rti = (*(plan as *mut pg_sys::Scan)).scanrelid;
+                let rte = pg_sys::list_nth((*self.stmt).rtable, rti as i32 - 1) as *mut pg_sys::RangeTblEntry;
+                if !relids.insert((*rte).relid) {
+                    return Some("reads the same table more than once".into());
+                }
+                None
+            }
+            T_Sort | T_IncrementalSort | T_Material | T_Memoize | T_Limit | T_Unique | T_LockRows | T_Gather
+            | T_GatherMerge | T_Result | T_WindowAgg => self.input_problem((*plan).lefttree, relids),
+            T_Agg => {
+                // the partial aggregate of a parallel plan is part of the same aggregation
+                if (*(plan as *mut pg_sys::Agg)).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL != 0 {
+                    self.input_problem((*plan).lefttree, relids)
+                } else {
+                    Some("aggregates the result of another aggregation".into())
+                }
+            }
+            T_Append => {
+                for p in list_iter::<pg_sys::Plan>((*(plan as *mut pg_sys::Append)).appendplans) {
+                    if let Some(w) = self.input_problem(p, relids) {
+                        return Some(w);
+                    }
+                }
+                None
+            }
+            T_MergeAppend => {
+                for p in list_iter::<pg_sys::Plan>((*(plan as *mut pg_sys::MergeAppend)).mergeplans) {
+                    if let Some(w) = self.input_problem(p, relids) {
+                        return Some(w);
+                    }
+                }
+                None
+            }
+            T_SubqueryScan => self.input_problem((*(plan as *mut pg_sys::SubqueryScan)).subplan, relids),
+            T_CteScan => {
+                let id = (*(plan as *mut pg_sys::CteScan)).ctePlanId;
+                self.input_problem(pg_sys::list_nth((*self.stmt).subplans, id - 1) as *mut pg_sys::Plan, relids)
+            }
+            T_NestLoop | T_MergeJoin | T_HashJoin => Some("joins tables, which can repeat one person's row".into()),
+            T_ProjectSet | T_FunctionScan | T_TableFuncScan => Some("uses a set-returning function, which can repeat rows".into()),
+            _ => Some(format!("reads from a {} plan node, which pg_dp cannot bound", node_name(tag))),
+        }
+    }
+}
+
+fn node_name(tag: pg_sys::NodeTag) -> String {
+    format!("{tag:?}").trim_start_matches("T_").to_string()
+}
+
+unsafe extern "C-unwind" fn collect_walker(node: *mut pg_sys::Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    let (tag, out) = &mut *(ctx as *mut (pg_sys::NodeTag, &mut Vec<*mut pg_sys::Node>));
+    if (*node).type_ == *tag {
+        out.push(node);
+    }
+    pg_sys::expression_tree_walker(node, Some(collect_walker), ctx)
+}
+
+/// Every node of type `tag` in an expression tree.
+unsafe fn collect_nodes(node: *mut pg_sys::Node, tag: pg_sys::NodeTag, out: &mut Vec<*mut pg_sys::Node>) {
+    if node.is_null() {
+        return;
+    }
+    let mut ctx = (tag, out);
+    collect_walker(node, &mut ctx as *mut _ as *mut c_void);
 }
 
 unsafe fn first_arg_type(a: *mut pg_sys::Aggref) -> pg_sys::Oid {
@@ -312,18 +439,6 @@ unsafe fn collect_aggrefs(node: *mut pg_sys::Node, out: &mut Vec<*mut pg_sys::Ag
     }
 }
 
-/// True if the expression needs row data or execution-time values (Var, PARAM_EXEC, SubPlan).
-unsafe extern "C-unwind" fn needs_execution_walker(node: *mut pg_sys::Node, _ctx: *mut c_void) -> bool {
-    if node.is_null() {
-        return false;
-    }
-    match (*node).type_ {
-        pg_sys::NodeTag::T_Var | pg_sys::NodeTag::T_SubPlan | pg_sys::NodeTag::T_AlternativeSubPlan => true,
-        pg_sys::NodeTag::T_Param => (*(node as *mut pg_sys::Param)).paramkind != pg_sys::ParamKind::PARAM_EXTERN,
-        _ => pg_sys::expression_tree_walker(node, Some(needs_execution_walker), _ctx),
-    }
-}
-
 /// Evaluates the parameter arguments (1..) of an aggregate before execution.
 unsafe fn eval_params(args: *mut pg_sys::List, params: pg_sys::ParamListInfo, func: &'static str, names: &[&str]) -> Vec<(pg_sys::Datum, bool, pg_sys::Oid)> {
     let econtext = pg_sys::CreateStandaloneExprContext();
@@ -331,13 +446,8 @@ unsafe fn eval_params(args: *mut pg_sys::List, params: pg_sys::ParamListInfo, fu
     let mut out = Vec::new();
     for (i, te) in list_iter::<pg_sys::TargetEntry>(args).skip(1).enumerate() {
         let expr = (*te).expr;
-        if needs_execution_walker(expr as *mut pg_sys::Node, std::ptr::null_mut()) || pg_sys::contain_volatile_functions(expr as *mut pg_sys::Node) {
-            let name = names.get(i).copied().unwrap_or("parameter");
-            raise_with(
-                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                format!("{func}: {name} must be the same for every row of one aggregate call"),
-                Some("pass a constant or a query parameter, not a column, a subquery or a volatile expression"),
-            );
+        if let Some(why) = param_problem(expr as *mut pg_sys::Node) {
+            refuse_param(func, names.get(i).copied().unwrap_or("parameter"), why);
         }
         let state = pg_sys::ExecInitExprWithParams(expr, params);
         let mut isnull = false;
@@ -385,7 +495,7 @@ unsafe fn cstr_or(p: *const std::ffi::c_char, default: &str) -> String {
     }
 }
 
-unsafe fn charge_query(qd: *mut pg_sys::QueryDesc) {
+unsafe fn charge_query(qd: *mut pg_sys::QueryDesc, rewindable: bool) {
     let stmt = (*qd).plannedstmt;
     if stmt.is_null() || (*stmt).planTree.is_null() {
         return;
@@ -394,14 +504,43 @@ unsafe fn charge_query(qd: *mut pg_sys::QueryDesc) {
     if ext == pg_sys::InvalidOid {
         return;
     }
-    let mut w = Walk { stmt, pg_dp_ext: ext, kinds: HashMap::new(), walked_subplans: HashSet::new(), found: Vec::new() };
+    let mut w = Walk {
+        stmt,
+        pg_dp_ext: ext,
+        kinds: HashMap::new(),
+        walked_subplans: HashSet::new(),
+        found: Vec::new(),
+        windowed: Vec::new(),
+    };
     w.plan((*stmt).planTree, false, false);
     // subplans that are neither InitPlans nor CTEs run once per outer row
     for id in 1..=list_iter::<c_void>((*stmt).subplans).count() as i32 {
         w.subplan(id, true, false);
     }
+    if let Some(&k) = w.windowed.first() {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            format!("{} cannot be used as a window function", func_name(k)),
+            Some("each window frame would be a separate release; aggregate in a subquery instead"),
+        );
+    }
     if w.found.is_empty() {
         return;
+    }
+    let superuser = pg_sys::superuser();
+    if (*qd).instrument_options != 0 && !superuser {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "pg_dp aggregates cannot run under EXPLAIN ANALYZE (or auto_explain.log_analyze) for non-superusers".into(),
+            Some("the plan's row counts are exact; use EXPLAIN without ANALYZE"),
+        );
+    }
+    if rewindable && (*(*stmt).planTree).type_ != pg_sys::NodeTag::T_Material {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            "pg_dp aggregates cannot be used in a scrollable cursor".into(),
+            Some("rewinding would release new values without paying; declare the cursor NO SCROLL"),
+        );
     }
     for f in &w.found {
         let func = func_name(f.kind);
@@ -417,6 +556,13 @@ unsafe fn charge_query(qd: *mut pg_sys::QueryDesc) {
                 PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
                 format!("{func} cannot be finalized inside a parallel worker"),
                 Some("SET max_parallel_workers_per_gather = 0 for this query"),
+            );
+        }
+        if let Some(why) = &f.input_problem {
+            raise_with(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!("{func} must aggregate the rows of one table: its input {why}"),
+                Some("aggregate one table (or a view over one table) filtered by simple conditions"),
             );
         }
     }
@@ -439,13 +585,13 @@ unsafe fn charge_query(qd: *mut pg_sys::QueryDesc) {
                 delta: "0".into(),
             });
         }
-        tickets.push((f.aggref as usize, Ticket { query: qd as usize, epsilon_bits: info.epsilon.to_bits(), single: f.single, releases: 0 }));
+        tickets.push((f.aggref as usize, Ticket { query: qd as usize, params, single: f.single, releases: 0 }));
     }
     let role = pg_sys::GetUserId();
     let req = ChargeRequest {
         role: role.to_u32(),
         database_user: cstr_or(pg_sys::GetUserNameFromId(pg_sys::GetSessionUserId(), true), "?"),
-        unlimited: pg_sys::superuser() || !REQUIRE_BUDGET.get(),
+        unlimited: superuser || !REQUIRE_BUDGET.get(),
         query_id: (*stmt).queryId as i64,
         query_text: cstr_or((*qd).sourceText, ""),
         releases,

@@ -27,7 +27,8 @@ pub fn register() {
             -1,
             i32::MAX,
             GucContext::Suset,
-            GucFlags::default(),
+            // hidden from non-superusers: knowing the seed is knowing the noise
+            GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL,
             None,
             Some(seed_assigned),
             None,

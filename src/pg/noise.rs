@@ -16,8 +16,11 @@ thread_local! {
 }
 
 /// Runs `f` with the backend's generator, rebuilt after every assignment of `dp.seed`.
+///
+/// The seed applies only to releases made by a superuser: a seed set for a database or a role (by a
+/// superuser) must not make other roles' noise predictable.
 pub fn with_rng<T>(f: impl FnOnce(&mut DpRng) -> T) -> T {
-    let seed = super::guc::SEED.get();
+    let seed = if unsafe { pgrx::pg_sys::superuser() } { super::guc::SEED.get() } else { -1 };
     RNG.with(|cell| {
         let mut slot = cell.borrow_mut();
         let stale = RESEED.swap(false, Ordering::Relaxed) || !matches!(&*slot, Some((s, _)) if *s == seed);
