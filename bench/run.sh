@@ -5,7 +5,7 @@
 # plus RMSE of dp_sum/dp_avg against the Laplace optimum. Results are kept in docs/benchmarks.md.
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
 
-BENCH_DIR="${BENCH_DIR:-$ROOT/.bench/data}"
+BENCH_DIR="${BENCH_DIR:-$STATE_DIR/bench}"
 PSQL_PORT="${BENCH_PORT:-54331}"
 ROWS="${1:-10000000}"
 

@@ -8,6 +8,9 @@ PG_CONFIG="${PG_CONFIG:-/usr/lib/postgresql/$PG_MAJOR/bin/pg_config}"
 PGBIN="/usr/lib/postgresql/$PG_MAJOR/bin"
 PGRX_VERSION="0.18.1"
 SOCKET_DIR="${SOCKET_DIR:-/tmp}"
+# Private clusters live outside the checkout: the postgres user must be able to reach them, and a
+# checkout in a private home directory (mode 700) would not let it.
+STATE_DIR="${STATE_DIR:-/var/tmp/pg_dp}"
 # Debian's python3, which has python3-psycopg (a pyenv python3 earlier in PATH would not)
 PYTHON="${PYTHON:-/usr/bin/python3}"
 
@@ -51,8 +54,9 @@ install_extension() {
 # cluster_start DIR PORT: a private cluster owned by postgres, with pg_dp preloaded.
 cluster_start() {
     local dir="$1" port="$2"
-    if [ ! -s "$dir/PG_VERSION" ]; then
-        as_root install -d -o postgres -g postgres "$dir"
+    if ! as_root test -s "$dir/PG_VERSION"; then
+        as_root install -d -m 755 "$(dirname "$dir")"
+        as_root install -d -o postgres -g postgres -m 700 "$dir"
         as_postgres "$PGBIN/initdb" -D "$dir" -A trust -U postgres --locale=C.UTF-8 >/dev/null
         cat <<CONF | as_postgres tee -a "$dir/postgresql.conf" >/dev/null
 # pg_dp private cluster
@@ -71,7 +75,7 @@ CONF
 
 cluster_stop() {
     local dir="$1"
-    if [ -s "$dir/PG_VERSION" ] && as_postgres "$PGBIN/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
+    if as_root test -s "$dir/PG_VERSION" && as_postgres "$PGBIN/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
         as_postgres "$PGBIN/pg_ctl" -D "$dir" -w stop -m fast >/dev/null
     fi
 }

@@ -5,7 +5,7 @@
 #   bash scripts/demo.sh stop   stops the demo server
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-DEMO_DIR="${DEMO_DIR:-$ROOT/.demo/data}"
+DEMO_DIR="${DEMO_DIR:-$STATE_DIR/demo}"
 PSQL_PORT="${DEMO_PORT:-54329}"
 
 if [ "${1:-}" = "stop" ]; then

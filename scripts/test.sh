@@ -7,12 +7,13 @@
 #      ledger attacks (ROLLBACK, savepoints, errors, cancel, 16 racing sessions, kill -9, crash)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-TEST_DIR="${TEST_DIR:-$ROOT/.test}"
+TEST_DIR="${TEST_DIR:-$STATE_DIR/test}"
 PSQL_PORT="${TEST_PORT:-54330}"
-LOGS="$TEST_DIR/logs"
+LOGS="$ROOT/target/test-logs"
 
 install_deps
 mkdir -p "$LOGS"
+as_root install -d -m 755 "$TEST_DIR"
 as_root install -d -o postgres -g postgres "$TEST_DIR/pgrx"
 
 log "1/3 core tests"
