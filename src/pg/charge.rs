@@ -229,23 +229,8 @@ impl Walk {
             pg_sys::NodeTag::T_Gather | pg_sys::NodeTag::T_GatherMerge => {
                 self.plan((*plan).lefttree, rescan, true);
             }
-            pg_sys::NodeTag::T_Append => {
-                for p in list_iter::<pg_sys::Plan>((*(plan as *mut pg_sys::Append)).appendplans) {
-                    self.plan(p, rescan, in_worker);
-                }
-            }
-            pg_sys::NodeTag::T_MergeAppend => {
-                for p in list_iter::<pg_sys::Plan>((*(plan as *mut pg_sys::MergeAppend)).mergeplans) {
-                    self.plan(p, rescan, in_worker);
-                }
-            }
-            pg_sys::NodeTag::T_BitmapAnd => {
-                for p in list_iter::<pg_sys::Plan>((*(plan as *mut pg_sys::BitmapAnd)).bitmapplans) {
-                    self.plan(p, rescan, in_worker);
-                }
-            }
-            pg_sys::NodeTag::T_BitmapOr => {
-                for p in list_iter::<pg_sys::Plan>((*(plan as *mut pg_sys::BitmapOr)).bitmapplans) {
+            pg_sys::NodeTag::T_Append | pg_sys::NodeTag::T_MergeAppend | pg_sys::NodeTag::T_BitmapAnd | pg_sys::NodeTag::T_BitmapOr => {
+                for p in list_children(plan) {
                     self.plan(p, rescan, in_worker);
                 }
             }
@@ -362,16 +347,8 @@ impl Walk {
                     Some("aggregates the result of another aggregation".into())
                 }
             }
-            T_Append => {
-                for p in list_iter::<pg_sys::Plan>((*(plan as *mut pg_sys::Append)).appendplans) {
-                    if let Some(w) = self.input_problem(p, relids) {
-                        return Some(w);
-                    }
-                }
-                None
-            }
-            T_MergeAppend => {
-                for p in list_iter::<pg_sys::Plan>((*(plan as *mut pg_sys::MergeAppend)).mergeplans) {
+            T_Append | T_MergeAppend => {
+                for p in list_children(plan) {
                     if let Some(w) = self.input_problem(p, relids) {
                         return Some(w);
                     }
@@ -388,6 +365,18 @@ impl Walk {
             _ => Some(format!("reads from a {} plan node, which pg_dp cannot bound", node_name(tag))),
         }
     }
+}
+
+/// The children of a plan node that keeps them in a list (Append, MergeAppend, BitmapAnd, BitmapOr).
+unsafe fn list_children(plan: *mut pg_sys::Plan) -> Vec<*mut pg_sys::Plan> {
+    let list = match (*plan).type_ {
+        pg_sys::NodeTag::T_Append => (*(plan as *mut pg_sys::Append)).appendplans,
+        pg_sys::NodeTag::T_MergeAppend => (*(plan as *mut pg_sys::MergeAppend)).mergeplans,
+        pg_sys::NodeTag::T_BitmapAnd => (*(plan as *mut pg_sys::BitmapAnd)).bitmapplans,
+        pg_sys::NodeTag::T_BitmapOr => (*(plan as *mut pg_sys::BitmapOr)).bitmapplans,
+        _ => std::ptr::null_mut(),
+    };
+    list_iter::<pg_sys::Plan>(list).collect()
 }
 
 fn node_name(tag: pg_sys::NodeTag) -> String {

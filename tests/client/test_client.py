@@ -8,11 +8,11 @@ Each check is a function named check_*; the script prints one line per check and
 """
 import argparse
 import math
-import sys
-import traceback
 
 import psycopg
 from psycopg import errors as E
+
+from harness import run_checks
 
 ARGS = None
 
@@ -124,20 +124,7 @@ def main():
     ap.add_argument("--port", type=int, default=54330)
     ARGS = ap.parse_args()
     setup()
-    checks = [(n, f) for n, f in globals().items() if n.startswith("check_") and callable(f)]
-    passed = failed = 0
-    for name, f in checks:
-        try:
-            f()
-            print(f"client {name} ... ok")
-            passed += 1
-        except Exception:
-            print(f"client {name} ... FAILED")
-            traceback.print_exc()
-            failed += 1
-    print(f"client: {passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
-
+    run_checks(globals(), "client")
 
 if __name__ == "__main__":
     main()

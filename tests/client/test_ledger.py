@@ -10,14 +10,14 @@ import argparse
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
-import traceback
 from decimal import Decimal
 
 import psycopg
 from psycopg import errors as E
+
+from harness import run_checks
 
 ARGS = None
 DB = "pg_dp_ledger"
@@ -318,21 +318,7 @@ def main():
     ap.add_argument("--pgbin", default="/usr/lib/postgresql/15/bin")
     ARGS = ap.parse_args()
     setup()
-    checks = sorted((n, f) for n, f in globals().items() if n.startswith("check_") and callable(f))
-    passed = failed = 0
-    for name, f in checks:
-        t0 = time.time()
-        try:
-            f()
-            print(f"ledger {name} ... ok ({time.time() - t0:.1f}s)")
-            passed += 1
-        except Exception:  # noqa: BLE001
-            print(f"ledger {name} ... FAILED")
-            traceback.print_exc()
-            failed += 1
-    print(f"ledger: {passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
-
+    run_checks(globals(), "ledger")
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,22 @@
+"""Shared runner of the client test scripts: runs every check_* function, prints one line per check
+and a closing "<label>: N passed, M failed" line, and exits non-zero on any failure."""
+import sys
+import time
+import traceback
+
+
+def run_checks(namespace, label):
+    checks = sorted((n, f) for n, f in namespace.items() if n.startswith("check_") and callable(f))
+    passed = failed = 0
+    for name, f in checks:
+        t0 = time.time()
+        try:
+            f()
+            print(f"{label} {name} ... ok ({time.time() - t0:.1f}s)")
+            passed += 1
+        except Exception:  # noqa: BLE001
+            print(f"{label} {name} ... FAILED")
+            traceback.print_exc()
+            failed += 1
+    print(f"{label}: {passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
