@@ -8,7 +8,8 @@
 //! - [`grid`]: clamping and quantization of real values to a power-of-two grid;
 //! - [`params`]: validation of ε, δ and bounds, with errors that name the argument and its range;
 //! - [`mechanisms`]: count, integer sum, real sum and average releases;
-//! - [`gaussian`]: analytic calibration of the Gaussian mechanism (Balle & Wang 2018).
+//! - [`gaussian`]: analytic calibration of the Gaussian mechanism (Balle & Wang 2018);
+//! - [`smooth`]: smooth sensitivity of quantiles (Nissim, Raskhodnikova & Smith 2007), O(n log n).
 pub mod accounting;
 pub mod accum;
 pub mod error;
@@ -18,5 +19,6 @@ pub mod mechanisms;
 pub mod params;
 pub mod rng;
 pub mod sampling;
+pub mod smooth;
 
 pub use error::{DpError, DpResult};

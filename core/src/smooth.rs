@@ -1,0 +1,113 @@
+//! Smooth sensitivity of a quantile (Nissim, Raskhodnikova & Smith 2007), for add/remove-one
+//! neighbours, computed in O(n log n).
+//!
+//! Data are clamped to [lower, upper] and sorted; the bounds act as the outermost order statistics:
+//! z_0 = lower, z_1 ≤ … ≤ z_n the data, z_{n+1} = upper, and Z(i) = z_{clamp(i, 0, n+1)}. The p-quantile
+//! is f(x) = z_m with m = [`rank`](n, p) = round(p·(n+1)), so that m changes by 0 or 1 when a row is
+//! added or removed.
+//!
+//! A^(k)(x) = max_{0 ≤ t ≤ k+1} (Z(m+t) − Z(m+t−k−1)) bounds the local sensitivity at distance k, and
+//! S(x) = max_k e^(−kβ)·A^(k)(x) is a β-smooth upper bound of the local sensitivity. The derivation,
+//! for add/remove neighbours, is in docs/privacy/smooth-sensitivity.md.
+//!
+//! Over pairs of indices, S(x) = max_{0 ≤ i ≤ m ≤ j ≤ n+1, i < j} (z_j − z_i)·e^(−β(j−i−1)). For a
+//! fixed i the best j is non-decreasing in i (the advantage of a larger j grows with z_i), so a divide
+//! and conquer over i finds every row's best partner in O(n log n) evaluations.
+
+/// The rank of the p-quantile among the n+2 extended order statistics: round(p·(n+1)), in [0, n+1].
+pub fn rank(n: usize, p: f64) -> usize {
+    debug_assert!((0.0..=1.0).contains(&p));
+    let r = (p * (n as f64 + 1.0) + 0.5).floor();
+    (r.max(0.0) as usize).min(n + 1)
+}
+
+/// Z(i): the extended order statistics with the bounds at both ends.
+#[inline]
+fn z(sorted: &[f64], lower: f64, upper: f64, i: isize) -> f64 {
+    let n = sorted.len() as isize;
+    if i <= 0 {
+        lower
+    } else if i > n {
+        upper
+    } else {
+        sorted[(i - 1) as usize]
+    }
+}
+
+/// The quantile itself: Z(m).
+pub fn quantile(sorted: &[f64], p: f64, lower: f64, upper: f64) -> f64 {
+    z(sorted, lower, upper, rank(sorted.len(), p) as isize)
+}
+
+/// A^(k)(x) for k = 0 ..= kmax (A^(0) is the local sensitivity bound). O(kmax²): for inspection.
+pub fn ls_table(sorted: &[f64], p: f64, lower: f64, upper: f64, kmax: usize) -> Vec<f64> {
+    let m = rank(sorted.len(), p) as isize;
+    (0..=kmax as isize)
+        .map(|k| {
+            (0..=k + 1)
+                .map(|t| z(sorted, lower, upper, m + t) - z(sorted, lower, upper, m + t - k - 1))
+                .fold(0.0, f64::max)
+        })
+        .collect()
+}
+
+/// The local sensitivity bound A^(0)(x) = max(z_{m+1} − z_m, z_m − z_{m−1}).
+pub fn local_sensitivity(sorted: &[f64], p: f64, lower: f64, upper: f64) -> f64 {
+    ls_table(sorted, p, lower, upper, 0)[0]
+}
+
+/// The β-smooth sensitivity S(x) = max_k e^(−kβ)·A^(k)(x), in O(n log n). `sorted` must be sorted
+/// ascending and within [lower, upper]; β > 0.
+pub fn smooth_sensitivity(sorted: &[f64], p: f64, lower: f64, upper: f64, beta: f64) -> f64 {
+    assert!(beta > 0.0 && beta.is_finite(), "beta must be positive and finite");
+    debug_assert!(sorted.windows(2).all(|w| w[0] <= w[1]));
+    let n = sorted.len();
+    let m = rank(n, p);
+    // log of the value of the pair (i, j), i ≤ m ≤ j, i < j. Log space: e^(−β(j−i−1)) underflows for
+    // large n, and ties at 0 would break the monotone choice of partners the recursion relies on.
+    let log_value = |i: usize, j: usize| -> f64 {
+        let width = z(sorted, lower, upper, j as isize) - z(sorted, lower, upper, i as isize);
+        if width > 0.0 {
+            width.ln() - beta * (j - i - 1) as f64
+        } else {
+            f64::NEG_INFINITY
+        }
+    };
+    let log_range = if upper > lower { (upper - lower).ln() } else { f64::NEG_INFINITY };
+    let mut best = f64::NEG_INFINITY;
+    // solve(i range, j range): for the middle i, scan its admissible j range for the best partner,
+    // then recurse on the left i's with j ≤ that partner and the right i's with j ≥ it.
+    let mut stack = vec![(0usize, m, m, n + 1)];
+    while let Some((ilo, ihi, jlo, jhi)) = stack.pop() {
+        if ilo > ihi {
+            continue;
+        }
+        let i = ilo + (ihi - ilo) / 2;
+        let start = jlo.max(m).max(i + 1);
+        let (mut bj, mut bv) = (start.min(jhi), f64::NEG_INFINITY);
+        let mut j = start;
+        while j <= jhi {
+            // every later j is worth at most (upper − lower)·e^(−β(j−i−1)); once that is below the best
+            // so far, neither this i nor any smaller i (further from those j) can improve on it there
+            if log_range - beta * ((j - i - 1) as f64) < best {
+                break;
+            }
+            let v = log_value(i, j);
+            if v >= bv {
+                bv = v;
+                bj = j;
+            }
+            j += 1;
+        }
+        if bv > best {
+            best = bv;
+        }
+        if i > ilo {
+            stack.push((ilo, i - 1, jlo, bj));
+        }
+        if i < ihi {
+            stack.push((i + 1, ihi, bj, jhi));
+        }
+    }
+    best.exp()
+}

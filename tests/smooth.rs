@@ -1,0 +1,168 @@
+//! Smooth sensitivity of quantiles: the O(n log n) algorithm against the definition, and the
+//! properties the privacy argument needs (docs/privacy/smooth-sensitivity.md), on many random small
+//! inputs with ties, all-equal data, n = 0, 1, 2 and values at the bounds.
+use pg_dp_core::rng::seeded_rng;
+use pg_dp_core::smooth::{local_sensitivity, ls_table, quantile, rank, smooth_sensitivity};
+use rand::Rng;
+
+const L: f64 = -3.0;
+const U: f64 = 7.0;
+
+/// The definition: max over k of e^(−kβ)·A^(k); A^(k) = U − L for k ≥ n + 1, so k ≤ n + 1 suffices.
+fn brute(sorted: &[f64], p: f64, beta: f64) -> f64 {
+    ls_table(sorted, p, L, U, sorted.len() + 1)
+        .iter()
+        .enumerate()
+        .map(|(k, a)| a * (-(k as f64) * beta).exp())
+        .fold(0.0, f64::max)
+}
+
+fn random_data<R: Rng>(rng: &mut R) -> Vec<f64> {
+    let n = rng.random_range(0..14);
+    let kind = rng.random_range(0..4);
+    let mut v: Vec<f64> = (0..n)
+        .map(|_| match kind {
+            0 => rng.random_range(0..4) as f64,                   // many ties
+            1 => [L, U, 2.0][rng.random_range(0..3)],              // values at the bounds
+            2 => 1.5,                                              // all equal
+            _ => rng.random_range(L..U),                           // continuous
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+fn random_p<R: Rng>(rng: &mut R) -> f64 {
+    [0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0, rng.random::<f64>()][rng.random_range(0..8)]
+}
+
+/// Every neighbour of x: each row removed, and a row added at each value that can matter.
+fn neighbours(x: &[f64]) -> Vec<Vec<f64>> {
+    let mut out = Vec::new();
+    for i in 0..x.len() {
+        let mut y = x.to_vec();
+        y.remove(i);
+        out.push(y);
+    }
+    let mut candidates = vec![L, U];
+    candidates.extend_from_slice(x);
+    for w in x.windows(2) {
+        candidates.push((w[0] + w[1]) / 2.0);
+    }
+    candidates.push((L + x.first().copied().unwrap_or(U)) / 2.0);
+    for c in candidates {
+        let mut y = x.to_vec();
+        y.push(c);
+        y.sort_by(f64::total_cmp);
+        out.push(y);
+    }
+    out
+}
+
+/// The true local sensitivity of the quantile, over all neighbours.
+fn true_ls(x: &[f64], p: f64) -> f64 {
+    let f = quantile(x, p, L, U);
+    neighbours(x).iter().map(|y| (quantile(y, p, L, U) - f).abs()).fold(0.0, f64::max)
+}
+
+#[test]
+fn rank_moves_by_at_most_one_when_a_row_is_added() {
+    for n in 0..500 {
+        for p in [0.0, 0.01, 0.3, 0.5, 0.77, 0.999, 1.0] {
+            let (a, b) = (rank(n, p), rank(n + 1, p));
+            assert!(b == a || b == a + 1, "n {n} p {p}: {a} -> {b}");
+            assert!(a <= n + 1);
+        }
+    }
+    assert_eq!(rank(3, 0.5), 2); // the middle of 3 rows
+    assert_eq!(rank(0, 0.5), 1); // no rows: between the bounds... index 1 is the upper bound
+}
+
+#[test]
+fn fast_algorithm_equals_the_definition() {
+    let mut rng = seeded_rng(1);
+    for case in 0..20_000 {
+        let x = random_data(&mut rng);
+        let p = random_p(&mut rng);
+        let beta = [1e-3, 0.05, 0.3, 1.0, 5.0][case % 5] * rng.random_range(0.5..1.5);
+        let fast = smooth_sensitivity(&x, p, L, U, beta);
+        let slow = brute(&x, p, beta);
+        assert!((fast - slow).abs() <= 1e-12 * slow.max(1.0), "x {x:?} p {p} beta {beta}: fast {fast} brute {slow}");
+    }
+}
+
+#[test]
+fn a0_bounds_the_true_local_sensitivity() {
+    let mut rng = seeded_rng(2);
+    for _ in 0..5_000 {
+        let x = random_data(&mut rng);
+        let p = random_p(&mut rng);
+        let ls = true_ls(&x, p);
+        let a0 = local_sensitivity(&x, p, L, U);
+        assert!(ls <= a0 + 1e-12, "x {x:?} p {p}: true LS {ls} > A0 {a0}");
+    }
+}
+
+#[test]
+fn ak_bounds_the_local_sensitivity_at_distance_k() {
+    let mut rng = seeded_rng(3);
+    for _ in 0..3_000 {
+        let x = random_data(&mut rng);
+        let p = random_p(&mut rng);
+        let k = rng.random_range(1..5);
+        let table = ls_table(&x, p, L, U, k);
+        // a random walk of k additions/removals
+        let mut y = x.clone();
+        for _ in 0..k {
+            let ns = neighbours(&y);
+            y = ns[rng.random_range(0..ns.len())].clone();
+        }
+        let ls = true_ls(&y, p);
+        assert!(ls <= table[k] + 1e-12, "x {x:?} -> y {y:?}, p {p}, k {k}: LS(y) {ls} > A^(k)(x) {}", table[k]);
+    }
+}
+
+#[test]
+fn smooth_sensitivity_is_beta_smooth_and_bounds_ls() {
+    let mut rng = seeded_rng(4);
+    let mut worst = 0.0_f64;
+    for case in 0..5_000 {
+        let x = random_data(&mut rng);
+        let p = random_p(&mut rng);
+        let beta = [0.01, 0.1, 0.5, 2.0][case % 4];
+        let s = smooth_sensitivity(&x, p, L, U, beta);
+        assert!(true_ls(&x, p) <= s + 1e-12);
+        for y in neighbours(&x) {
+            let sy = smooth_sensitivity(&y, p, L, U, beta);
+            // S(x) <= e^β S(y) for neighbours, both ways
+            assert!(s <= beta.exp() * sy * (1.0 + 1e-12), "x {x:?} y {y:?} p {p} beta {beta}: {s} vs {sy}");
+            if sy > 0.0 {
+                worst = worst.max((s / sy).ln() / beta);
+            }
+        }
+    }
+    // the bound is used, not just satisfied: some neighbours change S by close to e^β
+    assert!(worst > 0.5, "largest observed log-ratio / beta: {worst}");
+}
+
+#[test]
+fn degenerate_inputs() {
+    // no rows: the window spans the bounds
+    assert_eq!(local_sensitivity(&[], 0.5, L, U), U - L);
+    assert!((smooth_sensitivity(&[], 0.5, L, U, 0.1) - (U - L)).abs() < 1e-12);
+    // all rows equal, many of them: tiny sensitivity, smooth bound decays towards it
+    let x = vec![2.0; 1000];
+    assert_eq!(local_sensitivity(&x, 0.5, L, U), 0.0);
+    let s = smooth_sensitivity(&x, 0.5, L, U, 0.1);
+    let expect = (U - L) * (-0.1f64 * 500.0).exp(); // reach a bound: about 500 removals
+    assert!(s > 0.0 && s < 1e-15 * (U - L) + expect * 10.0, "{s} vs about {expect}");
+    // a large input runs (n log n) and agrees with the definition restricted to small k where it matters
+    let mut rng = seeded_rng(5);
+    let mut big: Vec<f64> = (0..200_000).map(|_| rng.random_range(L..U)).collect();
+    big.sort_by(f64::total_cmp);
+    let s = smooth_sensitivity(&big, 0.5, L, U, 0.05);
+    let table = ls_table(&big, 0.5, L, U, 600);
+    let partial = table.iter().enumerate().map(|(k, a)| a * (-(k as f64) * 0.05).exp()).fold(0.0, f64::max);
+    // beyond k = 600 the factor e^(−30)·(U − L) is far below the maximum found
+    assert!((s - partial).abs() <= 1e-12 * s, "{s} vs {partial}");
+}
