@@ -15,6 +15,7 @@ include!("parallel.rs");
 include!("security.rs");
 include!("ledger.rs");
 include!("review.rs");
+include!("inspect.rs");
 
 /// Runs a query and returns the first column of every row as text.
 pub fn column(sql: &str) -> Vec<Option<String>> {

@@ -14,6 +14,41 @@
 //! fixed i the best j is non-decreasing in i (the advantage of a larger j grows with z_i), so a divide
 //! and conquer over i finds every row's best partner in O(n log n) evaluations.
 
+use crate::error::{DpError, DpResult};
+use crate::params::{check_float_bounds, fmt_f64};
+
+/// Checks a quantile level p ∈ [0, 1].
+pub fn check_p(p: f64) -> DpResult<f64> {
+    if (0.0..=1.0).contains(&p) {
+        Ok(p)
+    } else {
+        Err(DpError::invalid("p", "a number between 0 and 1", fmt_f64(p)))
+    }
+}
+
+/// Checks a smoothness parameter β > 0.
+pub fn check_beta(beta: f64) -> DpResult<f64> {
+    if beta.is_finite() && beta > 0.0 {
+        Ok(beta)
+    } else {
+        Err(DpError::invalid("beta", "a finite number greater than 0", fmt_f64(beta)))
+    }
+}
+
+/// Clamps values to [lower, upper] (NaN is an error, ±Infinity is clamped) and sorts them.
+pub fn prepare_sorted(values: impl IntoIterator<Item = f64>, lower: f64, upper: f64) -> DpResult<Vec<f64>> {
+    let (lower, upper) = check_float_bounds(lower, upper)?;
+    let mut v = Vec::new();
+    for x in values {
+        if x.is_nan() {
+            return Err(DpError::NanInput { arg: "vals" });
+        }
+        v.push(x.clamp(lower, upper));
+    }
+    v.sort_by(f64::total_cmp);
+    Ok(v)
+}
+
 /// The rank of the p-quantile among the n+2 extended order statistics: round(p·(n+1)), in [0, n+1].
 pub fn rank(n: usize, p: f64) -> usize {
     debug_assert!((0.0..=1.0).contains(&p));

@@ -5,6 +5,7 @@ pub mod charge;
 pub mod count;
 pub mod error;
 pub mod guc;
+pub mod inspect;
 pub mod ledger;
 pub mod noise;
 pub mod sum;
