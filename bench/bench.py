@@ -134,7 +134,7 @@ def pgbench_tps(host, port, sql, clients, seconds):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--host", default="/tmp")
-    ap.add_argument("--port", type=int, default=54331)
+    ap.add_argument("--port", type=int, default=25434)
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--releases", type=int, default=2000)

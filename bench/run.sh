@@ -6,7 +6,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
 
 BENCH_DIR="${BENCH_DIR:-$STATE_DIR/bench}"
-PSQL_PORT="${BENCH_PORT:-54331}"
+PSQL_PORT="${BENCH_PORT:-25434}"
 ROWS="${1:-10000000}"
 
 install_deps

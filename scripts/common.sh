@@ -51,7 +51,8 @@ install_extension() {
     (cd "$ROOT" && cargo pgrx install --pg-config "$PG_CONFIG" "${sudo_flag[@]}" "$@")
 }
 
-# cluster_start DIR PORT: a private cluster owned by postgres, with pg_dp preloaded.
+# cluster_start DIR PORT: a private cluster owned by postgres, with pg_dp preloaded. Ports are below
+# Linux's ephemeral range (32768-60999), where any outgoing connection could be holding them.
 cluster_start() {
     local dir="$1" port="$2"
     if ! as_root test -s "$dir/PG_VERSION"; then

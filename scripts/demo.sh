@@ -6,7 +6,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 DEMO_DIR="${DEMO_DIR:-$STATE_DIR/demo}"
-PSQL_PORT="${DEMO_PORT:-54329}"
+PSQL_PORT="${DEMO_PORT:-25432}"
 
 if [ "${1:-}" = "stop" ]; then
     cluster_stop "$DEMO_DIR"

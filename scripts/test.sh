@@ -8,7 +8,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 TEST_DIR="${TEST_DIR:-$STATE_DIR/test}"
-PSQL_PORT="${TEST_PORT:-54330}"
+PSQL_PORT="${TEST_PORT:-25433}"
 LOGS="$ROOT/target/test-logs"
 
 install_deps

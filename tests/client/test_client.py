@@ -2,7 +2,7 @@
 """pg_dp through a real client: psycopg 3 (extended protocol: every parameter is a bind parameter).
 
 Run by scripts/test.sh against a private server with pg_dp installed:
-    /usr/bin/python3 tests/client/test_client.py --host /tmp --port 54330
+    /usr/bin/python3 tests/client/test_client.py --host /tmp --port 25433
 Each check is a function named check_*; the script prints one line per check and a closing
 "client: N passed, M failed" line, and exits non-zero on any failure.
 """
@@ -121,7 +121,7 @@ def main():
     global ARGS
     ap = argparse.ArgumentParser()
     ap.add_argument("--host", default="/tmp")
-    ap.add_argument("--port", type=int, default=54330)
+    ap.add_argument("--port", type=int, default=25433)
     ARGS = ap.parse_args()
     setup()
     run_checks(globals(), "client")

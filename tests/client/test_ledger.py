@@ -2,7 +2,7 @@
 """Attacks on the privacy-budget ledger, through real connections to a real server.
 
 Run by scripts/test.sh:
-    /usr/bin/python3 tests/client/test_ledger.py --host /tmp --port 54330 --datadir DIR --pgbin BIN
+    /usr/bin/python3 tests/client/test_ledger.py --host /tmp --port 25433 --datadir DIR --pgbin BIN
 Each check is a function named check_*; the crash checks restart the server and run last.
 Prints one line per check and "ledger: N passed, M failed"; exits non-zero on any failure.
 """
@@ -313,7 +313,7 @@ def main():
     global ARGS
     ap = argparse.ArgumentParser()
     ap.add_argument("--host", default="/tmp")
-    ap.add_argument("--port", type=int, default=54330)
+    ap.add_argument("--port", type=int, default=25433)
     ap.add_argument("--datadir", required=True)
     ap.add_argument("--pgbin", default="/usr/lib/postgresql/15/bin")
     ARGS = ap.parse_args()
