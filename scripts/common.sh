@@ -59,8 +59,10 @@ cluster_start() {
         as_root install -d -m 755 "$(dirname "$dir")"
         as_root install -d -o postgres -g postgres -m 700 "$dir"
         as_postgres "$PGBIN/initdb" -D "$dir" -A trust -U postgres --locale=C.UTF-8 >/dev/null
-        cat <<CONF | as_postgres tee -a "$dir/postgresql.conf" >/dev/null
-# pg_dp private cluster
+    fi
+    # written at every start, and included last, so that an existing cluster follows these settings
+    cat <<CONF | as_postgres tee "$dir/pg_dp.conf" >/dev/null
+# pg_dp private cluster (rewritten by scripts/common.sh at every start)
 port = $port
 listen_addresses = 'localhost'
 unix_socket_directories = '$SOCKET_DIR'
@@ -68,6 +70,8 @@ shared_preload_libraries = 'pg_dp'
 max_worker_processes = 16
 max_parallel_workers = 8
 CONF
+    if ! as_root grep -qxF "include_if_exists = 'pg_dp.conf'" "$dir/postgresql.conf"; then
+        echo "include_if_exists = 'pg_dp.conf'" | as_postgres tee -a "$dir/postgresql.conf" >/dev/null
     fi
     if ! as_postgres "$PGBIN/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
         as_postgres "$PGBIN/pg_ctl" -D "$dir" -l "$dir/server.log" -w start >/dev/null
