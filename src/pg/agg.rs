@@ -158,6 +158,11 @@ unsafe fn list_len(list: *mut pg_sys::List) -> usize {
     }
 }
 
+/// The elements of a PostgreSQL pointer list (a NULL list is empty).
+pub unsafe fn list_iter<T>(list: *mut pg_sys::List) -> impl Iterator<Item = *mut T> {
+    (0..list_len(list)).map(move |i| list_nth_ptr::<T>(list, i))
+}
+
 /// Why a parameter expression (ε or a bound) is not acceptable, if it is not: it must be computable
 /// before the query runs from constants and query parameters with immutable built-in functions only.
 /// A column would change between rows; a subquery, an execution-time parameter or a function that
@@ -218,11 +223,9 @@ pub unsafe fn check_params_row_independent(fcinfo: pg_sys::FunctionCallInfo, fun
     if aggref.is_null() {
         return;
     }
-    let args = (*aggref).args;
-    for i in 1..list_len(args) {
-        let te = list_nth_ptr::<pg_sys::TargetEntry>(args, i);
+    for (i, te) in list_iter::<pg_sys::TargetEntry>((*aggref).args).skip(1).enumerate() {
         if let Some(why) = param_problem((*te).expr as *mut pg_sys::Node) {
-            refuse_param(func, names.get(i - 1).copied().unwrap_or("parameter"), why);
+            refuse_param(func, names.get(i).copied().unwrap_or("parameter"), why);
         }
     }
 }
@@ -275,18 +278,31 @@ pub unsafe fn empty_input_params(fcinfo: pg_sys::FunctionCallInfo, func: &'stati
             .unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{func}: cannot find the partial aggregate of a parallel plan"), None));
     }
     let parent = &mut (*aggstate).ss.ps as *mut pg_sys::PlanState;
-    let econtext = (*aggstate).ss.ps.ps_ExprContext;
+    eval_param_exprs(args, (*aggstate).ss.ps.ps_ExprContext, func, |_| "bounds and epsilon", |expr| pg_sys::ExecInitExpr(expr, parent))
+}
+
+/// Evaluates the parameter arguments (1..) of an aggregate call without any row, after
+/// [`param_problem`] has accepted each of them: (datum, is_null, type) in argument order. `init`
+/// compiles an expression; the values are computed in the econtext's per-query memory.
+pub unsafe fn eval_param_exprs<'a>(
+    args: *mut pg_sys::List,
+    econtext: *mut pg_sys::ExprContext,
+    func: &'static str,
+    name_of: impl Fn(usize) -> &'a str,
+    init: impl Fn(*mut pg_sys::Expr) -> *mut pg_sys::ExprState,
+) -> Vec<(pg_sys::Datum, bool, pg_sys::Oid)> {
     let mut out = Vec::new();
-    for i in 1..list_len(args) {
-        let te = list_nth_ptr::<pg_sys::TargetEntry>(args, i);
+    for (i, te) in list_iter::<pg_sys::TargetEntry>(args).skip(1).enumerate() {
         let expr = (*te).expr;
         if let Some(why) = param_problem(expr as *mut pg_sys::Node) {
-            refuse_param(func, "bounds and epsilon", why);
+            refuse_param(func, name_of(i), why);
         }
-        let state = pg_sys::ExecInitExpr(expr, parent);
+        let state = init(expr);
         let mut isnull = false;
         let eval = (*state).evalfunc.expect("compiled expression");
+        let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_query_memory);
         let d = eval(state, econtext, &mut isnull);
+        pg_sys::MemoryContextSwitchTo(old);
         out.push((d, isnull, pg_sys::exprType(expr as *const pg_sys::Node)));
     }
     out
@@ -372,15 +388,40 @@ pub unsafe fn numeric_datum_f64(d: pg_sys::Datum) -> f64 {
     pgrx::direct_function_call::<f64>(pg_sys::numeric_float8_no_overflow, &[Some(d)]).unwrap()
 }
 
+/// The pg_dp aggregates, as the charging hook and the final functions tell them apart.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    Count,
+    IntSum,
+    FloatSum,
+    Avg,
+}
+
+impl Kind {
+    /// The SQL name, used in messages.
+    pub fn func(self) -> &'static str {
+        match self {
+            Kind::Count => "dp_count",
+            Kind::IntSum | Kind::FloatSum => "dp_sum",
+            Kind::Avg => "dp_avg",
+        }
+    }
+
+    /// Names of the parameter arguments, in order after the value.
+    pub fn param_names(self) -> &'static [&'static str] {
+        match self {
+            Kind::Count => &["epsilon"],
+            _ => BOUNDED_NAMES,
+        }
+    }
+}
+
 /// Parameter values of an aggregate read without any row (empty input, or before execution):
 /// required ones by position, epsilon defaulting to the GUC.
 pub struct ParamValues {
     vals: Vec<(pg_sys::Datum, bool, pg_sys::Oid)>,
     func: &'static str,
 }
-
-/// The name the final functions use.
-pub type EmptyParams = ParamValues;
 
 impl ParamValues {
     pub fn new(vals: Vec<(pg_sys::Datum, bool, pg_sys::Oid)>, func: &'static str) -> Self {
@@ -405,6 +446,16 @@ impl ParamValues {
         let (d, t) = self.get(i, name).unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{}: missing {name}", self.func), None));
         datum_i64(d, t, self.func)
     }
+    /// The parameters of an aggregate of this kind.
+    pub unsafe fn params(&self, kind: Kind) -> Params {
+        match kind {
+            Kind::Count => Params::count(self.epsilon_at(0)),
+            Kind::IntSum => Params::int_sum(self.i64_at(0, "lower"), self.i64_at(1, "upper"), self.epsilon_at(2)),
+            Kind::FloatSum => Params::float_sum(self.f64_at(0, "lower"), self.f64_at(1, "upper"), self.epsilon_at(2)),
+            Kind::Avg => Params::avg(self.f64_at(0, "lower"), self.f64_at(1, "upper"), self.epsilon_at(2)),
+        }
+    }
+
     /// ε at position `i`, or `dp.default_epsilon` if the call has no such argument.
     pub unsafe fn epsilon_at(&self, i: usize) -> f64 {
         match self.get(i, "epsilon") {
@@ -452,16 +503,17 @@ pub unsafe fn numeric_trans(fcinfo: pg_sys::FunctionCallInfo, func: &'static str
     pg_sys::Datum::from(acc)
 }
 
-/// The state at the final function (the accumulated one, or an empty one built by `empty`), once
-/// its release has been paid for (see charge.rs).
-pub unsafe fn final_state(fcinfo: pg_sys::FunctionCallInfo, func: &'static str, empty: impl FnOnce(&EmptyParams) -> Params) -> Acc {
+/// The state at the final function (the accumulated one, or an empty one for an aggregate of this
+/// kind that saw no row), once its release has been paid for (see charge.rs).
+pub unsafe fn final_state(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> Acc {
+    let func = kind.func();
     agg_context(fcinfo, func);
     let acc = state_arg(fcinfo, 0);
     let acc = if !acc.is_null() {
         *acc
     } else {
-        let p = EmptyParams::read(fcinfo, func);
-        Acc::new(empty(&p)).or_raise(func)
+        let p = ParamValues::read(fcinfo, func);
+        Acc::new(p.params(kind)).or_raise(func)
     };
     super::charge::check_ticket(fcinfo, func, &acc);
     acc

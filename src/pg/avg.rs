@@ -1,5 +1,5 @@
 //! dp_avg over float8 and numeric: noisy centred sum / noisy count (docs/privacy/avg.md).
-use super::agg::{datum_to_f64, final_state, float8_trans, numeric_trans, EmptyParams};
+use super::agg::{datum_to_f64, final_state, float8_trans, numeric_trans, Kind};
 use super::noise::with_rng;
 use super::sum::OrRaiseNumeric;
 use crate::{pg_v1, pg_v1_trans};
@@ -14,21 +14,17 @@ pg_v1_trans!(pg_finfo_dp_avg_float8_trans, dp_avg_float8_trans,
 
 pg_v1!(pg_finfo_dp_avg_numeric_trans, dp_avg_numeric_trans, |fcinfo| { numeric_trans(fcinfo, F, Params::avg) });
 
-fn avg_empty(p: &EmptyParams) -> Params {
-    unsafe { Params::avg(p.f64_at(0, "lower"), p.f64_at(1, "upper"), p.epsilon_at(2)) }
-}
-
 fn release(acc: &Acc) -> f64 {
     let Spec::Avg(spec) = acc.spec else { unreachable!("dp_avg state") };
     with_rng(|rng| spec.release(rng, acc.sum, acc.n)).value
 }
 
 pg_v1!(pg_finfo_dp_avg_float8_final, dp_avg_float8_final, |fcinfo| {
-    let acc = final_state(fcinfo, F, avg_empty);
+    let acc = final_state(fcinfo, Kind::Avg);
     release(&acc).into_datum().unwrap()
 });
 
 pg_v1!(pg_finfo_dp_avg_numeric_final, dp_avg_numeric_final, |fcinfo| {
-    let acc = final_state(fcinfo, F, avg_empty);
+    let acc = final_state(fcinfo, Kind::Avg);
     AnyNumeric::try_from(release(&acc)).or_raise_numeric(F).into_datum().unwrap()
 });

@@ -11,7 +11,7 @@
 //! An aggregate that could be executed more than once per query (inside a correlated subquery, on
 //! the inner side of a nested loop) would make several releases for one payment: such queries are
 //! refused before anything is charged.
-use super::agg::{param_problem, partial_aggref_args_in_plan, refuse_param, ParamValues};
+use super::agg::{eval_param_exprs, list_iter, partial_aggref_args_in_plan, Kind, ParamValues};
 use super::error::{raise_with, OrRaise};
 use super::ledger;
 use pg_dp_core::accounting::{charged_decimal, ChargeOutcome, ChargeRequest, ReleaseRecord};
@@ -139,15 +139,6 @@ pub unsafe fn check_ticket(fcinfo: pg_sys::FunctionCallInfo, func: &'static str,
 
 // ----- finding the releases of a plan ---------------------------------------------------------
 
-/// A pg_dp aggregate, identified from its OID.
-#[derive(Clone, Copy, PartialEq)]
-enum Kind {
-    Count,
-    IntSum,
-    FloatSum,
-    Avg,
-}
-
 struct Found {
     aggref: *mut pg_sys::Aggref,
     agg_plan: *mut pg_sys::Plan,
@@ -169,11 +160,6 @@ struct Walk {
     found: Vec<Found>,
     /// pg_dp aggregates used as window functions
     windowed: Vec<Kind>,
-}
-
-unsafe fn list_iter<T>(list: *mut pg_sys::List) -> impl Iterator<Item = *mut T> {
-    let n = if list.is_null() { 0 } else { (*list).length };
-    (0..n).map(move |i| pg_sys::list_nth(list, i) as *mut T)
 }
 
 impl Walk {
@@ -258,9 +244,9 @@ impl Walk {
     }
 
     unsafe fn agg(&mut self, plan: *mut pg_sys::Plan, rescan: bool, in_worker: bool) {
-        let mut aggrefs: Vec<*mut pg_sys::Aggref> = Vec::new();
-        collect_aggrefs((*plan).targetlist as *mut pg_sys::Node, &mut aggrefs);
-        collect_aggrefs((*plan).qual as *mut pg_sys::Node, &mut aggrefs);
+        let mut aggrefs: Vec<*mut pg_sys::Node> = Vec::new();
+        collect_nodes((*plan).targetlist as *mut pg_sys::Node, &[pg_sys::NodeTag::T_Aggref], &mut aggrefs);
+        collect_nodes((*plan).qual as *mut pg_sys::Node, &[pg_sys::NodeTag::T_Aggref], &mut aggrefs);
         let agg = plan as *mut pg_sys::Agg;
         let single = (*agg).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN;
         // GROUPING SETS / ROLLUP / CUBE: every row is in one group of each set (the sets of a
@@ -272,6 +258,7 @@ impl Walk {
         let sets = sets.max(1);
         let mut input_problem = None;
         for a in aggrefs {
+            let a = a as *mut pg_sys::Aggref;
             if (*a).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL != 0 {
                 continue; // a partial aggregate releases nothing
             }
@@ -291,7 +278,7 @@ impl Walk {
 impl Walk {
     unsafe fn window_agg(&mut self, plan: *mut pg_sys::Plan) {
         let mut funcs: Vec<*mut pg_sys::Node> = Vec::new();
-        collect_nodes((*plan).targetlist as *mut pg_sys::Node, pg_sys::NodeTag::T_WindowFunc, &mut funcs);
+        collect_nodes((*plan).targetlist as *mut pg_sys::Node, &[pg_sys::NodeTag::T_WindowFunc], &mut funcs);
         for f in funcs {
             let w = f as *mut pg_sys::WindowFunc;
             let first = if (*w).args.is_null() || (*(*w).args).length == 0 {
@@ -315,9 +302,8 @@ impl Walk {
         let exprs = [(*plan).targetlist as *mut pg_sys::Node, (*plan).qual as *mut pg_sys::Node];
         for e in exprs {
             let mut bad: Vec<*mut pg_sys::Node> = Vec::new();
-            collect_nodes(e, pg_sys::NodeTag::T_SubPlan, &mut bad);
-            collect_nodes(e, pg_sys::NodeTag::T_AlternativeSubPlan, &mut bad);
-            collect_nodes(e, pg_sys::NodeTag::T_Param, &mut bad);
+            let tags = [pg_sys::NodeTag::T_SubPlan, pg_sys::NodeTag::T_AlternativeSubPlan, pg_sys::NodeTag::T_Param];
+            collect_nodes(e, &tags, &mut bad);
             let bad = bad.into_iter().any(|n| {
                 (*n).type_ != pg_sys::NodeTag::T_Param
                     || (*(n as *mut pg_sys::Param)).paramkind == pg_sys::ParamKind::PARAM_EXEC
@@ -387,19 +373,19 @@ unsafe extern "C-unwind" fn collect_walker(node: *mut pg_sys::Node, ctx: *mut c_
     if node.is_null() {
         return false;
     }
-    let (tag, out) = &mut *(ctx as *mut (pg_sys::NodeTag, &mut Vec<*mut pg_sys::Node>));
-    if (*node).type_ == *tag {
+    let (tags, out) = &mut *(ctx as *mut (&[pg_sys::NodeTag], &mut Vec<*mut pg_sys::Node>));
+    if tags.contains(&(*node).type_) {
         out.push(node);
     }
     pg_sys::expression_tree_walker(node, Some(collect_walker), ctx)
 }
 
-/// Every node of type `tag` in an expression tree.
-unsafe fn collect_nodes(node: *mut pg_sys::Node, tag: pg_sys::NodeTag, out: &mut Vec<*mut pg_sys::Node>) {
+/// Every node of one of the types `tags` in an expression tree, in one walk.
+unsafe fn collect_nodes(node: *mut pg_sys::Node, tags: &[pg_sys::NodeTag], out: &mut Vec<*mut pg_sys::Node>) {
     if node.is_null() {
         return;
     }
-    let mut ctx = (tag, out);
+    let mut ctx = (tags, out);
     collect_walker(node, &mut ctx as *mut _ as *mut c_void);
 }
 
@@ -411,69 +397,23 @@ unsafe fn first_arg_type(a: *mut pg_sys::Aggref) -> pg_sys::Oid {
     (*(*l).elements).oid_value
 }
 
-unsafe extern "C-unwind" fn aggref_walker(node: *mut pg_sys::Node, ctx: *mut c_void) -> bool {
-    if node.is_null() {
-        return false;
-    }
-    if (*node).type_ == pg_sys::NodeTag::T_Aggref {
-        (*(ctx as *mut Vec<*mut pg_sys::Aggref>)).push(node as *mut pg_sys::Aggref);
-        return false; // arguments of an aggregate hold no releases of this node
-    }
-    pg_sys::expression_tree_walker(node, Some(aggref_walker), ctx)
-}
-
-unsafe fn collect_aggrefs(node: *mut pg_sys::Node, out: &mut Vec<*mut pg_sys::Aggref>) {
-    if !node.is_null() {
-        aggref_walker(node, out as *mut _ as *mut c_void);
-    }
-}
-
-/// Evaluates the parameter arguments (1..) of an aggregate before execution.
-unsafe fn eval_params(args: *mut pg_sys::List, params: pg_sys::ParamListInfo, func: &'static str, names: &[&str]) -> Vec<(pg_sys::Datum, bool, pg_sys::Oid)> {
-    let econtext = pg_sys::CreateStandaloneExprContext();
-    (*econtext).ecxt_param_list_info = params;
-    let mut out = Vec::new();
-    for (i, te) in list_iter::<pg_sys::TargetEntry>(args).skip(1).enumerate() {
-        let expr = (*te).expr;
-        if let Some(why) = param_problem(expr as *mut pg_sys::Node) {
-            refuse_param(func, names.get(i).copied().unwrap_or("parameter"), why);
-        }
-        let state = pg_sys::ExecInitExprWithParams(expr, params);
-        let mut isnull = false;
-        let eval = (*state).evalfunc.expect("compiled expression");
-        let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_query_memory);
-        let d = eval(state, econtext, &mut isnull);
-        pg_sys::MemoryContextSwitchTo(old);
-        out.push((d, isnull, pg_sys::exprType(expr as *const pg_sys::Node)));
-    }
-    // the values stay valid: they live in the per-query memory of the caller's context
-    out
-}
-
-fn func_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Count => "dp_count",
-        Kind::IntSum | Kind::FloatSum => "dp_sum",
-        Kind::Avg => "dp_avg",
-    }
-}
-
+/// The parameters of a release, evaluated before execution (constants and bind parameters).
 unsafe fn params_of(found: &Found, qd: *mut pg_sys::QueryDesc) -> Params {
-    let func = func_name(found.kind);
+    let func = found.kind.func();
     let mut args = (*found.aggref).args;
     if (*found.aggref).aggsplit & pg_sys::AGGSPLITOP_COMBINE != 0 {
         args = partial_aggref_args_in_plan(found.agg_plan, args).unwrap_or_else(|| {
             raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{func}: cannot find the partial aggregate of a parallel plan"), None)
         });
     }
-    let names: &[&str] = if found.kind == Kind::Count { &["epsilon"] } else { &["lower", "upper", "epsilon"] };
-    let p = ParamValues::new(eval_params(args, (*qd).params, func, names), func);
-    match found.kind {
-        Kind::Count => Params::count(p.epsilon_at(0)),
-        Kind::IntSum => Params::int_sum(p.i64_at(0, "lower"), p.i64_at(1, "upper"), p.epsilon_at(2)),
-        Kind::FloatSum => Params::float_sum(p.f64_at(0, "lower"), p.f64_at(1, "upper"), p.epsilon_at(2)),
-        Kind::Avg => Params::avg(p.f64_at(0, "lower"), p.f64_at(1, "upper"), p.epsilon_at(2)),
-    }
+    let params = (*qd).params;
+    let econtext = pg_sys::CreateStandaloneExprContext();
+    (*econtext).ecxt_param_list_info = params;
+    let names = found.kind.param_names();
+    let vals = eval_param_exprs(args, econtext, func, |i| names.get(i).copied().unwrap_or("parameter"), |expr| {
+        pg_sys::ExecInitExprWithParams(expr, params)
+    });
+    ParamValues::new(vals, func).params(found.kind)
 }
 
 unsafe fn cstr_or(p: *const std::ffi::c_char, default: &str) -> String {
@@ -509,7 +449,7 @@ unsafe fn charge_query(qd: *mut pg_sys::QueryDesc, rewindable: bool) {
     if let Some(&k) = w.windowed.first() {
         raise_with(
             PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-            format!("{} cannot be used as a window function", func_name(k)),
+            format!("{} cannot be used as a window function", k.func()),
             Some("each window frame would be a separate release; aggregate in a subquery instead"),
         );
     }
@@ -532,7 +472,7 @@ unsafe fn charge_query(qd: *mut pg_sys::QueryDesc, rewindable: bool) {
         );
     }
     for f in &w.found {
-        let func = func_name(f.kind);
+        let func = f.kind.func();
         if f.rescan {
             raise_with(
                 PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
@@ -559,7 +499,7 @@ unsafe fn charge_query(qd: *mut pg_sys::QueryDesc, rewindable: bool) {
     let mut releases = Vec::with_capacity(w.found.len());
     let mut tickets = Vec::with_capacity(w.found.len());
     for f in &w.found {
-        let func = func_name(f.kind);
+        let func = f.kind.func();
         let params = params_of(f, qd);
         let acc = Acc::new(params).or_raise(func); // validates ε and bounds before anything is charged
         let info = acc.spec.describe();

@@ -1,5 +1,5 @@
 //! dp_count(*), dp_count(value), dp_count(value, epsilon).
-use super::agg::{epsilon_arg, final_state, state_for_row};
+use super::agg::{epsilon_arg, final_state, state_for_row, Kind};
 use super::guc::default_epsilon;
 use super::noise::with_rng;
 use crate::{pg_v1, pg_v1_trans};
@@ -29,7 +29,7 @@ pg_v1_trans!(pg_finfo_dp_count_trans, dp_count_trans,
         true
     },
     slow = |fcinfo| {
-        let acc = state_for_row(fcinfo, F, &["epsilon"], || Params::count(epsilon_arg(fcinfo, 2, F)));
+        let acc = state_for_row(fcinfo, F, Kind::Count.param_names(), || Params::count(epsilon_arg(fcinfo, 2, F)));
         if !pg_arg_is_null(fcinfo, 1) {
             (*acc).add(0);
         }
@@ -37,7 +37,7 @@ pg_v1_trans!(pg_finfo_dp_count_trans, dp_count_trans,
     });
 
 pg_v1!(pg_finfo_dp_count_final, dp_count_final, |fcinfo| {
-    let acc = final_state(fcinfo, F, |p| Params::count(p.epsilon_at(0)));
+    let acc = final_state(fcinfo, Kind::Count);
     let Spec::Count(spec) = acc.spec else { unreachable!("dp_count state") };
     let r = with_rng(|rng| spec.release(rng, acc.n));
     r.value.into_datum().unwrap()

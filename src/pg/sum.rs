@@ -1,5 +1,5 @@
 //! dp_sum over int2/int4/int8 (exact integer result), float8 and numeric (grid result).
-use super::agg::{datum_to_f64, epsilon_arg, final_state, float8_trans, numeric_trans, required, state_for_row, EmptyParams};
+use super::agg::{datum_to_f64, epsilon_arg, final_state, float8_trans, numeric_trans, required, state_for_row, Kind};
 use super::error::OrRaise;
 use super::noise::with_rng;
 use crate::{pg_v1, pg_v1_trans};
@@ -39,14 +39,6 @@ pg_v1_trans!(pg_finfo_dp_sum_float8_trans, dp_sum_float8_trans,
 
 pg_v1!(pg_finfo_dp_sum_numeric_trans, dp_sum_numeric_trans, |fcinfo| { numeric_trans(fcinfo, F, Params::float_sum) });
 
-fn int_empty(p: &EmptyParams) -> Params {
-    unsafe { Params::int_sum(p.i64_at(0, "lower"), p.i64_at(1, "upper"), p.epsilon_at(2)) }
-}
-
-fn float_empty(p: &EmptyParams) -> Params {
-    unsafe { Params::float_sum(p.f64_at(0, "lower"), p.f64_at(1, "upper"), p.epsilon_at(2)) }
-}
-
 /// The noisy integer sum of an integer accumulator.
 fn release_int(acc: &Acc) -> i128 {
     let Spec::IntSum(spec) = acc.spec else { unreachable!("integer dp_sum state") };
@@ -61,24 +53,24 @@ fn release_float(acc: &Acc) -> f64 {
 
 // int2/int4 → int8 (saturating at the int8 range: post-processing of the noisy value)
 pg_v1!(pg_finfo_dp_sum_int_final, dp_sum_int_final, |fcinfo| {
-    let acc = final_state(fcinfo, F, int_empty);
+    let acc = final_state(fcinfo, Kind::IntSum);
     let v = release_int(&acc).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
     v.into_datum().unwrap()
 });
 
 // int8 → numeric (the exact i128 result does not fit int8 in general)
 pg_v1!(pg_finfo_dp_sum_int8_final, dp_sum_int8_final, |fcinfo| {
-    let acc = final_state(fcinfo, F, int_empty);
+    let acc = final_state(fcinfo, Kind::IntSum);
     AnyNumeric::from(release_int(&acc)).into_datum().unwrap()
 });
 
 pg_v1!(pg_finfo_dp_sum_float8_final, dp_sum_float8_final, |fcinfo| {
-    let acc = final_state(fcinfo, F, float_empty);
+    let acc = final_state(fcinfo, Kind::FloatSum);
     release_float(&acc).into_datum().unwrap()
 });
 
 pg_v1!(pg_finfo_dp_sum_numeric_final, dp_sum_numeric_final, |fcinfo| {
-    let acc = final_state(fcinfo, F, float_empty);
+    let acc = final_state(fcinfo, Kind::FloatSum);
     AnyNumeric::try_from(release_float(&acc)).or_raise_numeric(F).into_datum().unwrap()
 });
 
