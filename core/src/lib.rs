@@ -9,7 +9,8 @@
 //! - [`params`]: validation of ε, δ and bounds, with errors that name the argument and its range;
 //! - [`mechanisms`]: count, integer sum, real sum and average releases;
 //! - [`gaussian`]: analytic calibration of the Gaussian mechanism (Balle & Wang 2018);
-//! - [`smooth`]: smooth sensitivity of quantiles (Nissim, Raskhodnikova & Smith 2007), O(n log n).
+//! - [`smooth`]: smooth sensitivity of quantiles (Nissim, Raskhodnikova & Smith 2007), O(n log n);
+//! - [`quantile`]: median and percentile releases (smooth sensitivity, exponential mechanism).
 pub mod accounting;
 pub mod accum;
 pub mod error;
@@ -17,6 +18,7 @@ pub mod gaussian;
 pub mod grid;
 pub mod mechanisms;
 pub mod params;
+pub mod quantile;
 pub mod rng;
 pub mod sampling;
 pub mod smooth;

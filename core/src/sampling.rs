@@ -52,10 +52,10 @@ pub fn bernoulli_exp<R: Rng + ?Sized>(rng: &mut R, n: u128, d: u128) -> bool {
 /// The largest scale numerator accepted by [`discrete_laplace`]; keeps `u + t·v` far from overflow.
 pub const MAX_SCALE_NUMERATOR: u128 = 1 << 121;
 
-/// Discrete Laplace with scale t/s: P(x) = (1-p)/(1+p) · p^|x| with p = exp(-s/t), x ∈ ℤ
-/// (CKS20, Algorithm 2). Requires `1 <= t <= MAX_SCALE_NUMERATOR` and `s >= 1`.
-pub fn discrete_laplace<R: Rng + ?Sized>(rng: &mut R, t: u128, s: u128) -> i128 {
-    assert!(t >= 1 && s >= 1 && t <= MAX_SCALE_NUMERATOR, "discrete_laplace: bad scale {t}/{s}");
+/// Geometric with P(Y >= j) = exp(-j·s/t) for j = 0, 1, … (CKS20, the core of Algorithm 2).
+/// Requires `1 <= t <= MAX_SCALE_NUMERATOR` and `s >= 1`.
+pub fn geometric_exp<R: Rng + ?Sized>(rng: &mut R, t: u128, s: u128) -> u128 {
+    assert!(t >= 1 && s >= 1 && t <= MAX_SCALE_NUMERATOR, "geometric_exp: bad scale {t}/{s}");
     loop {
         let u = rng.random_range(0..t);
         if !bernoulli_exp_le1(rng, u, t) {
@@ -68,16 +68,70 @@ pub fn discrete_laplace<R: Rng + ?Sized>(rng: &mut R, t: u128, s: u128) -> i128 
         // X = u + t·v is Geometric(1 - exp(-1/t)); Y = floor(X/s) is Geometric(1 - exp(-s/t)).
         // With t <= 2^121 an overflow needs v >= 2^6... only after e^-64-probability runs of coins;
         // saturating there keeps the sampler total without measurably changing the distribution.
-        let y = match t.checked_mul(v).and_then(|tv| tv.checked_add(u)) {
+        return match t.checked_mul(v).and_then(|tv| tv.checked_add(u)) {
             Some(x) => x / s,
             None => u128::MAX / s,
         };
+    }
+}
+
+/// Discrete Laplace with scale t/s: P(x) = (1-p)/(1+p) · p^|x| with p = exp(-s/t), x ∈ ℤ
+/// (CKS20, Algorithm 2): a geometric magnitude with a uniform sign, where (−, 0) is redrawn.
+/// Requires `1 <= t <= MAX_SCALE_NUMERATOR` and `s >= 1`.
+pub fn discrete_laplace<R: Rng + ?Sized>(rng: &mut R, t: u128, s: u128) -> i128 {
+    loop {
+        let y = geometric_exp(rng, t, s);
         let negative = rng.random::<bool>();
         if negative && y == 0 {
             continue;
         }
         let y = y.min(i128::MAX as u128) as i128;
         return if negative { -y } else { y };
+    }
+}
+
+/// A uniform real U in [0, 1) whose binary digits are drawn only as far as a comparison needs them,
+/// so that U can be compared exactly with any number of rationals (the same U every time).
+#[derive(Debug, Default, Clone)]
+pub struct LazyUniform {
+    words: Vec<u64>,
+}
+
+impl LazyUniform {
+    pub fn new() -> Self {
+        LazyUniform { words: Vec::new() }
+    }
+
+    /// U < num/den, exactly. Requires `0 < den < 2^127` and `num <= den`.
+    pub fn less_than<R: Rng + ?Sized>(&mut self, rng: &mut R, num: u128, den: u128) -> bool {
+        assert!(den > 0 && den < (1u128 << 127) && num <= den, "LazyUniform: bad fraction {num}/{den}");
+        if num == den {
+            return true;
+        }
+        // Long division yields the binary digits of num/den (< 1); the first digit where U differs
+        // decides. Equal forever has probability 0; the loop ends with probability 1 (half the
+        // time per digit).
+        let mut rem = num;
+        let mut i = 0usize;
+        loop {
+            if i / 64 == self.words.len() {
+                self.words.push(rng.random::<u64>());
+            }
+            let u_bit = (self.words[i / 64] >> (63 - i % 64)) & 1;
+            rem <<= 1;
+            let q_bit = (rem >= den) as u64;
+            if q_bit == 1 {
+                rem -= den;
+            }
+            if u_bit != q_bit {
+                return u_bit < q_bit;
+            }
+            if rem == 0 {
+                // num/den ends here: U (with a non-zero digit still to come, almost surely) is larger
+                return false;
+            }
+            i += 1;
+        }
     }
 }
 

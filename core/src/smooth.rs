@@ -3,8 +3,8 @@
 //!
 //! Data are clamped to [lower, upper] and sorted; the bounds act as the outermost order statistics:
 //! z_0 = lower, z_1 ≤ … ≤ z_n the data, z_{n+1} = upper, and Z(i) = z_{clamp(i, 0, n+1)}. The p-quantile
-//! is f(x) = z_m with m = [`rank`](n, p) = round(p·(n+1)), so that m changes by 0 or 1 when a row is
-//! added or removed.
+//! is f(x) = z_m with m = [`rank`](n, p) = round(p̃·(n+1)) (p̃: p on the grid 2^-60), so that m changes
+//! by 0 or 1 when a row is added or removed.
 //!
 //! A^(k)(x) = max_{0 ≤ t ≤ k+1} (Z(m+t) − Z(m+t−k−1)) bounds the local sensitivity at distance k, and
 //! S(x) = max_k e^(−kβ)·A^(k)(x) is a β-smooth upper bound of the local sensitivity. The derivation,
@@ -49,11 +49,21 @@ pub fn prepare_sorted(values: impl IntoIterator<Item = f64>, lower: f64, upper: 
     Ok(v)
 }
 
-/// The rank of the p-quantile among the n+2 extended order statistics: round(p·(n+1)), in [0, n+1].
-pub fn rank(n: usize, p: f64) -> usize {
+/// Quantile levels are read on the grid 2^-60: p̃ = round(p·2^60)/2^60 (exactly representable).
+/// Returns the integer numerator round(p·2^60) ∈ [0, 2^60].
+pub fn p_numerator(p: f64) -> u128 {
     debug_assert!((0.0..=1.0).contains(&p));
-    let r = (p * (n as f64 + 1.0) + 0.5).floor();
-    (r.max(0.0) as usize).min(n + 1)
+    (p * P_SCALE as f64).round() as u128 // p·2^60 is exact; the rounded value is an integer ≤ 2^60
+}
+
+/// Denominator of [`p_numerator`]: 2^60.
+pub const P_SCALE: u128 = 1 << 60;
+
+/// The rank of the p-quantile among the n+2 extended order statistics: round(p̃·(n+1)) (halves
+/// up), in [0, n+1], computed exactly in integers, so that it moves by 0 or 1 when a row is added.
+pub fn rank(n: usize, p: f64) -> usize {
+    let num = p_numerator(p) * (n as u128 + 1); // ≤ 2^60 · 2^64 would overflow only for n ≥ 2^67
+    ((2 * num + P_SCALE) / (2 * P_SCALE)) as usize
 }
 
 /// Z(i): the extended order statistics with the bounds at both ends.
@@ -94,6 +104,12 @@ pub fn local_sensitivity(sorted: &[f64], p: f64, lower: f64, upper: f64) -> f64 
 /// The β-smooth sensitivity S(x) = max_k e^(−kβ)·A^(k)(x), in O(n log n). `sorted` must be sorted
 /// ascending and within [lower, upper]; β > 0.
 pub fn smooth_sensitivity(sorted: &[f64], p: f64, lower: f64, upper: f64, beta: f64) -> f64 {
+    smooth_sensitivity_ln(sorted, p, lower, upper, beta, f64::NEG_INFINITY).exp()
+}
+
+/// ln max(S(x), e^floor_ln): the log of the smooth sensitivity, or `floor_ln` if that is larger.
+/// Terms below the floor are pruned without being evaluated, which is what makes the release fast.
+pub fn smooth_sensitivity_ln(sorted: &[f64], p: f64, lower: f64, upper: f64, beta: f64, floor_ln: f64) -> f64 {
     assert!(beta > 0.0 && beta.is_finite(), "beta must be positive and finite");
     debug_assert!(sorted.windows(2).all(|w| w[0] <= w[1]));
     let n = sorted.len();
@@ -109,7 +125,7 @@ pub fn smooth_sensitivity(sorted: &[f64], p: f64, lower: f64, upper: f64, beta: 
         }
     };
     let log_range = if upper > lower { (upper - lower).ln() } else { f64::NEG_INFINITY };
-    let mut best = f64::NEG_INFINITY;
+    let mut best = floor_ln;
     // solve(i range, j range): for the middle i, scan its admissible j range for the best partner,
     // then recurse on the left i's with j ≤ that partner and the right i's with j ≥ it.
     let mut stack = vec![(0usize, m, m, n + 1)];
@@ -144,5 +160,5 @@ pub fn smooth_sensitivity(sorted: &[f64], p: f64, lower: f64, upper: f64, beta: 
             stack.push((i + 1, ihi, bj, jhi));
         }
     }
-    best.exp()
+    best
 }
