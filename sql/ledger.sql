@@ -44,7 +44,8 @@ CREATE TABLE dp.release_log (
     sensitivity   float8 NOT NULL,
     noise_scale   float8 NOT NULL,
     epsilon       numeric NOT NULL CHECK (epsilon > 0),
-    delta         numeric NOT NULL DEFAULT 0 CHECK (delta >= 0)
+    delta         numeric NOT NULL DEFAULT 0 CHECK (delta >= 0),
+    details       jsonb NOT NULL DEFAULT '{}'
 );
 CREATE INDEX ON dp.release_log (role, charged_at);
 COMMENT ON SEQUENCE dp.release_log_id_seq IS 'pg_dp: numbers the receipts in dp.release_log';
@@ -72,9 +73,9 @@ COMMENT ON VIEW dp.budgets IS 'pg_dp: granted, spent and remaining epsilon and d
 
 CREATE VIEW dp.ledger AS
 SELECT l.id, l.charged_at, l.role::regrole AS role, l.role_name, l.database_user, l.query_id, l.query_text,
-       l.aggregate, l.mechanism, l.sensitivity, l.noise_scale, l.epsilon, l.delta
+       l.aggregate, l.mechanism, l.sensitivity, l.noise_scale, l.epsilon, l.delta, l.details
   FROM dp.release_log l;
-COMMENT ON VIEW dp.ledger IS 'pg_dp: every paid release, with its role, query, mechanism, sensitivity, noise scale, epsilon and delta (superusers and dp_admin)';
+COMMENT ON VIEW dp.ledger IS 'pg_dp: every paid release, with its role, query, mechanism, sensitivity, noise scale (for smooth sensitivity: its largest possible value), epsilon, delta and mechanism details (superusers and dp_admin)';
 
 CREATE VIEW dp.my_budget WITH (security_barrier) AS
 SELECT role, epsilon_granted, epsilon_spent, epsilon_remaining, delta_granted, delta_spent, delta_remaining,
@@ -84,7 +85,7 @@ SELECT role, epsilon_granted, epsilon_spent, epsilon_remaining, delta_granted, d
 COMMENT ON VIEW dp.my_budget IS 'pg_dp: the current role''s privacy budget';
 
 CREATE VIEW dp.my_ledger WITH (security_barrier) AS
-SELECT id, charged_at, query_id, query_text, aggregate, mechanism, sensitivity, noise_scale, epsilon, delta
+SELECT id, charged_at, query_id, query_text, aggregate, mechanism, sensitivity, noise_scale, epsilon, delta, details
   FROM dp.ledger
  WHERE role::oid = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER);
 COMMENT ON VIEW dp.my_ledger IS 'pg_dp: the current role''s receipts';
@@ -154,10 +155,10 @@ $$;
 COMMENT ON FUNCTION dp.revoke_budget(regrole) IS 'pg_dp: removes a role''s budget; its receipts stay in the ledger (dp_admin)';
 
 -- The debit. Called only by the ledger worker, in its own transaction; never by users.
--- $releases: one element per release, each "aggregate|mechanism|sensitivity|scale|epsilon|delta".
+-- One array element per release: aggregate, mechanism, sensitivity, noise scale, epsilon, delta, details.
 CREATE FUNCTION dp.debit(role oid, database_user name, unlimited bool, query_id bigint, query_text text,
                          aggregates text[], mechanisms text[], sensitivities float8[], scales float8[],
-                         epsilons numeric[], deltas numeric[],
+                         epsilons numeric[], deltas numeric[], details jsonb[],
                          OUT granted bool, OUT reason text, OUT epsilon_remaining numeric, OUT delta_remaining numeric)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -190,21 +191,21 @@ BEGIN
         RETURN;
     END IF;
     INSERT INTO dp.release_log (role, role_name, database_user, query_id, query_text, aggregate, mechanism,
-                                sensitivity, noise_scale, epsilon, delta)
+                                sensitivity, noise_scale, epsilon, delta, details)
     SELECT debit.role, coalesce((SELECT rolname FROM pg_roles WHERE oid = debit.role), debit.role::text),
-           database_user, query_id, query_text, a, m, s, n, e, d
-      FROM unnest(aggregates, mechanisms, sensitivities, scales, epsilons, deltas) AS u(a, m, s, n, e, d);
+           database_user, query_id, query_text, a, m, s, n, e, d, coalesce(x, '{}')
+      FROM unnest(aggregates, mechanisms, sensitivities, scales, epsilons, deltas, debit.details) AS u(a, m, s, n, e, d, x);
     granted := true;
     reason := NULL;
 END
 $$;
-COMMENT ON FUNCTION dp.debit(oid, name, bool, bigint, text, text[], text[], float8[], float8[], numeric[], numeric[]) IS 'pg_dp internal: checks and debits a role''s budget and writes the receipts; run only by the ledger worker in its own transaction';
+COMMENT ON FUNCTION dp.debit(oid, name, bool, bigint, text, text[], text[], float8[], float8[], numeric[], numeric[], jsonb[]) IS 'pg_dp internal: checks and debits a role''s budget and writes the receipts; run only by the ledger worker in its own transaction';
 
 REVOKE EXECUTE ON FUNCTION dp.check_epsilon_delta(float8, float8) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dp.grant_budget(regrole, float8, float8) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dp.set_budget(regrole, float8, float8, float8) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dp.revoke_budget(regrole) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION dp.debit(oid, name, bool, bigint, text, text[], text[], float8[], float8[], numeric[], numeric[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dp.debit(oid, name, bool, bigint, text, text[], text[], float8[], float8[], numeric[], numeric[], jsonb[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION dp.grant_budget(regrole, float8, float8) TO dp_admin;
 GRANT EXECUTE ON FUNCTION dp.set_budget(regrole, float8, float8, float8) TO dp_admin;
 GRANT EXECUTE ON FUNCTION dp.revoke_budget(regrole) TO dp_admin;

@@ -229,7 +229,7 @@ fn scale_is_factor_times_smooth_sensitivity_with_margins_and_floor() {
     let spec = QuantileSpec::smooth(0.3, -5.0, 5.0, 0.7, 1e-6).unwrap();
     assert_eq!(spec.method, Method::SmoothLaplace);
     let eps = f64::from_bits(0.7f64.to_bits() - 1);
-    let beta = (eps / (2.0 * (2.0f64 / 1e-6).ln())).ln_1p();
+    let beta = (eps / (2.0 * (2.0 / f64::from_bits(1e-6f64.to_bits() - 1)).ln())).ln_1p();
     assert_eq!(spec.beta, beta);
     assert_eq!(spec.factor, 2.0 / eps);
     let mut v: Vec<f64> = (0..1000).map(|i| ((i * 7919) % 1000) as f64 / 100.0 - 5.0).collect();

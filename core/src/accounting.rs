@@ -31,6 +31,13 @@ pub struct ReleaseRecord {
     pub epsilon: String,
     /// Exact decimal δ charged.
     pub delta: String,
+    /// Mechanism details (a JSON object), e.g. β and the scale per unit of smooth sensitivity.
+    #[serde(default = "empty_object")]
+    pub details: String,
+}
+
+fn empty_object() -> String {
+    "{}".into()
 }
 
 /// Everything the ledger worker needs to debit a query's releases in its own transaction.
@@ -136,6 +143,7 @@ mod tests {
                 noise_scale: 2.0,
                 epsilon: "0.5".into(),
                 delta: "0".into(),
+                details: "{}".into(),
             }],
         };
         let b = r.to_bytes_within(100_000).unwrap();

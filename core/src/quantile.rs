@@ -131,7 +131,8 @@ impl QuantileSpec {
         let delta = check_delta("delta", delta, true)?;
         let eps = mechanism_epsilon(epsilon);
         let (method, beta, factor) = if delta > 0.0 {
-            let l = (2.0 / delta).ln();
+            // like ε, δ runs at the next float below the one charged (its shortest decimal)
+            let l = (2.0 / mechanism_epsilon(delta)).ln();
             (Method::SmoothLaplace, (eps / (2.0 * l)).ln_1p().min(eps / 2.0), 2.0 / eps)
         } else {
             // ε = γ·α + (γ − 1)·β with half on each: α = ε/(2γ), β = ε/(2(γ − 1))

@@ -3,6 +3,7 @@
 //! functions, and reading the parameters of an aggregate that saw no rows.
 use super::error::{raise, raise_with, OrRaise};
 use pg_dp_core::accum::{Acc, Params, ACC_BYTES};
+use pg_dp_core::quantile::QuantileParams;
 use pgrx::fcinfo::{pg_arg_is_null, pg_getarg_datum_raw, pg_return_null};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -44,18 +45,21 @@ macro_rules! pg_v1 {
 #[macro_export]
 macro_rules! pg_v1_trans {
     ($finfo:ident, $name:ident, fast = |$acc:ident, $val:ident, $isnull:ident| $fast:block, slow = |$fc:ident| $slow:block) => {
+        $crate::pg_v1_trans!($finfo, $name, state = ::pg_dp_core::accum::Acc, fast = |$acc, $val, $isnull| $fast, slow = |$fc| $slow);
+    };
+    ($finfo:ident, $name:ident, state = $st:ty, fast = |$acc:ident, $val:ident, $isnull:ident| $fast:block, slow = |$fc:ident| $slow:block) => {
         $crate::pg_finfo!($finfo);
         #[unsafe(no_mangle)]
         pub unsafe extern "C-unwind" fn $name(fcinfo: ::pgrx::pg_sys::FunctionCallInfo) -> ::pgrx::pg_sys::Datum {
             #[inline(always)]
-            unsafe fn fast($acc: *mut ::pg_dp_core::accum::Acc, $val: ::pgrx::pg_sys::Datum, $isnull: bool) -> bool $fast
+            unsafe fn fast($acc: *mut $st, $val: ::pgrx::pg_sys::Datum, $isnull: bool) -> bool $fast
             #[::pgrx::pg_guard]
             unsafe extern "C-unwind" fn slow(fcinfo: ::pgrx::pg_sys::FunctionCallInfo) -> ::pgrx::pg_sys::Datum {
                 #[inline(always)]
                 unsafe fn inner($fc: ::pgrx::pg_sys::FunctionCallInfo) -> ::pgrx::pg_sys::Datum $slow
                 inner(fcinfo)
             }
-            if let Some((acc, val, isnull)) = $crate::pg::agg::fast_args(fcinfo) {
+            if let Some((acc, val, isnull)) = $crate::pg::agg::fast_args::<$st>(fcinfo) {
                 if fast(acc, val, isnull) {
                     return ::pgrx::pg_sys::Datum::from(acc);
                 }
@@ -68,7 +72,7 @@ macro_rules! pg_v1_trans {
 /// The fast path's view of a transition call: (state, argument 1, its null flag) once the state
 /// exists. Plain memory reads: no allocation, no panic, no call into PostgreSQL.
 #[inline(always)]
-pub unsafe fn fast_args(fcinfo: pg_sys::FunctionCallInfo) -> Option<(*mut Acc, pg_sys::Datum, bool)> {
+pub unsafe fn fast_args<T>(fcinfo: pg_sys::FunctionCallInfo) -> Option<(*mut T, pg_sys::Datum, bool)> {
     let f = &*fcinfo;
     let n = f.nargs as usize;
     let args = f.args.as_slice(n);
@@ -80,7 +84,7 @@ pub unsafe fn fast_args(fcinfo: pg_sys::FunctionCallInfo) -> Option<(*mut Acc, p
         Some(a) => (a.value, a.isnull),
         None => (pg_sys::Datum::from(0usize), false), // dp_count(*): every row counts
     };
-    Some((state.value.cast_mut_ptr::<Acc>(), val, isnull))
+    Some((state.value.cast_mut_ptr::<T>(), val, isnull))
 }
 
 /// float8 from a by-value datum (float8 is pass-by-value on 64-bit platforms).
@@ -395,6 +399,9 @@ pub enum Kind {
     IntSum,
     FloatSum,
     Avg,
+    Median,
+    Percentile,
+    PercentileEm,
 }
 
 impl Kind {
@@ -404,13 +411,24 @@ impl Kind {
             Kind::Count => "dp_count",
             Kind::IntSum | Kind::FloatSum => "dp_sum",
             Kind::Avg => "dp_avg",
+            Kind::Median => "dp_median",
+            Kind::Percentile => "dp_percentile",
+            Kind::PercentileEm => "dp_percentile_em",
         }
+    }
+
+    /// True for the quantile aggregates (state: the values; parameters: [`QuantileParams`]).
+    pub fn is_quantile(self) -> bool {
+        matches!(self, Kind::Median | Kind::Percentile | Kind::PercentileEm)
     }
 
     /// Names of the parameter arguments, in order after the value.
     pub fn param_names(self) -> &'static [&'static str] {
         match self {
             Kind::Count => &["epsilon"],
+            Kind::Median => &["lower", "upper", "epsilon", "delta"],
+            Kind::Percentile => &["p", "lower", "upper", "epsilon", "delta"],
+            Kind::PercentileEm => &["p", "lower", "upper", "epsilon"],
             _ => BOUNDED_NAMES,
         }
     }
@@ -453,6 +471,38 @@ impl ParamValues {
             Kind::IntSum => Params::int_sum(self.i64_at(0, "lower"), self.i64_at(1, "upper"), self.epsilon_at(2)),
             Kind::FloatSum => Params::float_sum(self.f64_at(0, "lower"), self.f64_at(1, "upper"), self.epsilon_at(2)),
             Kind::Avg => Params::avg(self.f64_at(0, "lower"), self.f64_at(1, "upper"), self.epsilon_at(2)),
+            _ => unreachable!("{kind:?} has quantile parameters"),
+        }
+    }
+
+    /// The parameters of a quantile aggregate; δ defaults to 0.
+    pub unsafe fn quantile_params(&self, kind: Kind) -> QuantileParams {
+        let p0 = match kind {
+            Kind::Median => None,
+            _ => Some(self.f64_at(0, "p")),
+        };
+        let o = p0.is_some() as usize;
+        let (lower, upper, eps) = (self.f64_at(o, "lower"), self.f64_at(o + 1, "upper"), self.epsilon_at(o + 2));
+        match kind {
+            Kind::PercentileEm => QuantileParams::exponential(p0.unwrap_or(0.5), lower, upper, eps),
+            _ => QuantileParams::smooth(p0.unwrap_or(0.5), lower, upper, eps, self.delta_at(o + 3)),
+        }
+    }
+
+    /// The parameters an aggregate of this kind was paid with (see charge.rs).
+    pub unsafe fn paid(&self, kind: Kind) -> Paid {
+        if kind.is_quantile() {
+            Paid::Quantile(self.quantile_params(kind))
+        } else {
+            Paid::Sum(self.params(kind))
+        }
+    }
+
+    /// δ at position `i`, or 0 if the call has no such argument.
+    pub unsafe fn delta_at(&self, i: usize) -> f64 {
+        match self.get(i, "delta") {
+            Some((d, t)) => datum_f64(d, t, self.func),
+            None => 0.0,
         }
     }
 
@@ -515,8 +565,15 @@ pub unsafe fn final_state(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> Acc {
         let p = ParamValues::read(fcinfo, func);
         Acc::new(p.params(kind)).or_raise(func)
     };
-    super::charge::check_ticket(fcinfo, func, &acc);
+    super::charge::check_ticket(fcinfo, func, &Paid::Sum(acc.params));
     acc
+}
+
+/// The parameters of a release, bit for bit, as paid for and as checked by the final function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paid {
+    Sum(Params),
+    Quantile(QuantileParams),
 }
 
 // ----- combine / serialize / deserialize, shared by every pg_dp aggregate -----------------------

@@ -11,11 +11,11 @@
 //! An aggregate that could be executed more than once per query (inside a correlated subquery, on
 //! the inner side of a nested loop) would make several releases for one payment: such queries are
 //! refused before anything is charged.
-use super::agg::{eval_param_exprs, list_iter, partial_aggref_args_in_plan, Kind, ParamValues};
+use super::agg::{eval_param_exprs, list_iter, partial_aggref_args_in_plan, Kind, Paid, ParamValues};
 use super::error::{raise_with, OrRaise};
 use super::ledger;
 use pg_dp_core::accounting::{charged_decimal, ChargeOutcome, ChargeRequest, ReleaseRecord};
-use pg_dp_core::accum::{Acc, Params};
+use pg_dp_core::accum::Acc;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PgSqlErrorCode};
@@ -33,8 +33,8 @@ static mut PREV_EXECUTOR_END: pg_sys::ExecutorEnd_hook_type = None;
 #[derive(Clone, Copy)]
 struct Ticket {
     query: usize,
-    /// the parameters paid for (ε and bounds, bit for bit)
-    params: Params,
+    /// the parameters paid for (ε, δ, p and bounds, bit for bit)
+    params: Paid,
     /// plain aggregate (no GROUP BY): exactly one release per execution
     single: bool,
     releases: u32,
@@ -105,7 +105,7 @@ fn in_parallel_worker() -> bool {
 }
 
 /// Called by every pg_dp final function before it returns a value.
-pub unsafe fn check_ticket(fcinfo: pg_sys::FunctionCallInfo, func: &'static str, acc: &Acc) {
+pub unsafe fn check_ticket(fcinfo: pg_sys::FunctionCallInfo, func: &'static str, paid: &Paid) {
     if in_parallel_worker() {
         raise_with(
             PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
@@ -114,7 +114,7 @@ pub unsafe fn check_ticket(fcinfo: pg_sys::FunctionCallInfo, func: &'static str,
         );
     }
     let aggref = pg_sys::AggGetAggref(fcinfo) as usize;
-    let params = acc.params;
+    let params = *paid;
     let ok = TICKETS.with(|t| {
         let mut t = t.borrow_mut();
         match t.get_mut(&aggref) {
@@ -122,7 +122,7 @@ pub unsafe fn check_ticket(fcinfo: pg_sys::FunctionCallInfo, func: &'static str,
                 tk.releases += 1;
                 Ok(())
             }
-            Some(tk) if tk.params != params => Err("its epsilon or bounds differ from the ones paid for"),
+            Some(tk) if tk.params != params => Err("its parameters differ from the ones paid for"),
             Some(_) => Err("it was executed again after its one paid release"),
             None => Err("no charge was made for it"),
         }
@@ -177,6 +177,9 @@ impl Walk {
                 b"dp_count" => Some(Kind::Count),
                 b"dp_sum" => Some(Kind::FloatSum), // refined by argument type below
                 b"dp_avg" => Some(Kind::Avg),
+                b"dp_median" => Some(Kind::Median),
+                b"dp_percentile" => Some(Kind::Percentile),
+                b"dp_percentile_em" => Some(Kind::PercentileEm),
                 _ => None,
             }
         });
@@ -398,7 +401,7 @@ unsafe fn first_arg_type(a: *mut pg_sys::Aggref) -> pg_sys::Oid {
 }
 
 /// The parameters of a release, evaluated before execution (constants and bind parameters).
-unsafe fn params_of(found: &Found, qd: *mut pg_sys::QueryDesc) -> Params {
+unsafe fn params_of(found: &Found, qd: *mut pg_sys::QueryDesc) -> Paid {
     let func = found.kind.func();
     let mut args = (*found.aggref).args;
     if (*found.aggref).aggsplit & pg_sys::AGGSPLITOP_COMBINE != 0 {
@@ -413,7 +416,7 @@ unsafe fn params_of(found: &Found, qd: *mut pg_sys::QueryDesc) -> Params {
     let vals = eval_param_exprs(args, econtext, func, |i| names.get(i).copied().unwrap_or("parameter"), |expr| {
         pg_sys::ExecInitExprWithParams(expr, params)
     });
-    ParamValues::new(vals, func).params(found.kind)
+    ParamValues::new(vals, func).paid(found.kind)
 }
 
 unsafe fn cstr_or(p: *const std::ffi::c_char, default: &str) -> String {
@@ -501,9 +504,16 @@ unsafe fn charge_query(qd: *mut pg_sys::QueryDesc, rewindable: bool) {
     for f in &w.found {
         let func = f.kind.func();
         let params = params_of(f, qd);
-        let acc = Acc::new(params).or_raise(func); // validates ε and bounds before anything is charged
-        let info = acc.spec.describe();
+        // validates every parameter before anything is charged
+        let (info, details) = match params {
+            Paid::Sum(p) => (Acc::new(p).or_raise(func).spec.describe(), String::from("{}")),
+            Paid::Quantile(q) => {
+                let spec = q.spec().or_raise(func);
+                (spec.describe(), spec.details())
+            }
+        };
         let name = cstr_or(pg_sys::format_procedure((*f.aggref).aggfnoid), func);
+        let delta = if info.delta > 0.0 { charged_decimal(info.delta) } else { "0".into() };
         for _ in 0..f.sets {
             releases.push(ReleaseRecord {
                 aggregate: name.clone(),
@@ -511,7 +521,8 @@ unsafe fn charge_query(qd: *mut pg_sys::QueryDesc, rewindable: bool) {
                 sensitivity: info.sensitivity,
                 noise_scale: info.scale,
                 epsilon: charged_decimal(info.epsilon),
-                delta: "0".into(),
+                delta: delta.clone(),
+                details: details.clone(),
             });
         }
         tickets.push((f.aggref as usize, Ticket { query: qd as usize, params, single: f.single, releases: 0 }));
@@ -529,7 +540,7 @@ unsafe fn charge_query(qd: *mut pg_sys::QueryDesc, rewindable: bool) {
         ChargeOutcome::Granted { .. } => {
             TICKETS.with(|t| t.borrow_mut().extend(tickets));
         }
-        ChargeOutcome::Denied { reason, epsilon_remaining, .. } => refuse(&req, role, &reason, epsilon_remaining),
+        ChargeOutcome::Denied { reason, epsilon_remaining, delta_remaining } => refuse(&req, role, &reason, epsilon_remaining, delta_remaining),
         ChargeOutcome::Failed { message } => raise_with(
             PgSqlErrorCode::ERRCODE_SYSTEM_ERROR,
             format!("pg_dp: the ledger could not record the charge, nothing was charged: {message}"),
@@ -538,7 +549,7 @@ unsafe fn charge_query(qd: *mut pg_sys::QueryDesc, rewindable: bool) {
     }
 }
 
-unsafe fn refuse(req: &ChargeRequest, role: pg_sys::Oid, reason: &str, remaining: Option<String>) -> ! {
+unsafe fn refuse(req: &ChargeRequest, role: pg_sys::Oid, reason: &str, remaining: Option<String>, delta_remaining: Option<String>) -> ! {
     let name = cstr_or(pg_sys::GetUserNameFromId(role, true), "?");
     let need: Vec<&str> = req.releases.iter().map(|r| r.epsilon.as_str()).collect();
     let need = if need.len() == 1 { need[0].to_string() } else { need.join(" + ") };
@@ -557,6 +568,13 @@ unsafe fn refuse(req: &ChargeRequest, role: pg_sys::Oid, reason: &str, remaining
             None,
         );
     }
+    let deltas: Vec<&str> = req.releases.iter().map(|r| r.delta.as_str()).filter(|d| *d != "0").collect();
+    let (need, remaining) = if deltas.is_empty() {
+        (need, remaining)
+    } else {
+        let d = delta_remaining.unwrap_or_else(|| "0".into());
+        (format!("{need} and delta {}", deltas.join(" + ")), format!("{remaining} (delta {d})"))
+    };
     raise_with(
         PgSqlErrorCode::ERRCODE_INSUFFICIENT_RESOURCES,
         format!("privacy budget exhausted: query needs epsilon {need}, role \"{name}\" has {remaining} remaining; nothing was charged"),

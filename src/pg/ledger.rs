@@ -471,10 +471,11 @@ fn debit(req: &ChargeRequest) -> ChargeOutcome {
             rel.iter().map(|r| r.noise_scale).collect::<Vec<_>>().into(),
             rel.iter().map(|r| r.epsilon.clone()).collect::<Vec<_>>().into(),
             rel.iter().map(|r| r.delta.clone()).collect::<Vec<_>>().into(),
+            rel.iter().map(|r| r.details.clone()).collect::<Vec<_>>().into(),
         ];
         let t = c.update(
             "SELECT granted, reason, epsilon_remaining::text, delta_remaining::text \
-               FROM dp.debit($1, $2::name, $3, $4, $5, $6, $7, $8, $9, $10::numeric[], $11::numeric[])",
+               FROM dp.debit($1, $2::name, $3, $4, $5, $6, $7, $8, $9, $10::numeric[], $11::numeric[], $12::jsonb[])",
             None,
             &args,
         )?;

@@ -8,4 +8,5 @@ pub mod guc;
 pub mod inspect;
 pub mod ledger;
 pub mod noise;
+pub mod quantile;
 pub mod sum;

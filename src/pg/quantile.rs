@@ -1,0 +1,206 @@
+//! dp_median, dp_percentile (smooth sensitivity) and dp_percentile_em (exponential mechanism).
+//!
+//! The state keeps every non-NULL value as a float8 in one buffer in the aggregate's memory context:
+//! 8 bytes per row, grown by doubling (so up to 16 bytes per row while rows arrive), plus a
+//! constant. The final function sorts the buffer in place and releases through the core.
+use super::agg::{agg_context, check_params_row_independent, datum_to_f64, required, state_arg, Kind, Paid, ParamValues};
+use super::error::{raise, OrRaise};
+use super::noise::with_rng;
+use crate::{pg_v1, pg_v1_trans};
+use pg_dp_core::quantile::{QuantileParams, QuantileSpec, QUANTILE_PARAMS_BYTES};
+use pg_dp_core::DpError;
+use pgrx::fcinfo::{pg_arg_is_null, pg_getarg, pg_return_null};
+use pgrx::pg_sys;
+use pgrx::IntoDatum;
+
+/// A quantile aggregate's state: its parameters and the values seen so far.
+#[repr(C)]
+pub struct QState {
+    params: QuantileParams,
+    spec: QuantileSpec,
+    buf: *mut f64,
+    len: usize,
+    cap: usize,
+}
+
+const FIRST_CAP: usize = 1024;
+
+impl QState {
+    /// The fast path: stores a non-NaN value if there is room. Plain memory writes only.
+    #[inline(always)]
+    unsafe fn try_push(&mut self, x: f64) -> bool {
+        if x.is_nan() || self.len == self.cap {
+            return false;
+        }
+        self.buf.add(self.len).write(x);
+        self.len += 1;
+        true
+    }
+
+    /// The slow path: NaN is an error; a full buffer doubles (repalloc keeps its memory context).
+    unsafe fn push(&mut self, x: f64, func: &'static str) {
+        if x.is_nan() {
+            raise(func, DpError::NanInput { arg: "value" });
+        }
+        if self.len == self.cap {
+            self.reserve(self.cap.max(FIRST_CAP / 2) * 2);
+        }
+        let pushed = self.try_push(x);
+        debug_assert!(pushed);
+    }
+
+    unsafe fn reserve(&mut self, cap: usize) {
+        if cap <= self.cap {
+            return;
+        }
+        let bytes = cap * std::mem::size_of::<f64>();
+        self.buf = pg_sys::repalloc_huge(self.buf.cast(), bytes).cast();
+        self.cap = cap;
+    }
+
+    fn values(&mut self) -> &mut [f64] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: buf holds len initialised values
+        unsafe { std::slice::from_raw_parts_mut(self.buf, self.len) }
+    }
+}
+
+/// A new, empty state in memory context `ctx`.
+unsafe fn alloc_qstate(ctx: pg_sys::MemoryContext, params: QuantileParams, spec: QuantileSpec, cap: usize) -> *mut QState {
+    let st = pg_sys::MemoryContextAlloc(ctx, std::mem::size_of::<QState>()) as *mut QState;
+    let cap = cap.max(1);
+    let buf = pg_sys::MemoryContextAllocHuge(ctx, cap * std::mem::size_of::<f64>()) as *mut f64;
+    st.write(QState { params, spec, buf, len: 0, cap });
+    st
+}
+
+/// Reads the parameters of the first row: (value, [p,] lower, upper [, epsilon [, delta]]).
+unsafe fn first_row_params(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> QuantileParams {
+    let func = kind.func();
+    let n = super::agg::nargs(fcinfo);
+    let vals: Vec<(pg_sys::Datum, bool, pg_sys::Oid)> = (2..n)
+        .map(|i| (pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, i), pg_arg_is_null(fcinfo, i), pg_sys::FLOAT8OID))
+        .collect();
+    ParamValues::new(vals, func).quantile_params(kind)
+}
+
+unsafe fn trans(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum {
+    let func = kind.func();
+    let mut st = state_arg(fcinfo, 0) as *mut QState;
+    if st.is_null() {
+        let ctx = agg_context(fcinfo, func);
+        check_params_row_independent(fcinfo, func, kind.param_names());
+        let params = first_row_params(fcinfo, kind);
+        st = alloc_qstate(ctx, params, params.spec().or_raise(func), FIRST_CAP);
+    }
+    if let Some(v) = pg_getarg::<f64>(fcinfo, 1) {
+        (*st).push(v, func);
+    }
+    pg_sys::Datum::from(st)
+}
+
+macro_rules! quantile_trans {
+    ($finfo:ident, $name:ident, $kind:expr) => {
+        pg_v1_trans!($finfo, $name, state = QState,
+            fast = |st, val, isnull| { isnull || (*st).try_push(datum_to_f64(val)) },
+            slow = |fcinfo| { trans(fcinfo, $kind) });
+    };
+}
+
+quantile_trans!(pg_finfo_dp_median_trans, dp_median_trans, Kind::Median);
+quantile_trans!(pg_finfo_dp_percentile_trans, dp_percentile_trans, Kind::Percentile);
+quantile_trans!(pg_finfo_dp_percentile_em_trans, dp_percentile_em_trans, Kind::PercentileEm);
+
+/// The final function: pays-for check, then the release (a noisy value also for no rows).
+unsafe fn finish(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum {
+    let func = kind.func();
+    let ctx = agg_context(fcinfo, func);
+    let mut st = state_arg(fcinfo, 0) as *mut QState;
+    if st.is_null() {
+        let params = ParamValues::read(fcinfo, func).quantile_params(kind);
+        st = alloc_qstate(ctx, params, params.spec().or_raise(func), 1);
+    }
+    super::charge::check_ticket(fcinfo, func, &Paid::Quantile((*st).params));
+    let spec = (*st).spec;
+    // the release sorts and overwrites the buffer: a final function runs once per group
+    with_rng(|rng| spec.release(rng, (*st).values())).into_datum().unwrap()
+}
+
+pg_v1!(pg_finfo_dp_median_final, dp_median_final, |fcinfo| { finish(fcinfo, Kind::Median) });
+pg_v1!(pg_finfo_dp_percentile_final, dp_percentile_final, |fcinfo| { finish(fcinfo, Kind::Percentile) });
+pg_v1!(pg_finfo_dp_percentile_em_final, dp_percentile_em_final, |fcinfo| { finish(fcinfo, Kind::PercentileEm) });
+
+// ----- combine / serialize / deserialize ---------------------------------------------------------
+
+const F: &str = "pg_dp quantile state";
+
+pg_v1!(pg_finfo_dp_quantile_combine, dp_quantile_combine, |fcinfo| {
+    let ctx = agg_context(fcinfo, "pg_dp quantile combine");
+    let a = state_arg(fcinfo, 0) as *mut QState;
+    let b = state_arg(fcinfo, 1) as *mut QState;
+    match (a.is_null(), b.is_null()) {
+        (true, true) => pg_return_null(fcinfo),
+        (false, true) => pg_sys::Datum::from(a),
+        (true, false) => {
+            let (params, spec) = ((*b).params, (*b).spec);
+            let st = alloc_qstate(ctx, params, spec, (*b).len);
+            append(&mut *st, &mut *b);
+            pg_sys::Datum::from(st)
+        }
+        (false, false) => {
+            if (*a).params != (*b).params {
+                raise("pg_dp quantile combine", DpError::ParameterChanged { arg: "parameters" });
+            }
+            append(&mut *a, &mut *b);
+            pg_sys::Datum::from(a)
+        }
+    }
+});
+
+unsafe fn append(dst: &mut QState, src: &mut QState) {
+    let need = dst.len + src.len;
+    if need > dst.cap {
+        dst.reserve(need);
+    }
+    std::ptr::copy_nonoverlapping(src.buf, dst.buf.add(dst.len), src.len);
+    dst.len = need;
+}
+
+pg_v1!(pg_finfo_dp_quantile_serialize, dp_quantile_serialize, |fcinfo| {
+    agg_context(fcinfo, "pg_dp quantile serialize");
+    let st = state_arg(fcinfo, 0) as *mut QState;
+    if st.is_null() {
+        return pg_return_null(fcinfo);
+    }
+    let n = (*st).len;
+    let size = QUANTILE_PARAMS_BYTES + 8 * n;
+    let total = size + pg_sys::VARHDRSZ;
+    let out = pg_sys::palloc_extended(total, pg_sys::MCXT_ALLOC_HUGE as i32) as *mut u8;
+    pgrx::set_varsize_4b(out.cast(), total as i32);
+    let data = out.add(pg_sys::VARHDRSZ);
+    std::ptr::copy_nonoverlapping((*st).params.to_bytes().as_ptr(), data, QUANTILE_PARAMS_BYTES);
+    std::ptr::copy_nonoverlapping((*st).buf.cast::<u8>(), data.add(QUANTILE_PARAMS_BYTES), 8 * n);
+    pg_sys::Datum::from(out)
+});
+
+pg_v1!(pg_finfo_dp_quantile_deserialize, dp_quantile_deserialize, |fcinfo| {
+    let ctx = agg_context(fcinfo, "pg_dp quantile deserialize");
+    if pg_arg_is_null(fcinfo, 0) {
+        return pg_return_null(fcinfo);
+    }
+    let bytes: &[u8] = required(fcinfo, 0, F, "state");
+    if bytes.len() < QUANTILE_PARAMS_BYTES || (bytes.len() - QUANTILE_PARAMS_BYTES) % 8 != 0 {
+        raise(F, DpError::CorruptState(format!("{} bytes", bytes.len())));
+    }
+    let params = QuantileParams::from_bytes(bytes).or_raise(F);
+    let n = (bytes.len() - QUANTILE_PARAMS_BYTES) / 8;
+    let st = alloc_qstate(ctx, params, params.spec().or_raise(F), n);
+    std::ptr::copy_nonoverlapping(bytes[QUANTILE_PARAMS_BYTES..].as_ptr(), (*st).buf.cast::<u8>(), 8 * n);
+    (*st).len = n;
+    if (*st).values().iter().any(|v| v.is_nan()) {
+        raise(F, DpError::CorruptState("NaN in a serialized state".into()));
+    }
+    pg_sys::Datum::from(st)
+});
