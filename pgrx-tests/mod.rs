@@ -16,6 +16,7 @@ include!("security.rs");
 include!("ledger.rs");
 include!("review.rs");
 include!("inspect.rs");
+include!("quantile.rs");
 
 /// Runs a query and returns the first column of every row as text.
 pub fn column(sql: &str) -> Vec<Option<String>> {

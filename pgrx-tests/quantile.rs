@@ -1,0 +1,178 @@
+// dp_median, dp_percentile and dp_percentile_em: values, empty input, NULLs, errors, parallel
+// plans and receipts. At ε = 1e6 the smooth-sensitivity noise on these tables is below 1e-3 with
+// probability above 1 − 1e-12, and the exponential mechanism picks the gap of the true rank.
+
+#[pg_test]
+fn quantiles_are_close_at_large_epsilon() {
+    sample_table();
+    // x = 1..1000: the median is the order statistic of rank round(0.5·1001) = 501
+    for q in [
+        "SELECT dp_median(x, 0, 2000, 1e6, 1e-6) FROM s",
+        "SELECT dp_median(x, 0, 2000, 1e6) FROM s",
+        "SELECT dp_percentile(x, 0.5, 0, 2000, 1e6, 1e-9) FROM s",
+    ] {
+        let v = one_f64(q);
+        assert!((v - 501.0).abs() < 1e-3, "{q}: {v}");
+    }
+    // rank round(0.9·1001) = 901
+    let v = one_f64("SELECT dp_percentile(x, 0.9, 0, 2000, 1e6, 1e-6) FROM s");
+    assert!((v - 901.0).abs() < 1e-3, "{v}");
+    // the exponential mechanism draws a point of the gap (900, 901] (900 data below it)
+    for _ in 0..20 {
+        let v = one_f64("SELECT dp_percentile_em(x, 0.9, 0, 2000, 1e6) FROM s");
+        assert!(v > 900.0 && v <= 901.0, "{v}");
+    }
+    // NULLs are skipped: xn has the 750 values i with i % 4 <> 0
+    let v = one_f64("SELECT dp_median(xn, 0, 2000, 1e6, 1e-6) FROM s");
+    let mut kept: Vec<f64> = (1..=1000).filter(|i| i % 4 != 0).map(|i| i as f64).collect();
+    kept.sort_by(f64::total_cmp);
+    assert!((v - kept[375]).abs() < 1e-3, "{v} vs {}", kept[375]); // rank round(0.5·751) = 376
+    // values are clamped: every row above the bound counts as the bound
+    let v = one_f64("SELECT dp_percentile(x, 0.9, 0, 100, 1e6, 1e-6) FROM s");
+    assert!((v - 100.0).abs() < 1e-3, "{v}");
+}
+
+#[pg_test]
+fn quantiles_are_noisy_at_small_epsilon_and_stay_in_bounds() {
+    sample_table();
+    for q in [
+        "SELECT dp_median(x, 0, 2000, 0.1, 1e-6) FROM s",
+        "SELECT dp_median(x, 0, 2000, 0.1) FROM s",
+        "SELECT dp_percentile_em(x, 0.5, 0, 2000, 0.1) FROM s",
+    ] {
+        let vals: Vec<f64> = (0..20).map(|_| one_f64(q)).collect();
+        assert!(vals.iter().all(|v| (0.0..=2000.0).contains(v)), "{q}: {vals:?}");
+        let first = vals[0];
+        assert!(vals.iter().any(|&v| v != first), "{q}: no noise: {vals:?}");
+    }
+}
+
+#[pg_test]
+fn empty_input_releases_a_noisy_value_within_bounds() {
+    sample_table();
+    for q in [
+        "SELECT dp_median(x, -5, 5) FROM s WHERE false",
+        "SELECT dp_median(x, -5, 5, 1, 1e-6) FROM s WHERE false",
+        "SELECT dp_percentile(x, 0.2, -5, 5, 1) FROM s WHERE x IS NULL",
+        "SELECT dp_percentile_em(x, 0.2, -5, 5, 1) FROM s WHERE false",
+    ] {
+        let v = one_f64(q);
+        assert!((-5.0..=5.0).contains(&v), "{q}: {v}");
+    }
+    // lower = upper has one possible answer
+    assert_eq!(one_f64("SELECT dp_median(x, 3, 3, 1) FROM s"), 3.0);
+}
+
+#[pg_test(error = "dp_percentile: p must be a number between 0 and 1, got 1.5")]
+fn percentile_p_above_one_is_refused() {
+    sample_table();
+    one_f64("SELECT dp_percentile(x, 1.5, 0, 10) FROM s");
+}
+
+#[pg_test(error = "dp_percentile_em: p must be a number between 0 and 1, got -0.1")]
+fn percentile_em_negative_p_is_refused() {
+    sample_table();
+    one_f64("SELECT dp_percentile_em(x, -0.1, 0, 10) FROM s");
+}
+
+#[pg_test(error = "dp_median: delta must be at least 0 and less than 1, got 1")]
+fn delta_of_one_is_refused() {
+    sample_table();
+    one_f64("SELECT dp_median(x, 0, 10, 1, 1) FROM s");
+}
+
+#[pg_test(error = "dp_median: delta must be at least 0 and less than 1, got -0.1")]
+fn negative_delta_is_refused() {
+    sample_table();
+    one_f64("SELECT dp_median(x, 0, 10, 1, -0.1) FROM s");
+}
+
+#[pg_test(error = "dp_median: lower must be less than or equal to upper (0), got 10")]
+fn quantile_bounds_out_of_order_are_refused() {
+    sample_table();
+    one_f64("SELECT dp_median(x, 10, 0) FROM s");
+}
+
+#[pg_test(error = "dp_percentile: epsilon must be a finite number between 1e-9 and 1e6, got 0")]
+fn quantile_zero_epsilon_is_refused() {
+    sample_table();
+    one_f64("SELECT dp_percentile(x, 0.5, 0, 10, 0) FROM s");
+}
+
+#[pg_test(error = "dp_median: value must not be NaN")]
+fn quantile_nan_value_is_an_error() {
+    Spi::run("CREATE TABLE nan_t AS SELECT unnest(ARRAY[1.0, 'NaN']::float8[]) AS v").unwrap();
+    one_f64("SELECT dp_median(v, 0, 10) FROM nan_t");
+}
+
+#[pg_test(error = "dp_percentile: p must not be NULL")]
+fn quantile_null_p_is_refused() {
+    sample_table();
+    one_f64("SELECT dp_percentile(x, NULL, 0, 10) FROM s");
+}
+
+#[pg_test(error = "dp_median cannot be used as a window function")]
+fn quantile_window_use_is_refused() {
+    sample_table();
+    column("SELECT dp_median(x, 0, 10) OVER () FROM s");
+}
+
+#[pg_test(error = "dp_percentile: p must be the same for every row of one aggregate call")]
+fn quantile_p_from_a_column_is_refused() {
+    sample_table();
+    one_f64("SELECT dp_percentile(x, x / 1000, 0, 10) FROM s");
+}
+
+#[pg_test]
+fn quantiles_in_parallel_plans_match_serial_plans() {
+    Spi::run("CREATE TABLE big AS SELECT g % 3 AS k, (g * 7919 % 200000)::float8 / 7 AS x FROM generate_series(1, 200000) g").unwrap();
+    Spi::run("ANALYZE big").unwrap();
+    force_parallel();
+    let q = "SELECT concat_ws(' ', dp_median(x, 0, 30000, 0.5, 1e-6), dp_median(x, 0, 30000, 0.5),
+                                   dp_percentile(x, 0.1, 0, 30000, 0.5), dp_percentile_em(x, 0.75, 0, 30000, 0.5)) FROM big";
+    let plan = column(&format!("EXPLAIN (COSTS OFF) {q}")).into_iter().flatten().collect::<Vec<_>>().join("\n");
+    assert!(plan.contains("Partial Aggregate") && plan.contains("Gather"), "no parallel plan:\n{plan}");
+    Spi::run("SET dp.seed = 5").unwrap();
+    let parallel = one_text(q);
+    Spi::run("SET max_parallel_workers_per_gather = 0").unwrap();
+    Spi::run("SET dp.seed = 5").unwrap();
+    let serial = one_text(q);
+    assert_eq!(parallel, serial);
+    // empty input and GROUP BY in a parallel plan
+    force_parallel();
+    let v = one_f64("SELECT dp_median(x, 0, 10, 0.5) FROM big WHERE x < 0");
+    assert!((0.0..=10.0).contains(&v));
+    let rows = column("SELECT dp_median(x, 0, 30000, 1e6, 1e-6)::text FROM big GROUP BY k ORDER BY k");
+    assert_eq!(rows.len(), 3);
+}
+
+#[pg_test]
+fn quantile_receipts_record_mechanism_delta_and_details() {
+    sample_table();
+    one_f64("SELECT dp_median(x, 0, 2000, 0.5, 1e-6) FROM s");
+    let row = one_text(
+        "SELECT concat_ws('|', aggregate, mechanism, sensitivity, round(noise_scale::numeric, 6), epsilon, delta,
+                          details->>'noise', round((details->>'scale_per_smooth_sensitivity')::numeric, 6),
+                          round((details->>'beta')::numeric, 9))
+           FROM dp.ledger ORDER BY id DESC LIMIT 1",
+    );
+    // scale ≤ 2·2000/0.5; β = ln(1 + 0.5/(2 ln(2e6)))
+    let beta = (0.5f64 / (2.0 * (2e6f64).ln())).ln_1p();
+    assert_eq!(
+        row,
+        format!("dp_median(double precision,double precision,double precision,double precision,double precision)|smooth_sensitivity|2000|8000.000000|0.5|0.000001|laplace|4.000000|{beta:.9}")
+    );
+    one_f64("SELECT dp_percentile(x, 0.25, 0, 2000, 0.5) FROM s");
+    let row = one_text("SELECT concat_ws('|', mechanism, delta, details->>'noise', round((details->>'beta')::numeric, 9)) FROM dp.ledger ORDER BY id DESC LIMIT 1");
+    assert_eq!(row, format!("smooth_sensitivity|0|polynomial (1+|z|)^-4|{:.9}", 0.5f64 / 6.0));
+    one_f64("SELECT dp_percentile_em(x, 0.25, 0, 2000, 0.5) FROM s");
+    let row = one_text("SELECT concat_ws('|', mechanism, sensitivity, delta, details->>'utility_sensitivity') FROM dp.ledger ORDER BY id DESC LIMIT 1");
+    assert_eq!(row, "exponential|0.75|0|0.75");
+}
+
+#[pg_test]
+fn delta_is_recorded_exactly_as_its_shortest_decimal() {
+    sample_table();
+    one_f64("SELECT dp_median(x, 0, 2000, 0.5, 3e-6) FROM s");
+    assert_eq!(one_text("SELECT delta::text FROM dp.ledger ORDER BY id DESC LIMIT 1"), "0.000003");
+}
