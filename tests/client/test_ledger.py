@@ -157,6 +157,25 @@ def check_exhaustion_refuses_before_reading_and_charges_nothing():
     assert receipts(a) == 2
 
 
+def check_delta_is_debited_and_exhausts_like_epsilon():
+    a = new_analyst("dp_l_delta", 10)
+    with connect() as c:
+        c.execute("SELECT dp.set_budget(%s, 10, 2e-6)", (a,))
+    with connect(a) as c:
+        c.execute("SELECT dp_median(x, 0, 2000, 0.5, 1e-6) FROM t")
+        c.execute("SELECT dp_percentile(x, 0.9, 0, 2000, 0.5, 1e-6) FROM t")
+        try:
+            c.execute("SELECT dp_median(x, 0, 2000, 0.5, 1e-6), x / 0 FROM t GROUP BY x")
+            raise AssertionError("delta overspent")
+        except E.InsufficientResources as e:
+            assert "delta 0.000001" in str(e) and "(delta 0)" in str(e), str(e)
+        c.execute("SELECT dp_median(x, 0, 2000, 0.5) FROM t")  # delta = 0: the pure variant still runs
+    with connect() as c:
+        r = c.execute("SELECT epsilon_spent, delta_spent FROM dp.budgets WHERE role = %s::regrole", (a,)).fetchone()
+    assert r == (Decimal("1.5"), Decimal("0.000002")), r
+    assert receipts(a) == 3
+
+
 def check_no_budget_and_per_query_cap():
     a = new_analyst("dp_l_nobudget")
     with connect(a) as c:
