@@ -6,6 +6,10 @@ table; the two alternate (which one goes first alternates too), and the median o
 is printed next to the median times. Serial runs set
 max_parallel_workers_per_gather = 0; parallel runs force a parallel plan with 2 workers.
 
+Quantiles: dp_median / dp_percentile / dp_percentile_em against percentile_cont on a 1,000,000-row
+table, paired the same way. percentile_cont has no parallel plan; the parallel rows compare the
+parallel pg_dp plan with the (serial) native one.
+
 Accuracy: many independent releases of dp_sum/dp_avg on one fixed table (one query each) give the
 RMSE against the exact answer, printed next to the RMSE of the continuous Laplace mechanism at the
 same sensitivity and epsilon.
@@ -41,35 +45,81 @@ def plan_has_partial(cur, sql):
     return any("Partial Aggregate" in r[0] for r in cur.execute("EXPLAIN " + sql))
 
 
+def pair(cur, qn, qd, reps):
+    """Median native time, median pg_dp time, median of the per-pair ratios (alternating order)."""
+    timed(cur, qn), timed(cur, qd)  # warm-up
+    tn, td, ratios = [], [], []
+    for k in range(reps):
+        # alternate which side runs first, and pair each run with its neighbour
+        if k % 2:
+            d, n = timed(cur, qd), timed(cur, qn)
+        else:
+            n, d = timed(cur, qn), timed(cur, qd)
+        tn.append(n)
+        td.append(d)
+        ratios.append(d / n)
+    return statistics.median(tn) * 1000, statistics.median(td) * 1000, statistics.median(ratios)
+
+
+def set_mode(cur, mode):
+    if mode == "serial":
+        cur.execute("SET max_parallel_workers_per_gather = 0")
+    else:
+        for s in ("max_parallel_workers_per_gather = 2", "parallel_setup_cost = 0",
+                  "parallel_tuple_cost = 0", "min_parallel_table_scan_size = 0"):
+            cur.execute("SET " + s)
+
+
 def timing(conn, reps):
     cur = conn.cursor()
     rows = []
     for mode in ("serial", "parallel"):
-        if mode == "serial":
-            cur.execute("SET max_parallel_workers_per_gather = 0")
-        else:
-            for s in ("max_parallel_workers_per_gather = 2", "parallel_setup_cost = 0",
-                      "parallel_tuple_cost = 0", "min_parallel_table_scan_size = 0"):
-                cur.execute("SET " + s)
+        set_mode(cur, mode)
         for name, native, dp in PAIRS:
             qn = f"SELECT {native} FROM bench"
             qd = f"SELECT {dp} FROM bench"
             assert plan_has_partial(cur, qd) == (mode == "parallel"), (mode, qd)
             assert plan_has_partial(cur, qn) == (mode == "parallel"), (mode, qn)
-            timed(cur, qn), timed(cur, qd)  # warm-up
-            tn, td, ratios = [], [], []
-            for k in range(reps):
-                # alternate which side runs first, and pair each run with its neighbour
-                if k % 2:
-                    d, n = timed(cur, qd), timed(cur, qn)
-                else:
-                    n, d = timed(cur, qn), timed(cur, qd)
-                tn.append(n)
-                td.append(d)
-                ratios.append(d / n)
-            mn, md = statistics.median(tn), statistics.median(td)
-            rows.append((mode, name, mn * 1000, md * 1000, statistics.median(ratios)))
+            rows.append((mode, name) + pair(cur, qn, qd, reps))
     return rows
+
+
+QUANTILE_PAIRS = [
+    ("median, δ > 0", "percentile_cont(0.5) WITHIN GROUP (ORDER BY x)", "dp_median(x, 0, 1000, 1.0, 1e-6)"),
+    ("median, δ = 0", "percentile_cont(0.5) WITHIN GROUP (ORDER BY x)", "dp_median(x, 0, 1000, 1.0)"),
+    ("90th percentile, δ > 0", "percentile_cont(0.9) WITHIN GROUP (ORDER BY x)", "dp_percentile(x, 0.9, 0, 1000, 1.0, 1e-6)"),
+    ("median, exponential mechanism", "percentile_cont(0.5) WITHIN GROUP (ORDER BY x)", "dp_percentile_em(x, 0.5, 0, 1000, 1.0)"),
+]
+
+
+def quantile_timing(conn, reps, rows):
+    cur = conn.cursor()
+    have = cur.execute("SELECT count(*) FROM pg_class WHERE relname = 'bench_q'").fetchone()[0]
+    if not have or cur.execute("SELECT count(*) FROM bench_q").fetchone()[0] != rows:
+        cur.execute("DROP TABLE IF EXISTS bench_q")
+        cur.execute(f"CREATE TABLE bench_q AS SELECT x FROM bench WHERE i <= {rows}")
+        cur.execute("VACUUM ANALYZE bench_q")
+    out = []
+    for mode in ("serial", "parallel"):
+        for name, native, dp in QUANTILE_PAIRS:
+            qn = f"SELECT {native} FROM bench_q"
+            qd = f"SELECT {dp} FROM bench_q"
+            set_mode(cur, "serial")
+            assert not plan_has_partial(cur, qn), qn
+            set_mode(cur, mode)
+            assert plan_has_partial(cur, qd) == (mode == "parallel"), (mode, qd)
+            # the native side always runs its (only, serial) plan
+            tn, td, ratios = [], [], []
+            for k in range(reps + 1):
+                set_mode(cur, "serial")
+                n = timed(cur, qn)
+                set_mode(cur, mode)
+                d = timed(cur, qd)
+                if k:  # the first pair warms up
+                    tn.append(n), td.append(d), ratios.append(d / n)
+            out.append((mode, name, statistics.median(tn) * 1000, statistics.median(td) * 1000, statistics.median(ratios)))
+    set_mode(cur, "serial")
+    return out
 
 
 def accuracy(conn, releases):
@@ -140,7 +190,11 @@ def main():
     ap.add_argument("--releases", type=int, default=2000)
     ap.add_argument("--latency-runs", type=int, default=2000)
     ap.add_argument("--pgbench-seconds", type=int, default=15)
+    ap.add_argument("--quantile-rows", type=int, default=1_000_000)
+    ap.add_argument("--sections", default="timing,quantiles,charge,accuracy",
+                    help="comma-separated subset of timing,quantiles,charge,accuracy")
     a = ap.parse_args()
+    sections = set(a.sections.split(","))
     with psycopg.connect(host=a.host, port=a.port, dbname="postgres", user="postgres", autocommit=True) as c:
         c.execute("DROP EXTENSION IF EXISTS pg_dp CASCADE")  # always the objects of this build
         c.execute("CREATE EXTENSION pg_dp")
@@ -155,32 +209,49 @@ def main():
         version = c.execute("SHOW server_version").fetchone()[0]
         print(f"\nPostgreSQL {version}; {a.rows:,} rows; {a.reps} alternating pairs of runs; "
               f"times are medians, the ratio is the median of the pairs' ratios\n")
-        print("| plan | statistic | native ms | pg_dp ms | ratio |")
-        print("|---|---|---:|---:|---:|")
-        for mode, name, mn, md, r in timing(c, a.reps):
-            print(f"| {mode} | {name} | {mn:.0f} | {md:.0f} | {r:.3f} |")
-        lat = charge_latency(c, a.host, a.port, a.latency_runs)
-        print(f"\nBudget charge: median of {a.latency_runs} alternating runs of a 10-row query, as a role with a budget\n")
-        print("| query | median ms |")
-        print("|---|---:|")
-        print(f"| SELECT count(*) FROM tiny | {lat['native_ms']:.3f} |")
-        print(f"| SELECT dp_count(i, 0.001) FROM tiny | {lat['dp_ms']:.3f} |")
-        print(f"| added by the charge | {lat['dp_ms'] - lat['native_ms']:.3f} |")
-        tps_n, _ = pgbench_tps(a.host, a.port, "SELECT count(*) FROM tiny;", 8, a.pgbench_seconds)
-        tps_d, failed = pgbench_tps(a.host, a.port, "SELECT dp_count(i, 0.001) FROM tiny;", 8, a.pgbench_seconds)
-        spent = c.execute("SELECT epsilon_spent, (SELECT count(*) FROM dp.ledger WHERE role = 'dp_bench_analyst'::regrole) FROM dp.budgets WHERE role = 'dp_bench_analyst'::regrole").fetchone()
-        print(f"\nThroughput: pgbench, 8 clients, {a.pgbench_seconds} s each\n")
-        print("| query | queries/s |")
-        print("|---|---:|")
-        print(f"| SELECT count(*) FROM tiny | {tps_n:.0f} |")
-        print(f"| SELECT dp_count(i, 0.001) FROM tiny (each charged) | {tps_d:.0f} |")
-        print(f"\n(pgbench failures: {failed}; epsilon spent {spent[0]} over {spent[1]:,} receipts, the ledger's count of paid queries)")
-        acc, n = accuracy(c, a.releases)
-        print(f"\nRMSE over {a.releases} releases on {n:,} rows in [0, 100]\n")
-        print("| aggregate | ε | RMSE | optimum | ratio | optimum is |")
-        print("|---|---:|---:|---:|---:|---|")
-        for name, eps, rmse, opt, r, label in acc:
-            print(f"| {name} | {eps} | {rmse:.4g} | {opt:.4g} | {r:.3f} | {label} |")
+        if "timing" in sections:
+            print("| plan | statistic | native ms | pg_dp ms | ratio |")
+            print("|---|---|---:|---:|---:|")
+            for mode, name, mn, md, r in timing(c, a.reps):
+                print(f"| {mode} | {name} | {mn:.0f} | {md:.0f} | {r:.3f} |")
+        if "quantiles" in sections:
+            print(f"\nQuantiles on {a.quantile_rows:,} rows against percentile_cont (always serial: it has no parallel plan)\n")
+            print("| pg_dp plan | statistic | percentile_cont ms | pg_dp ms | ratio |")
+            print("|---|---|---:|---:|---:|")
+            for mode, name, mn, md, r in quantile_timing(c, a.reps, a.quantile_rows):
+                print(f"| {mode} | {name} | {mn:.0f} | {md:.0f} | {r:.3f} |")
+        if "charge" in sections:
+            charge_section(c, a)
+        if "accuracy" in sections:
+            accuracy_section(c, a)
+
+
+def charge_section(c, a):
+    lat = charge_latency(c, a.host, a.port, a.latency_runs)
+    print(f"\nBudget charge: median of {a.latency_runs} alternating runs of a 10-row query, as a role with a budget\n")
+    print("| query | median ms |")
+    print("|---|---:|")
+    print(f"| SELECT count(*) FROM tiny | {lat['native_ms']:.3f} |")
+    print(f"| SELECT dp_count(i, 0.001) FROM tiny | {lat['dp_ms']:.3f} |")
+    print(f"| added by the charge | {lat['dp_ms'] - lat['native_ms']:.3f} |")
+    tps_n, _ = pgbench_tps(a.host, a.port, "SELECT count(*) FROM tiny;", 8, a.pgbench_seconds)
+    tps_d, failed = pgbench_tps(a.host, a.port, "SELECT dp_count(i, 0.001) FROM tiny;", 8, a.pgbench_seconds)
+    spent = c.execute("SELECT epsilon_spent, (SELECT count(*) FROM dp.ledger WHERE role = 'dp_bench_analyst'::regrole) FROM dp.budgets WHERE role = 'dp_bench_analyst'::regrole").fetchone()
+    print(f"\nThroughput: pgbench, 8 clients, {a.pgbench_seconds} s each\n")
+    print("| query | queries/s |")
+    print("|---|---:|")
+    print(f"| SELECT count(*) FROM tiny | {tps_n:.0f} |")
+    print(f"| SELECT dp_count(i, 0.001) FROM tiny (each charged) | {tps_d:.0f} |")
+    print(f"\n(pgbench failures: {failed}; epsilon spent {spent[0]} over {spent[1]:,} receipts, the ledger's count of paid queries)")
+
+
+def accuracy_section(c, a):
+    acc, n = accuracy(c, a.releases)
+    print(f"\nRMSE over {a.releases} releases on {n:,} rows in [0, 100]\n")
+    print("| aggregate | ε | RMSE | optimum | ratio | optimum is |")
+    print("|---|---:|---:|---:|---:|---|")
+    for name, eps, rmse, opt, r, label in acc:
+        print(f"| {name} | {eps} | {rmse:.4g} | {opt:.4g} | {r:.3f} | {label} |")
 
 
 if __name__ == "__main__":

@@ -35,14 +35,25 @@ SELECT (age / 20) * 20 AS age_band, round(avg(systolic), 2) AS exact,
        round(dp_avg(systolic, 80, 200, 1.0)::numeric, 2) AS dp_avg
   FROM patients GROUP BY 1 ORDER BY 1;
 
-\echo '6. Bad input is an error that names the argument and its range:'
+\echo '6. Median income, clamped to [0, 150000], epsilon = 0.5: smooth sensitivity with delta = 1e-6, the pure'
+\echo '   (delta = 0) variant, and the exponential mechanism; and the 90th percentile of systolic pressure'
+SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY income::float8) AS exact,
+       round(dp_median(income::float8, 0, 150000, 0.5, 1e-6)::numeric, 2) AS dp_median,
+       round(dp_median(income::float8, 0, 150000, 0.5)::numeric, 2) AS dp_median_pure,
+       round(dp_percentile_em(income::float8, 0.5, 0, 150000, 0.5)::numeric, 2) AS dp_median_em
+  FROM patients;
+SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY systolic) AS exact,
+       round(dp_percentile(systolic, 0.9, 80, 200, 0.5, 1e-6)::numeric, 1) AS dp_percentile FROM patients;
+
+\echo '7. Bad input is an error that names the argument and its range:'
 \set ON_ERROR_STOP 0
 SELECT dp_sum(bmi, 50, 15, 0.5) FROM patients;
 SELECT dp_avg(bmi, 15, 50, 0) FROM patients;
+SELECT dp_percentile(bmi, 1.5, 15, 50) FROM patients;
 \set ON_ERROR_STOP 1
 
 \echo
-\echo '7. Budgets: the DBA gives role analyst epsilon = 1.5; every release is paid before it runs.'
+\echo '8. Budgets: the DBA gives role analyst epsilon = 1.5; every release is paid before it runs.'
 DROP ROLE IF EXISTS analyst;
 CREATE ROLE analyst LOGIN;
 GRANT SELECT ON patients TO analyst;

@@ -62,7 +62,7 @@ fn naive_release(rng: &mut DpRng, q: f64, lower: f64, upper: f64, epsilon: f64) 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    if n % 2 == 1 {
+    if !n.is_multiple_of(2) {
         v[n / 2]
     } else {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
@@ -77,12 +77,12 @@ fn fmt(x: f64) -> String {
     let digits = (2 - x.abs().log10().floor() as i32).max(0) as usize;
     let s = format!("{x:.digits$}");
     // thousands separators for the integer part of large values
-    if digits == 0 && x.abs() >= 10_000.0 {
+    if digits == 0 && x.abs() >= 1000.0 {
         let neg = s.starts_with('-');
         let d: Vec<char> = s.trim_start_matches('-').chars().collect();
         let mut g = String::new();
         for (i, c) in d.iter().enumerate() {
-            if i > 0 && (d.len() - i) % 3 == 0 {
+            if i > 0 && (d.len() - i).is_multiple_of(3) {
                 g.push(',');
             }
             g.push(*c);
@@ -117,9 +117,8 @@ fn main() {
     let sorted = prepare_sorted(raw, lower, upper).expect("valid bounds");
 
     println!(
-        "**{label}**: n = {n}, bounds [{}, {}] ({clamped} values clamped), median |error| over {reps} releases per cell\n",
-        fmt(lower),
-        fmt(upper)
+        "**{label}**: n = {n}, bounds [{}, {}] ({clamped} outside, clamped); median |error| of {reps} releases per cell\n",
+        pos[1], pos[2]
     );
     println!("| p | ε | true quantile | smooth, δ = 1e-6 | smooth, δ = 0 | exponential | naive Laplace |");
     println!("|---:|---:|---:|---:|---:|---:|---:|");

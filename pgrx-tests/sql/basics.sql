@@ -8,6 +8,12 @@ SELECT dp_count(*) AS n, dp_count(i, 0.5) AS n_half, dp_sum(i, 0, 50, 0.5) AS s_
        dp_sum(x, 0, 25, 0.5) AS s_real, round(dp_avg(x, 0, 25, 0.5)::numeric, 6) AS mean FROM r;
 SELECT k, dp_count(i, 1.0) FROM r GROUP BY k ORDER BY k;
 SELECT dp_sum(x, 0, 10, 0.25) AS empty_sum FROM r WHERE false;
+-- quantiles: smooth sensitivity (delta > 0 and the pure default) and the exponential mechanism
+SELECT round(dp_median(x, 0, 25, 0.5, 1e-6)::numeric, 6) AS med, round(dp_median(x, 0, 25, 0.5)::numeric, 6) AS med_pure,
+       round(dp_percentile(x, 0.9, 0, 25, 0.5, 1e-6)::numeric, 6) AS p90,
+       round(dp_percentile_em(x, 0.9, 0, 25, 0.5)::numeric, 6) AS p90_em FROM r;
+SELECT dp_percentile(x, 2, 0, 25) FROM r;
+SELECT dp_median(x, 0, 25, 0.5, 1) FROM r;
 -- the same seed gives the same releases
 SET dp.seed = 42;
 SELECT dp_count(*) AS n, dp_count(i, 0.5) AS n_half FROM r;
