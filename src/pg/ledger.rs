@@ -474,7 +474,7 @@ fn debit(req: &ChargeRequest) -> ChargeOutcome {
             rel.iter().map(|r| r.details.clone()).collect::<Vec<_>>().into(),
         ];
         let t = c.update(
-            "SELECT granted, reason, epsilon_remaining::text, delta_remaining::text \
+            "SELECT granted, reason, pg_catalog.trim_scale(epsilon_remaining)::text, pg_catalog.trim_scale(delta_remaining)::text \
                FROM dp.debit($1, $2::name, $3, $4, $5, $6, $7, $8, $9, $10::numeric[], $11::numeric[], $12::jsonb[])",
             None,
             &args,
