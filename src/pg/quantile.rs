@@ -23,7 +23,8 @@ pub struct QState {
     cap: usize,
 }
 
-const FIRST_CAP: usize = 1024;
+/// Initial capacity: small, so that many groups (hash aggregation) cost little until they grow.
+const FIRST_CAP: usize = 8;
 
 impl QState {
     /// The fast path: stores a non-NaN value if there is room. Plain memory writes only.
