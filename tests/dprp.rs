@@ -326,6 +326,17 @@ fn receipt_fields() {
     assert_eq!(r.neighbours, "replace one row; the row count is released");
     assert_eq!((r.epsilon, r.delta, r.n, r.d), (2.0, 1e-5, 1234, d));
     assert_eq!((r.k1, r.k2), (spec.k1, spec.k2));
+    // defaults: k1 = d for the orthonormal projection, k2 = round(√ρ₁/2) within [1, d]
+    assert_eq!(r.k1, d);
+    assert_eq!(r.k2, 1);
+    for (eps, want) in [(1.0, 1), (128.0, 4), (512.0, 5), (1e4, 5)] {
+        let s = DprpSpec::new(100, &params(d, eps)).unwrap();
+        assert_eq!(s.k2, ((s.projection.rho.sqrt() / 2.0).round() as usize).clamp(1, d));
+        assert_eq!(s.k2, want, "ε = {eps}");
+    }
+    let mut g = params(d, 1.0);
+    g.projection = Projection::Gaussian;
+    assert_eq!(DprpSpec::new(100, &g).unwrap().k1, 4 * d);
     assert_eq!(r.projection_share, DEFAULT_PROJECTION_SHARE);
     assert_eq!(r.row_norm, "clip");
     assert_eq!(r.projection_matrix, "orthonormal");

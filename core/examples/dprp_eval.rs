@@ -1,7 +1,7 @@
 //! Reconstruction error of DPRP releases over a grid of k1, k2, projection kind and ε, used to choose
 //! the defaults (docs/privacy/dprp.md, "Choosing k1 and k2").
 //!
-//!     cargo run -p pg_dp_core --release --example dprp_eval -- DATA [EPS,..] [REPS] [SHARES]
+//!     cargo run -p pg_dp_core --release --example dprp_eval -- DATA [EPS,..] [REPS] [SHARES] [orthonormal]
 //!
 //! DATA is a headerless numeric CSV (bench/dprp/datasets.py writes the tables used in the doc) or
 //! `synth:N:D:RANK` for a random rank-RANK table plus 5% noise in [0, 1]. The bounds are the columns'
@@ -94,10 +94,12 @@ fn main() {
     };
     let (lo, hi) = bounds(&x, d);
     let mut rng = seeded_rng(5);
-    let kinds = [(Projection::Orthonormal, 1), (Projection::Gaussian, 2), (Projection::Gaussian, 4), (Projection::Gaussian, 8)];
+    let all = [(Projection::Orthonormal, 1), (Projection::Gaussian, 2), (Projection::Gaussian, 4), (Projection::Gaussian, 8)];
+    // a fifth argument `orthonormal` restricts the grid to the orthonormal projection
+    let kinds = if args.get(4).is_some_and(|a| a == "orthonormal") { &all[..1] } else { &all[..] };
     println!("data\tn\td\teps\tprojection\tk1\tk2\tshare\terr");
     for &e in &eps {
-        for &(kind, m) in &kinds {
+        for &(kind, m) in kinds {
             for &share in &shares {
                 for k2 in k2_grid(d) {
                     let mut p = DprpParams::new(lo.clone(), hi.clone(), e, 1e-5);
