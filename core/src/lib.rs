@@ -9,10 +9,13 @@
 //! - [`params`]: validation of ε, δ and bounds, with errors that name the argument and its range;
 //! - [`mechanisms`]: count, integer sum, real sum and average releases;
 //! - [`gaussian`]: analytic calibration of the Gaussian mechanism (Balle & Wang 2018);
+//! - [`sampling64`]: the same exact samplers on 64-bit integers, for releases with millions of draws;
+//! - [`dprp`]: differentially private random projection release of a whole table (Gondara & Wang 2020);
 //! - [`smooth`]: smooth sensitivity of quantiles (Nissim, Raskhodnikova & Smith 2007), O(n log n);
 //! - [`quantile`]: median and percentile releases (smooth sensitivity, exponential mechanism).
 pub mod accounting;
 pub mod accum;
+pub mod dprp;
 pub mod error;
 pub mod gaussian;
 pub mod grid;
@@ -21,6 +24,7 @@ pub mod params;
 pub mod quantile;
 pub mod rng;
 pub mod sampling;
+pub mod sampling64;
 pub mod smooth;
 
 pub use error::{DpError, DpResult};
