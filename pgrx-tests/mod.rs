@@ -17,6 +17,7 @@ include!("ledger.rs");
 include!("review.rs");
 include!("inspect.rs");
 include!("quantile.rs");
+include!("dprp.rs");
 
 /// Runs a query and returns the first column of every row as text.
 pub fn column(sql: &str) -> Vec<Option<String>> {

@@ -13,6 +13,7 @@ extension_sql_file!("../sql/pg_dp.sql", name = "pg_dp_objects");
 extension_sql_file!("../sql/ledger.sql", name = "pg_dp_ledger", requires = ["pg_dp_objects"]);
 extension_sql_file!("../sql/inspect.sql", name = "pg_dp_inspect", requires = ["pg_dp_ledger"]);
 extension_sql_file!("../sql/quantile.sql", name = "pg_dp_quantile", requires = ["pg_dp_inspect"]);
+extension_sql_file!("../sql/dprp.sql", name = "pg_dp_dprp", requires = ["pg_dp_quantile"]);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {

@@ -549,7 +549,7 @@ unsafe fn charge_query(qd: *mut pg_sys::QueryDesc, rewindable: bool) {
     }
 }
 
-unsafe fn refuse(req: &ChargeRequest, role: pg_sys::Oid, reason: &str, remaining: Option<String>, delta_remaining: Option<String>) -> ! {
+pub(crate) unsafe fn refuse(req: &ChargeRequest, role: pg_sys::Oid, reason: &str, remaining: Option<String>, delta_remaining: Option<String>) -> ! {
     let name = cstr_or(pg_sys::GetUserNameFromId(role, true), "?");
     let need: Vec<&str> = req.releases.iter().map(|r| r.epsilon.as_str()).collect();
     let need = if need.len() == 1 { need[0].to_string() } else { need.join(" + ") };

@@ -3,6 +3,7 @@ pub mod agg;
 pub mod avg;
 pub mod charge;
 pub mod count;
+pub mod dprp;
 pub mod error;
 pub mod guc;
 pub mod inspect;
