@@ -37,7 +37,8 @@ PAIRS = [
 def timed(cur, sql):
     t = time.perf_counter()
     cur.execute(sql)
-    cur.fetchall()
+    if cur.description is not None:
+        cur.fetchall()
     return time.perf_counter() - t
 
 
@@ -191,8 +192,9 @@ def main():
     ap.add_argument("--latency-runs", type=int, default=2000)
     ap.add_argument("--pgbench-seconds", type=int, default=15)
     ap.add_argument("--quantile-rows", type=int, default=1_000_000)
-    ap.add_argument("--sections", default="timing,quantiles,charge,accuracy",
-                    help="comma-separated subset of timing,quantiles,charge,accuracy")
+    ap.add_argument("--dprp-reps", type=int, default=5)
+    ap.add_argument("--sections", default="timing,quantiles,dprp,charge,accuracy",
+                    help="comma-separated subset of timing,quantiles,dprp,charge,accuracy")
     a = ap.parse_args()
     sections = set(a.sections.split(","))
     with psycopg.connect(host=a.host, port=a.port, dbname="postgres", user="postgres", autocommit=True) as c:
@@ -220,10 +222,43 @@ def main():
             print("|---|---|---:|---:|---:|")
             for mode, name, mn, md, r in quantile_timing(c, a.reps, a.quantile_rows):
                 print(f"| {mode} | {name} | {mn:.0f} | {md:.0f} | {r:.3f} |")
+        if "dprp" in sections:
+            dprp_section(c, a)
         if "charge" in sections:
             charge_section(c, a)
         if "accuracy" in sections:
             accuracy_section(c, a)
+
+
+def dprp_section(c, a):
+    """dp.release_projection on 100,000 × 32, end to end in SQL, next to copying the same columns."""
+    d, n = 32, 100_000
+    cols = [f"c{j}" for j in range(1, d + 1)]
+    have = c.execute("SELECT count(*) FROM pg_class WHERE relname = 'bench_dprp'").fetchone()[0]
+    if not have:
+        # a rank-4 table plus a little noise, from a deterministic hash (sample data, not noise)
+        exprs = ", ".join(
+            f"least(1, greatest(0, 0.5 + 0.1 * (abs(hashint4(g)) % 100 / 100.0 - 0.5) * {1 + j % 4}"
+            f" + 0.05 * (abs(hashint4(g + {j})) % 100 / 100.0 - 0.5)))::float8 AS c{j}" for j in range(1, d + 1))
+        c.execute(f"CREATE TABLE bench_dprp AS SELECT {exprs} FROM generate_series(1, {n}) g")
+        c.execute("VACUUM ANALYZE bench_dprp")
+    arr = "ARRAY[" + ", ".join(f"'{x}'" for x in cols) + "]"
+    lo, hi = f"array_fill(0::float8, ARRAY[{d}])", f"array_fill(1::float8, ARRAY[{d}])"
+    cur = c.cursor()
+    runs = {"copy": [], "rows": [], "table": []}
+    for k in range(a.dprp_reps):
+        cur.execute("DROP TABLE IF EXISTS bench_dprp_copy, bench_dprp_out")
+        runs["copy"].append(timed(cur, f"CREATE TABLE bench_dprp_copy AS SELECT {', '.join(cols)} FROM bench_dprp"))
+        runs["rows"].append(timed(cur, f"SELECT count(*) FROM dp.release_projection_rows('bench_dprp', {arr}, {lo}, {hi}, 1, 1e-5)"))
+        runs["table"].append(timed(cur, f"SELECT dp.release_projection('bench_dprp', 'bench_dprp_out', {arr}, {lo}, {hi}, 1, 1e-5)"))
+    cur.execute("DROP TABLE IF EXISTS bench_dprp_copy, bench_dprp_out")
+    med = {k: statistics.median(v) * 1000 for k, v in runs.items()}
+    print(f"\nDPRP on {n:,} rows × {d} columns, median of {a.dprp_reps} runs (the core alone, against numpy: bench/dprp_speed.sh)\n")
+    print("| query | median ms |")
+    print("|---|---:|")
+    print(f"| CREATE TABLE AS SELECT the 32 columns (PostgreSQL's own copy) | {med['copy']:.0f} |")
+    print(f"| SELECT count(*) FROM dp.release_projection_rows(...) | {med['rows']:.0f} |")
+    print(f"| SELECT dp.release_projection(...) (creates the table) | {med['table']:.0f} |")
 
 
 def charge_section(c, a):
