@@ -190,3 +190,17 @@ fn my_budget_matches_the_role_by_name_not_by_a_regrole_cast() {
     Spi::run("SET ROLE dp_victim").unwrap();
     assert_eq!(one_text("SELECT epsilon_remaining::text FROM dp.my_budget"), "7");
 }
+
+// A subquery in the aggregated value or in FILTER is computed in the Agg node itself, above the
+// input the hook checks: it could make every row's value depend on one person's row.
+#[pg_test(error = "dp_median must aggregate the rows of one table: its input computes its value or FILTER with a subquery, which can read other rows")]
+fn a_subquery_in_the_aggregated_value_is_refused() {
+    sample_table();
+    one_f64("SELECT dp_median(x * (SELECT count(*) FROM s WHERE i = 42), 0, 100) FROM s");
+}
+
+#[pg_test(error = "dp_count must aggregate the rows of one table: its input computes its value or FILTER with a subquery, which can read other rows")]
+fn a_subquery_in_filter_is_refused() {
+    sample_table();
+    one_i64("SELECT dp_count(*) FILTER (WHERE (SELECT count(*) FROM s WHERE i = 42) > 0) FROM s");
+}

@@ -2,21 +2,11 @@
 --
 -- dp_median and dp_percentile add noise scaled to the smooth sensitivity of the quantile: Laplace
 -- noise with delta > 0, polynomial-tailed noise with delta = 0 (the default). dp_percentile_em uses
--- the exponential mechanism. The state holds the values (8 bytes per row); its own combine, serial
--- and deserial functions let the aggregates run in parallel plans. Derivations: docs/privacy/.
+-- the exponential mechanism. The state holds the values (8 bytes per row). There is no partial
+-- (parallel) aggregation: a worker's values would have to travel as one bytea, limited to 1 GB, and
+-- a state cut short or an error past that size would depend on the data. The final function sorts
+-- the values in place (FINALFUNC_MODIFY = READ_WRITE). Derivations: docs/privacy/.
 
-CREATE FUNCTION dp.quantile_combine(internal, internal) RETURNS internal
-    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_quantile_combine';
-CREATE FUNCTION dp.quantile_serialize(internal) RETURNS bytea
-    LANGUAGE c STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_quantile_serialize';
-CREATE FUNCTION dp.quantile_deserialize(bytea, internal) RETURNS internal
-    LANGUAGE c STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_quantile_deserialize';
-COMMENT ON FUNCTION dp.quantile_combine(internal, internal) IS 'pg_dp internal: merges two partial quantile states (parallel aggregation)';
-COMMENT ON FUNCTION dp.quantile_serialize(internal) IS 'pg_dp internal: serializes a partial quantile state for a parallel worker';
-COMMENT ON FUNCTION dp.quantile_deserialize(bytea, internal) IS 'pg_dp internal: deserializes a partial quantile state from a parallel worker';
-REVOKE EXECUTE ON FUNCTION dp.quantile_combine(internal, internal) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION dp.quantile_serialize(internal) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION dp.quantile_deserialize(bytea, internal) FROM PUBLIC;
 
 -- dp_median ---------------------------------------------------------------------------------
 CREATE FUNCTION dp.median_final(internal) RETURNS float8
@@ -29,8 +19,7 @@ COMMENT ON FUNCTION dp.median_trans(internal, float8, float8, float8) IS 'pg_dp 
 REVOKE EXECUTE ON FUNCTION dp.median_trans(internal, float8, float8, float8) FROM PUBLIC;
 CREATE AGGREGATE dp_median(value float8, lower float8, upper float8) (
     SFUNC = dp.median_trans, STYPE = internal, FINALFUNC = dp.median_final,
-    COMBINEFUNC = dp.quantile_combine, SERIALFUNC = dp.quantile_serialize, DESERIALFUNC = dp.quantile_deserialize,
-    PARALLEL = SAFE
+    FINALFUNC_MODIFY = READ_WRITE, PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE dp_median(float8, float8, float8) IS 'dp_median(value, lower, upper): median of values clamped to [lower, upper] with smooth-sensitivity noise (NRS 2007); epsilon-DP (epsilon = dp.default_epsilon, delta = 0): polynomial-tailed noise (1+|z|)^-4 of scale 8 S/epsilon, beta = epsilon/6; S is the beta-smooth sensitivity; result within [lower, upper]; never NULL';
 CREATE FUNCTION dp.median_trans(internal, float8, float8, float8, float8) RETURNS internal
@@ -39,8 +28,7 @@ COMMENT ON FUNCTION dp.median_trans(internal, float8, float8, float8, float8) IS
 REVOKE EXECUTE ON FUNCTION dp.median_trans(internal, float8, float8, float8, float8) FROM PUBLIC;
 CREATE AGGREGATE dp_median(value float8, lower float8, upper float8, epsilon float8) (
     SFUNC = dp.median_trans, STYPE = internal, FINALFUNC = dp.median_final,
-    COMBINEFUNC = dp.quantile_combine, SERIALFUNC = dp.quantile_serialize, DESERIALFUNC = dp.quantile_deserialize,
-    PARALLEL = SAFE
+    FINALFUNC_MODIFY = READ_WRITE, PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE dp_median(float8, float8, float8, float8) IS 'dp_median(value, lower, upper, epsilon): median of values clamped to [lower, upper] with smooth-sensitivity noise (NRS 2007); epsilon-DP (epsilon, delta = 0): polynomial-tailed noise (1+|z|)^-4 of scale 8 S/epsilon, beta = epsilon/6; S is the beta-smooth sensitivity; result within [lower, upper]; never NULL';
 CREATE FUNCTION dp.median_trans(internal, float8, float8, float8, float8, float8) RETURNS internal
@@ -49,8 +37,7 @@ COMMENT ON FUNCTION dp.median_trans(internal, float8, float8, float8, float8, fl
 REVOKE EXECUTE ON FUNCTION dp.median_trans(internal, float8, float8, float8, float8, float8) FROM PUBLIC;
 CREATE AGGREGATE dp_median(value float8, lower float8, upper float8, epsilon float8, delta float8) (
     SFUNC = dp.median_trans, STYPE = internal, FINALFUNC = dp.median_final,
-    COMBINEFUNC = dp.quantile_combine, SERIALFUNC = dp.quantile_serialize, DESERIALFUNC = dp.quantile_deserialize,
-    PARALLEL = SAFE
+    FINALFUNC_MODIFY = READ_WRITE, PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE dp_median(float8, float8, float8, float8, float8) IS 'dp_median(value, lower, upper, epsilon, delta): median of values clamped to [lower, upper] with smooth-sensitivity noise (NRS 2007); (epsilon, delta)-DP (epsilon; delta > 0: Laplace noise of scale 2 S/epsilon, beta = ln(1 + epsilon/(2 ln(2/delta))); delta = 0: the pure variant); S is the beta-smooth sensitivity; result within [lower, upper]; never NULL';
 
@@ -65,8 +52,7 @@ COMMENT ON FUNCTION dp.percentile_trans(internal, float8, float8, float8, float8
 REVOKE EXECUTE ON FUNCTION dp.percentile_trans(internal, float8, float8, float8, float8) FROM PUBLIC;
 CREATE AGGREGATE dp_percentile(value float8, p float8, lower float8, upper float8) (
     SFUNC = dp.percentile_trans, STYPE = internal, FINALFUNC = dp.percentile_final,
-    COMBINEFUNC = dp.quantile_combine, SERIALFUNC = dp.quantile_serialize, DESERIALFUNC = dp.quantile_deserialize,
-    PARALLEL = SAFE
+    FINALFUNC_MODIFY = READ_WRITE, PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE dp_percentile(float8, float8, float8, float8) IS 'dp_percentile(value, p, lower, upper): p-quantile (p in [0, 1]) of values clamped to [lower, upper] with smooth-sensitivity noise (NRS 2007); epsilon-DP (epsilon = dp.default_epsilon, delta = 0): polynomial-tailed noise (1+|z|)^-4 of scale 8 S/epsilon, beta = epsilon/6; S is the beta-smooth sensitivity; result within [lower, upper]; never NULL';
 CREATE FUNCTION dp.percentile_trans(internal, float8, float8, float8, float8, float8) RETURNS internal
@@ -75,8 +61,7 @@ COMMENT ON FUNCTION dp.percentile_trans(internal, float8, float8, float8, float8
 REVOKE EXECUTE ON FUNCTION dp.percentile_trans(internal, float8, float8, float8, float8, float8) FROM PUBLIC;
 CREATE AGGREGATE dp_percentile(value float8, p float8, lower float8, upper float8, epsilon float8) (
     SFUNC = dp.percentile_trans, STYPE = internal, FINALFUNC = dp.percentile_final,
-    COMBINEFUNC = dp.quantile_combine, SERIALFUNC = dp.quantile_serialize, DESERIALFUNC = dp.quantile_deserialize,
-    PARALLEL = SAFE
+    FINALFUNC_MODIFY = READ_WRITE, PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE dp_percentile(float8, float8, float8, float8, float8) IS 'dp_percentile(value, p, lower, upper, epsilon): p-quantile (p in [0, 1]) of values clamped to [lower, upper] with smooth-sensitivity noise (NRS 2007); epsilon-DP (epsilon, delta = 0): polynomial-tailed noise (1+|z|)^-4 of scale 8 S/epsilon, beta = epsilon/6; S is the beta-smooth sensitivity; result within [lower, upper]; never NULL';
 CREATE FUNCTION dp.percentile_trans(internal, float8, float8, float8, float8, float8, float8) RETURNS internal
@@ -85,8 +70,7 @@ COMMENT ON FUNCTION dp.percentile_trans(internal, float8, float8, float8, float8
 REVOKE EXECUTE ON FUNCTION dp.percentile_trans(internal, float8, float8, float8, float8, float8, float8) FROM PUBLIC;
 CREATE AGGREGATE dp_percentile(value float8, p float8, lower float8, upper float8, epsilon float8, delta float8) (
     SFUNC = dp.percentile_trans, STYPE = internal, FINALFUNC = dp.percentile_final,
-    COMBINEFUNC = dp.quantile_combine, SERIALFUNC = dp.quantile_serialize, DESERIALFUNC = dp.quantile_deserialize,
-    PARALLEL = SAFE
+    FINALFUNC_MODIFY = READ_WRITE, PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE dp_percentile(float8, float8, float8, float8, float8, float8) IS 'dp_percentile(value, p, lower, upper, epsilon, delta): p-quantile (p in [0, 1]) of values clamped to [lower, upper] with smooth-sensitivity noise (NRS 2007); (epsilon, delta)-DP (epsilon; delta > 0: Laplace noise of scale 2 S/epsilon, beta = ln(1 + epsilon/(2 ln(2/delta))); delta = 0: the pure variant); S is the beta-smooth sensitivity; result within [lower, upper]; never NULL';
 
@@ -101,8 +85,7 @@ COMMENT ON FUNCTION dp.percentile_em_trans(internal, float8, float8, float8, flo
 REVOKE EXECUTE ON FUNCTION dp.percentile_em_trans(internal, float8, float8, float8, float8) FROM PUBLIC;
 CREATE AGGREGATE dp_percentile_em(value float8, p float8, lower float8, upper float8) (
     SFUNC = dp.percentile_em_trans, STYPE = internal, FINALFUNC = dp.percentile_em_final,
-    COMBINEFUNC = dp.quantile_combine, SERIALFUNC = dp.quantile_serialize, DESERIALFUNC = dp.quantile_deserialize,
-    PARALLEL = SAFE
+    FINALFUNC_MODIFY = READ_WRITE, PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE dp_percentile_em(float8, float8, float8, float8) IS 'dp_percentile_em(value, p, lower, upper): p-quantile (p in [0, 1]) of values clamped to [lower, upper] by the exponential mechanism over a grid of the bounds; epsilon-DP (epsilon = dp.default_epsilon); result within [lower, upper]; never NULL';
 CREATE FUNCTION dp.percentile_em_trans(internal, float8, float8, float8, float8, float8) RETURNS internal
@@ -111,8 +94,7 @@ COMMENT ON FUNCTION dp.percentile_em_trans(internal, float8, float8, float8, flo
 REVOKE EXECUTE ON FUNCTION dp.percentile_em_trans(internal, float8, float8, float8, float8, float8) FROM PUBLIC;
 CREATE AGGREGATE dp_percentile_em(value float8, p float8, lower float8, upper float8, epsilon float8) (
     SFUNC = dp.percentile_em_trans, STYPE = internal, FINALFUNC = dp.percentile_em_final,
-    COMBINEFUNC = dp.quantile_combine, SERIALFUNC = dp.quantile_serialize, DESERIALFUNC = dp.quantile_deserialize,
-    PARALLEL = SAFE
+    FINALFUNC_MODIFY = READ_WRITE, PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE dp_percentile_em(float8, float8, float8, float8, float8) IS 'dp_percentile_em(value, p, lower, upper, epsilon): p-quantile (p in [0, 1]) of values clamped to [lower, upper] by the exponential mechanism over a grid of the bounds; epsilon-DP (epsilon); result within [lower, upper]; never NULL';
 

@@ -34,8 +34,16 @@ pub const QUANTILE_GRID_BITS: i32 = 40;
 pub const POLY_GAMMA: f64 = 4.0;
 
 /// Floating-point safety margin η (see docs/privacy/smooth-sensitivity.md, "Arithmetic"): the
-/// computed ln S is within η/4 of the true value, so S is inflated by e^(2η) and β is reduced by 4η.
-pub const ETA: f64 = 1.0 / (1u64 << 42) as f64;
+/// computed ln S is within η of the true value (each term within 2e-14, and a near-tie misjudged at
+/// each of at most 42 levels of the search loses at most two such errors), so S is inflated by
+/// e^(2η) and β is reduced by [`beta_margin`].
+pub const ETA: f64 = 1.0 / (1u64 << 38) as f64;
+
+/// What the search takes off β: 4η, or a relative 2^-44 where β is so large that 4η would vanish in
+/// its rounding.
+pub fn beta_margin(beta: f64) -> f64 {
+    (4.0 * ETA).max(beta * pow2(-44))
+}
 
 /// The smallest noise scale, in grid steps. Raising a scale to a public floor keeps it β-smooth
 /// (max(a, c)/max(b, c) ≤ max(a/b, 1)) and keeps every integer below 2^127.
@@ -241,7 +249,7 @@ impl QuantileSpec {
     /// grid indices: factor·S(x) with the safety margins, at least [`MIN_SCALE_STEPS`].
     pub fn scale_steps(&self, idx: &[f64]) -> (u128, u128) {
         let n_steps = self.steps() as f64;
-        let ln_s = smooth_sensitivity_ln(idx, self.p, 0.0, n_steps, self.beta - 4.0 * ETA, PRUNE_LN);
+        let ln_s = smooth_sensitivity_ln(idx, self.p, 0.0, n_steps, self.beta - beta_margin(self.beta), PRUNE_LN);
         let s = (ln_s + 2.0 * ETA).exp();
         let t = (self.factor * s * (1.0 + pow2(-50))).max(MIN_SCALE_STEPS);
         let (m, k) = dyadic(t);
@@ -277,7 +285,9 @@ impl QuantileSpec {
     fn exponential_index<R: Rng + ?Sized>(&self, rng: &mut R, idx: &[f64]) -> i64 {
         let n = idx.len();
         let n_steps = self.steps();
-        let q = (mechanism_epsilon(self.epsilon) / 2.0 - EM_MARGIN) / self.utility_sensitivity();
+        let half = mechanism_epsilon(self.epsilon) / 2.0;
+        // an absolute margin for the weights' rounding, relative where ε is so large it would vanish
+        let q = (half - EM_MARGIN.max(half * EM_MARGIN)) / self.utility_sensitivity();
         let pn = p_numerator(self.p) * n as u128; // p̃·n·2^60, exact
         let gap = move |i: usize| {
             // gap i: the points y with exactly i data below them; its distance d·2^60, exact

@@ -271,7 +271,14 @@ impl Walk {
                     let mut relids = HashSet::new();
                     input_problem = Some(self.input_problem((*plan).lefttree, &mut relids));
                 }
-                let input_problem = input_problem.clone().flatten();
+                let mut input_problem = input_problem.clone().flatten();
+                // the aggregated value and FILTER are computed in this node, above the checked input
+                // (the parameters after it are refused by their own check, with a message naming them)
+                let value = list_iter::<pg_sys::TargetEntry>((*a).args).next();
+                let value_expr = value.map_or(std::ptr::null_mut(), |te| (*te).expr as *mut pg_sys::Node);
+                if input_problem.is_none() && (has_subquery(value_expr) || has_subquery((*a).aggfilter as *mut pg_sys::Node)) {
+                    input_problem = Some("computes its value or FILTER with a subquery, which can read other rows".into());
+                }
                 self.found.push(Found { aggref: a, agg_plan: plan, kind, rescan, in_worker, single, sets, input_problem });
             }
         }
@@ -302,18 +309,8 @@ impl Walk {
         if plan.is_null() {
             return None; // a Result without input: one row of constants
         }
-        let exprs = [(*plan).targetlist as *mut pg_sys::Node, (*plan).qual as *mut pg_sys::Node];
-        for e in exprs {
-            let mut bad: Vec<*mut pg_sys::Node> = Vec::new();
-            let tags = [pg_sys::NodeTag::T_SubPlan, pg_sys::NodeTag::T_AlternativeSubPlan, pg_sys::NodeTag::T_Param];
-            collect_nodes(e, &tags, &mut bad);
-            let bad = bad.into_iter().any(|n| {
-                (*n).type_ != pg_sys::NodeTag::T_Param
-                    || (*(n as *mut pg_sys::Param)).paramkind == pg_sys::ParamKind::PARAM_EXEC
-            });
-            if bad {
-                return Some("selects rows with a subquery, which can make one person change many rows".into());
-            }
+        if has_subquery((*plan).targetlist as *mut pg_sys::Node) || has_subquery((*plan).qual as *mut pg_sys::Node) {
+            return Some("selects rows with a subquery, which can make one person change many rows".into());
         }
         let tag = (*plan).type_;
         use pg_sys::NodeTag::*;
@@ -354,6 +351,17 @@ impl Walk {
             _ => Some(format!("reads from a {} plan node, which pg_dp cannot bound", node_name(tag))),
         }
     }
+}
+
+/// True if the expression contains a subquery or a value computed while the query runs (a PARAM_EXEC
+/// parameter, e.g. an InitPlan's result): either can depend on other rows than the current one.
+unsafe fn has_subquery(e: *mut pg_sys::Node) -> bool {
+    let mut found: Vec<*mut pg_sys::Node> = Vec::new();
+    let tags = [pg_sys::NodeTag::T_SubPlan, pg_sys::NodeTag::T_AlternativeSubPlan, pg_sys::NodeTag::T_SubLink, pg_sys::NodeTag::T_Param];
+    collect_nodes(e, &tags, &mut found);
+    found.into_iter().any(|n| {
+        (*n).type_ != pg_sys::NodeTag::T_Param || (*(n as *mut pg_sys::Param)).paramkind == pg_sys::ParamKind::PARAM_EXEC
+    })
 }
 
 /// The children of a plan node that keeps them in a list (Append, MergeAppend, BitmapAnd, BitmapOr).

@@ -2,14 +2,15 @@
 //!
 //! The state keeps every non-NULL value as a float8 in one buffer in the aggregate's memory context:
 //! 8 bytes per row, grown by doubling (so up to 16 bytes per row while rows arrive), plus a
-//! constant. The final function sorts the buffer in place and releases through the core.
-use super::agg::{agg_context, check_params_row_independent, datum_to_f64, required, state_arg, Kind, Paid, ParamValues};
+//! constant. The final function sorts the buffer in place and releases through the core. There is
+//! no partial aggregation (sql/quantile.sql says why).
+use super::agg::{agg_context, check_params_row_independent, datum_to_f64, state_arg, Kind, Paid, ParamValues};
 use super::error::{raise, OrRaise};
 use super::noise::with_rng;
 use crate::{pg_v1, pg_v1_trans};
-use pg_dp_core::quantile::{QuantileParams, QuantileSpec, QUANTILE_PARAMS_BYTES};
+use pg_dp_core::quantile::{QuantileParams, QuantileSpec};
 use pg_dp_core::DpError;
-use pgrx::fcinfo::{pg_arg_is_null, pg_getarg, pg_return_null};
+use pgrx::fcinfo::{pg_arg_is_null, pg_getarg};
 use pgrx::pg_sys;
 use pgrx::IntoDatum;
 
@@ -132,76 +133,3 @@ unsafe fn finish(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum 
 pg_v1!(pg_finfo_dp_median_final, dp_median_final, |fcinfo| { finish(fcinfo, Kind::Median) });
 pg_v1!(pg_finfo_dp_percentile_final, dp_percentile_final, |fcinfo| { finish(fcinfo, Kind::Percentile) });
 pg_v1!(pg_finfo_dp_percentile_em_final, dp_percentile_em_final, |fcinfo| { finish(fcinfo, Kind::PercentileEm) });
-
-// ----- combine / serialize / deserialize ---------------------------------------------------------
-
-const F: &str = "pg_dp quantile state";
-
-pg_v1!(pg_finfo_dp_quantile_combine, dp_quantile_combine, |fcinfo| {
-    let ctx = agg_context(fcinfo, "pg_dp quantile combine");
-    let a = state_arg(fcinfo, 0) as *mut QState;
-    let b = state_arg(fcinfo, 1) as *mut QState;
-    match (a.is_null(), b.is_null()) {
-        (true, true) => pg_return_null(fcinfo),
-        (false, true) => pg_sys::Datum::from(a),
-        (true, false) => {
-            let (params, spec) = ((*b).params, (*b).spec);
-            let st = alloc_qstate(ctx, params, spec, (*b).len);
-            append(&mut *st, &mut *b);
-            pg_sys::Datum::from(st)
-        }
-        (false, false) => {
-            if (*a).params != (*b).params {
-                raise("pg_dp quantile combine", DpError::ParameterChanged { arg: "parameters" });
-            }
-            append(&mut *a, &mut *b);
-            pg_sys::Datum::from(a)
-        }
-    }
-});
-
-unsafe fn append(dst: &mut QState, src: &mut QState) {
-    let need = dst.len + src.len;
-    if need > dst.cap {
-        dst.reserve(need);
-    }
-    std::ptr::copy_nonoverlapping(src.buf, dst.buf.add(dst.len), src.len);
-    dst.len = need;
-}
-
-pg_v1!(pg_finfo_dp_quantile_serialize, dp_quantile_serialize, |fcinfo| {
-    agg_context(fcinfo, "pg_dp quantile serialize");
-    let st = state_arg(fcinfo, 0) as *mut QState;
-    if st.is_null() {
-        return pg_return_null(fcinfo);
-    }
-    let n = (*st).len;
-    let size = QUANTILE_PARAMS_BYTES + 8 * n;
-    let total = size + pg_sys::VARHDRSZ;
-    let out = pg_sys::palloc_extended(total, pg_sys::MCXT_ALLOC_HUGE as i32) as *mut u8;
-    pgrx::set_varsize_4b(out.cast(), total as i32);
-    let data = out.add(pg_sys::VARHDRSZ);
-    std::ptr::copy_nonoverlapping((*st).params.to_bytes().as_ptr(), data, QUANTILE_PARAMS_BYTES);
-    std::ptr::copy_nonoverlapping((*st).buf.cast::<u8>(), data.add(QUANTILE_PARAMS_BYTES), 8 * n);
-    pg_sys::Datum::from(out)
-});
-
-pg_v1!(pg_finfo_dp_quantile_deserialize, dp_quantile_deserialize, |fcinfo| {
-    let ctx = agg_context(fcinfo, "pg_dp quantile deserialize");
-    if pg_arg_is_null(fcinfo, 0) {
-        return pg_return_null(fcinfo);
-    }
-    let bytes: &[u8] = required(fcinfo, 0, F, "state");
-    if bytes.len() < QUANTILE_PARAMS_BYTES || (bytes.len() - QUANTILE_PARAMS_BYTES) % 8 != 0 {
-        raise(F, DpError::CorruptState(format!("{} bytes", bytes.len())));
-    }
-    let params = QuantileParams::from_bytes(bytes).or_raise(F);
-    let n = (bytes.len() - QUANTILE_PARAMS_BYTES) / 8;
-    let st = alloc_qstate(ctx, params, params.spec().or_raise(F), n);
-    std::ptr::copy_nonoverlapping(bytes[QUANTILE_PARAMS_BYTES..].as_ptr(), (*st).buf.cast::<u8>(), 8 * n);
-    (*st).len = n;
-    if (*st).values().iter().any(|v| v.is_nan()) {
-        raise(F, DpError::CorruptState("NaN in a serialized state".into()));
-    }
-    pg_sys::Datum::from(st)
-});
