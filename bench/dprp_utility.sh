@@ -19,43 +19,8 @@ LIBS=(numpy scikit-learn matplotlib)
 
 log() { printf '==> %s\n' "$*" >&2; }
 
-has_libs() { "$1" -c 'import numpy, sklearn, matplotlib' >/dev/null 2>&1; }
-
-# A Python with the libraries: $PYTHON if set, else Debian's /usr/bin/python3, else the python3 on
-# PATH; if none has them, `pip install --user` into the first that accepts it. Debian 12's own
-# Python refuses that (PEP 668, "externally managed"): the last resort is a virtual environment in
-# target/dprp-utility-venv, which touches nothing outside the checkout.
-pick_python() {
-    local candidates=() py venv="$ROOT/target/dprp-utility-venv"
-    [ -n "${PYTHON:-}" ] && candidates+=("$PYTHON")
-    candidates+=(/usr/bin/python3 python3)
-    for py in "${candidates[@]}" "$venv/bin/python"; do
-        command -v "$py" >/dev/null 2>&1 && has_libs "$py" && { echo "$py"; return; }
-    done
-    for py in "${candidates[@]}"; do
-        command -v "$py" >/dev/null 2>&1 && "$py" -m pip --version >/dev/null 2>&1 || continue
-        log "installing ${LIBS[*]} for $py (pip install --user)"
-        if "$py" -m pip install --user --quiet "${LIBS[@]}" >&2 && has_libs "$py"; then
-            echo "$py"
-            return
-        fi
-        log "pip install --user did not work for $py"
-    done
-    for py in "${candidates[@]}"; do
-        command -v "$py" >/dev/null 2>&1 || continue
-        log "installing ${LIBS[*]} into a virtual environment, $venv"
-        if "$py" -m venv "$venv" >&2 && "$venv/bin/python" -m pip install --quiet "${LIBS[@]}" >&2 \
-            && has_libs "$venv/bin/python"; then
-            echo "$venv/bin/python"
-            return
-        fi
-        rm -rf "$venv"
-    done
-    echo "no Python 3 could get ${LIBS[*]} (on Debian: apt-get install python3-venv, or" \
-         "python3-numpy python3-sklearn python3-matplotlib); or set PYTHON=/path/to/python3 with them" >&2
-    exit 1
-}
-PY="$(pick_python)"
+source "$ROOT/bench/python_env.sh"
+PY="$(pick_python "$ROOT/target/dprp-utility-venv" "numpy, sklearn, matplotlib" "${LIBS[@]}")"
 log "using $PY"
 
 log "building the release tool (release)"
