@@ -427,7 +427,7 @@ unsafe fn params_of(found: &Found, qd: *mut pg_sys::QueryDesc) -> Paid {
     ParamValues::new(vals, func).paid(found.kind)
 }
 
-unsafe fn cstr_or(p: *const std::ffi::c_char, default: &str) -> String {
+pub(crate) unsafe fn cstr_or(p: *const std::ffi::c_char, default: &str) -> String {
     if p.is_null() {
         default.to_string()
     } else {
@@ -535,19 +535,26 @@ unsafe fn charge_query(qd: *mut pg_sys::QueryDesc, rewindable: bool) {
         }
         tickets.push((f.aggref as usize, Ticket { query: qd as usize, params, single: f.single, releases: 0 }));
     }
+    charge(releases, (*stmt).queryId as i64, cstr_or((*qd).sourceText, ""));
+    TICKETS.with(|t| t.borrow_mut().extend(tickets));
+}
+
+/// Charges `releases` to the current role through the ledger worker (committed in its own
+/// transaction) and returns once they are paid, or raises the refusal: no budget, the per-query cap,
+/// exhaustion (nothing charged), or a failed debit.
+/// Callers check `ledger::require_preloaded` first.
+pub(crate) unsafe fn charge(releases: Vec<ReleaseRecord>, query_id: i64, query_text: String) {
     let role = pg_sys::GetUserId();
     let req = ChargeRequest {
         role: role.to_u32(),
         database_user: cstr_or(pg_sys::GetUserNameFromId(pg_sys::GetSessionUserId(), true), "?"),
-        unlimited: superuser || !REQUIRE_BUDGET.get(),
-        query_id: (*stmt).queryId as i64,
-        query_text: cstr_or((*qd).sourceText, ""),
+        unlimited: pg_sys::superuser() || !REQUIRE_BUDGET.get(),
+        query_id,
+        query_text,
         releases,
     };
     match ledger::charge(&req) {
-        ChargeOutcome::Granted { .. } => {
-            TICKETS.with(|t| t.borrow_mut().extend(tickets));
-        }
+        ChargeOutcome::Granted { .. } => {}
         ChargeOutcome::Denied { reason, epsilon_remaining, delta_remaining } => refuse(&req, role, &reason, epsilon_remaining, delta_remaining),
         ChargeOutcome::Failed { message } => raise_with(
             PgSqlErrorCode::ERRCODE_SYSTEM_ERROR,
@@ -557,7 +564,7 @@ unsafe fn charge_query(qd: *mut pg_sys::QueryDesc, rewindable: bool) {
     }
 }
 
-pub(crate) unsafe fn refuse(req: &ChargeRequest, role: pg_sys::Oid, reason: &str, remaining: Option<String>, delta_remaining: Option<String>) -> ! {
+unsafe fn refuse(req: &ChargeRequest, role: pg_sys::Oid, reason: &str, remaining: Option<String>, delta_remaining: Option<String>) -> ! {
     let name = cstr_or(pg_sys::GetUserNameFromId(role, true), "?");
     let need: Vec<&str> = req.releases.iter().map(|r| r.epsilon.as_str()).collect();
     let need = if need.len() == 1 { need[0].to_string() } else { need.join(" + ") };

@@ -1,11 +1,10 @@
 //! dp.release_projection and dp.release_projection_rows: a private copy of a table by random
 //! projection (DPRP, docs/privacy/dprp.md). The core does the mechanism; this file reads the
 //! columns (with the caller's privileges), charges the ledger, and writes the result.
-use super::charge::{refuse, REQUIRE_BUDGET};
+use super::charge::cstr_or;
 use super::error::{raise_with, OrRaise};
-use super::ledger;
 use super::noise::with_rng;
-use pg_dp_core::accounting::{charged_decimal, ChargeOutcome, ChargeRequest, ReleaseRecord};
+use pg_dp_core::accounting::{charged_decimal, ReleaseRecord};
 use pg_dp_core::dprp::{DprpParams, DprpReceipt, DprpSpec, RowNorm};
 use pgrx::prelude::*;
 use pgrx::spi::quote_identifier;
@@ -98,44 +97,17 @@ fn read_columns(source: pg_sys::Oid, columns: &[String]) -> (String, Vec<f64>, u
 /// Charges the release to the caller's budget, in the ledger's own transaction, before anything is
 /// written: a failure afterwards does not refund it.
 fn charge(rel: &str, receipt: &DprpReceipt) {
-    ledger::require_preloaded("charge privacy budgets");
-    let details = serde_json::to_string(receipt).unwrap_or_else(|_| "{}".into());
-    let role = unsafe { pg_sys::GetUserId() };
-    let name = |oid| unsafe {
-        let p = pg_sys::GetUserNameFromId(oid, true);
-        if p.is_null() { "?".to_string() } else { std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned() }
+    let release = ReleaseRecord {
+        aggregate: format!("{F}({rel})"),
+        mechanism: "dprp".into(),
+        sensitivity: receipt.sensitivity_projection,
+        noise_scale: receipt.sigma_projection,
+        epsilon: charged_decimal(receipt.epsilon),
+        delta: charged_decimal(receipt.delta),
+        details: serde_json::to_string(receipt).unwrap_or_else(|_| "{}".into()),
     };
-    let query = unsafe {
-        let q = pg_sys::debug_query_string;
-        if q.is_null() { String::new() } else { std::ffi::CStr::from_ptr(q).to_string_lossy().into_owned() }
-    };
-    let req = ChargeRequest {
-        role: role.to_u32(),
-        database_user: name(unsafe { pg_sys::GetSessionUserId() }),
-        unlimited: unsafe { pg_sys::superuser() } || !REQUIRE_BUDGET.get(),
-        query_id: 0,
-        query_text: query,
-        releases: vec![ReleaseRecord {
-            aggregate: format!("{F}({rel})"),
-            mechanism: "dprp".into(),
-            sensitivity: receipt.sensitivity_projection,
-            noise_scale: receipt.sigma_projection,
-            epsilon: charged_decimal(receipt.epsilon),
-            delta: charged_decimal(receipt.delta),
-            details,
-        }],
-    };
-    match ledger::charge(&req) {
-        ChargeOutcome::Granted { .. } => {}
-        ChargeOutcome::Denied { reason, epsilon_remaining, delta_remaining } => unsafe {
-            refuse(&req, role, &reason, epsilon_remaining, delta_remaining)
-        },
-        ChargeOutcome::Failed { message } => raise_with(
-            PgSqlErrorCode::ERRCODE_SYSTEM_ERROR,
-            format!("pg_dp: the ledger could not record the charge, nothing was charged: {message}"),
-            None,
-        ),
-    }
+    super::ledger::require_preloaded("charge privacy budgets");
+    unsafe { super::charge::charge(vec![release], 0, cstr_or(pg_sys::debug_query_string, "")) }
 }
 
 /// Validates, reads, charges and releases: (source name, rows row-major, receipt).
