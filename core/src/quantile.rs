@@ -67,7 +67,7 @@ pub enum Method {
     Exponential,
 }
 
-/// The raw parameters of one call, compared bit for bit between rows, partial states and the charge.
+/// The raw parameters of one call, compared bit for bit between the charge and the final function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QuantileParams {
     /// 0: smooth sensitivity (the noise follows from δ); 1: exponential mechanism.
@@ -78,9 +78,6 @@ pub struct QuantileParams {
     pub epsilon: u64,
     pub delta: u64,
 }
-
-/// Size of serialized [`QuantileParams`].
-pub const QUANTILE_PARAMS_BYTES: usize = 48;
 
 impl QuantileParams {
     pub fn smooth(p: f64, lower: f64, upper: f64, epsilon: f64, delta: f64) -> Self {
@@ -99,22 +96,6 @@ impl QuantileParams {
             1 => QuantileSpec::exponential(p, l, u, e),
             m => Err(DpError::CorruptState(format!("unknown quantile method {m}"))),
         }
-    }
-
-    pub fn to_bytes(&self) -> [u8; QUANTILE_PARAMS_BYTES] {
-        let mut b = [0u8; QUANTILE_PARAMS_BYTES];
-        for (i, w) in [self.method, self.p, self.lower, self.upper, self.epsilon, self.delta].iter().enumerate() {
-            b[8 * i..8 * i + 8].copy_from_slice(&w.to_le_bytes());
-        }
-        b
-    }
-
-    pub fn from_bytes(b: &[u8]) -> DpResult<Self> {
-        if b.len() < QUANTILE_PARAMS_BYTES {
-            return Err(DpError::CorruptState(format!("{} bytes of quantile parameters", b.len())));
-        }
-        let w = |i: usize| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().unwrap());
-        Ok(QuantileParams { method: w(0), p: w(1), lower: w(2), upper: w(3), epsilon: w(4), delta: w(5) })
     }
 }
 
