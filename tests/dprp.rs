@@ -475,13 +475,6 @@ fn projection_and_covariance_noise_follow_the_stated_discrete_gaussian() {
 // -------------------------------------------------------------------------------------------------
 // the 64-bit samplers
 
-fn dgauss_pmf(sigma2: f64) -> impl Fn(i64) -> f64 {
-    let w = move |x: i64| (-((x * x) as f64) / (2.0 * sigma2)).exp();
-    let l = (40.0 * sigma2.sqrt()) as i64 + 10;
-    let z: f64 = (-l..=l).map(w).sum();
-    move |x: i64| if x.abs() > 1 << 30 { 0.0 } else { w(x) / z }
-}
-
 #[test]
 fn discrete_gaussian_u64_chi_square_and_ks() {
     let cases = [1u64, 10, 1000];

@@ -159,14 +159,6 @@ fn discrete_laplace_huge_scale_ks_against_laplace() {
     }
 }
 
-/// P(X = x) of the discrete Gaussian with variance parameter sigma2, normalized numerically.
-fn dgauss_pmf(sigma2: f64) -> impl Fn(i64) -> f64 {
-    let w = move |x: i64| (-((x * x) as f64) / (2.0 * sigma2)).exp();
-    let l = (40.0 * sigma2.sqrt()) as i64 + 10;
-    let z: f64 = (-l..=l).map(w).sum();
-    move |x: i64| if x.abs() > 1 << 30 { 0.0 } else { w(x) / z }
-}
-
 #[test]
 fn discrete_gaussian_chi_square() {
     let cases = [1u128, 10, 1000];

@@ -360,3 +360,11 @@ impl Ord for Big {
         self.0.len().cmp(&o.0.len()).then_with(|| self.0.iter().rev().cmp(o.0.iter().rev()))
     }
 }
+
+/// P(X = x) of the discrete Gaussian with variance parameter sigma2, normalized numerically.
+pub fn dgauss_pmf(sigma2: f64) -> impl Fn(i64) -> f64 {
+    let w = move |x: i64| (-((x * x) as f64) / (2.0 * sigma2)).exp();
+    let l = (40.0 * sigma2.sqrt()) as i64 + 10;
+    let z: f64 = (-l..=l).map(w).sum();
+    move |x: i64| if x.abs() > 1 << 30 { 0.0 } else { w(x) / z }
+}
