@@ -99,26 +99,13 @@ def quantile_timing(conn, reps, rows):
         cur.execute("DROP TABLE IF EXISTS bench_q")
         cur.execute(f"CREATE TABLE bench_q AS SELECT x FROM bench WHERE i <= {rows}")
         cur.execute("VACUUM ANALYZE bench_q")
+    set_mode(cur, "serial")  # the quantile aggregates have no partial (parallel) aggregation
     out = []
-    for mode in ("serial",):  # the quantile aggregates have no partial (parallel) aggregation
-        for name, native, dp in QUANTILE_PAIRS:
-            qn = f"SELECT {native} FROM bench_q"
-            qd = f"SELECT {dp} FROM bench_q"
-            set_mode(cur, "serial")
-            assert not plan_has_partial(cur, qn), qn
-            set_mode(cur, mode)
-            assert plan_has_partial(cur, qd) == (mode == "parallel"), (mode, qd)
-            # the native side always runs its (only, serial) plan
-            tn, td, ratios = [], [], []
-            for k in range(reps + 1):
-                set_mode(cur, "serial")
-                n = timed(cur, qn)
-                set_mode(cur, mode)
-                d = timed(cur, qd)
-                if k:  # the first pair warms up
-                    tn.append(n), td.append(d), ratios.append(d / n)
-            out.append((mode, name, statistics.median(tn) * 1000, statistics.median(td) * 1000, statistics.median(ratios)))
-    set_mode(cur, "serial")
+    for name, native, dp in QUANTILE_PAIRS:
+        qn = f"SELECT {native} FROM bench_q"
+        qd = f"SELECT {dp} FROM bench_q"
+        assert not plan_has_partial(cur, qn) and not plan_has_partial(cur, qd), (qn, qd)
+        out.append(("serial", name) + pair(cur, qn, qd, reps))
     return out
 
 

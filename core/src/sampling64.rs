@@ -5,6 +5,7 @@
 //! probability is realised exactly from uniform integers; only the integer width differs. Uniform
 //! draws below 2^64 cost a fraction of the 128-bit ones, which makes [`discrete_gaussian_u64`]
 //! about five times faster than [`crate::sampling::discrete_gaussian`] for σ² ≤ [`MAX_SIGMA2`].
+use crate::sampling::isqrt;
 use rand::Rng;
 
 /// Largest σ² accepted by [`discrete_gaussian_u64`]: keeps 2σ²t² below 2^62.
@@ -102,7 +103,7 @@ fn discrete_laplace_u64<R: Rng + ?Sized>(rng: &mut R, t: u64) -> i64 {
 /// (CKS20, Algorithm 3). Requires 1 <= sigma2 <= [`MAX_SIGMA2`].
 pub fn discrete_gaussian_u64<R: Rng + ?Sized>(rng: &mut R, sigma2: u64) -> i64 {
     assert!((1..=MAX_SIGMA2).contains(&sigma2), "discrete_gaussian_u64: sigma2 out of range");
-    let t = isqrt_u64(sigma2) + 1; // floor(σ) + 1
+    let t = isqrt(sigma2 as u128) as u64 + 1; // floor(σ) + 1
     let den = 2 * sigma2 * t * t; // < 2^62
     loop {
         let y = discrete_laplace_u64(rng, t);
@@ -123,16 +124,4 @@ pub fn discrete_gaussian_u64<R: Rng + ?Sized>(rng: &mut R, sigma2: u64) -> i64 {
             return y;
         }
     }
-}
-
-/// floor(sqrt(n)), exactly.
-pub fn isqrt_u64(n: u64) -> u64 {
-    let mut x = (n as f64).sqrt() as u64;
-    while x.checked_mul(x).is_none_or(|sq| sq > n) {
-        x -= 1;
-    }
-    while (x + 1).checked_mul(x + 1).is_some_and(|sq| sq <= n) {
-        x += 1;
-    }
-    x
 }
