@@ -14,11 +14,15 @@ extension_sql_file!("../sql/ledger.sql", name = "pg_dp_ledger", requires = ["pg_
 extension_sql_file!("../sql/inspect.sql", name = "pg_dp_inspect", requires = ["pg_dp_ledger"]);
 extension_sql_file!("../sql/quantile.sql", name = "pg_dp_quantile", requires = ["pg_dp_inspect"]);
 extension_sql_file!("../sql/dprp.sql", name = "pg_dp_dprp", requires = ["pg_dp_quantile"]);
+extension_sql_file!("../sql/protect.sql", name = "pg_dp_protect", requires = ["pg_dp_dprp"]);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     pg::guc::register();
     pg::ledger::init();
+    pg::protect::init();
+    pg::release::init();
+    pg::planner::init();
     pg::charge::init();
 }
 

@@ -120,18 +120,18 @@ impl Acc {
         self.n += 1;
     }
 
-    /// Adds one real value (float sum and average): clamp, quantize, accumulate.
+    /// Adds one real value (float sum and average): clamp, quantize, accumulate. NaN is skipped
+    /// like NULL (an error would tell the caller that a selected row holds a NaN); ±Infinity is
+    /// clamped to the bounds.
     #[inline]
     pub fn add_f64(&mut self, x: f64) -> DpResult<()> {
+        if x.is_nan() {
+            return Ok(());
+        }
         let q = match &self.spec {
             Spec::FloatSum(s) => s.quantize(x)?,
             Spec::Avg(s) => s.quantize(x)?,
-            Spec::IntSum(s) => {
-                if x.is_nan() {
-                    return Err(DpError::NanInput { arg: "value" });
-                }
-                s.clamp(x.clamp(i64::MIN as f64, i64::MAX as f64) as i64)
-            }
+            Spec::IntSum(s) => s.clamp(x.clamp(i64::MIN as f64, i64::MAX as f64) as i64),
             Spec::Count(_) => 0,
         };
         self.add(q);
@@ -140,7 +140,7 @@ impl Acc {
 
     /// The per-row fast path for real values: adds x and returns true, or returns false without
     /// touching the state when x is NaN or the state is not a real-valued one (the caller then takes
-    /// the slow path, which raises the error). Never panics.
+    /// the slow path, which skips the NaN). Never panics.
     #[inline(always)]
     pub fn try_add_f64(&mut self, x: f64) -> bool {
         if x.is_nan() {

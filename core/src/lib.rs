@@ -12,9 +12,11 @@
 //! - [`sampling64`]: the same exact samplers on 64-bit integers, for releases with millions of draws;
 //! - [`dprp`]: differentially private random projection release of a whole table (Gondara & Wang 2020);
 //! - [`smooth`]: smooth sensitivity of quantiles (Nissim, Raskhodnikova & Smith 2007), O(n log n);
-//! - [`quantile`]: median and percentile releases (smooth sensitivity, exponential mechanism).
+//! - [`quantile`]: median and percentile releases (smooth sensitivity, exponential mechanism);
+//! - [`description`]: the description of a DP query that the SQL layer's query grammar admits.
 pub mod accounting;
 pub mod accum;
+pub mod description;
 pub mod dprp;
 pub mod error;
 pub mod gaussian;

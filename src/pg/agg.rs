@@ -167,6 +167,79 @@ pub unsafe fn list_iter<T>(list: *mut pg_sys::List) -> impl Iterator<Item = *mut
     (0..list_len(list)).map(move |i| list_nth_ptr::<T>(list, i))
 }
 
+/// The OIDs of a PostgreSQL OID list (a NULL list is empty).
+pub unsafe fn list_oids(list: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
+    (0..list_len(list)).map(|i| (*(*list).elements.add(i)).oid_value).collect()
+}
+
+unsafe extern "C-unwind" fn collect_walker(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    let (tags, out) = &mut *(ctx as *mut (&[pg_sys::NodeTag], &mut Vec<*mut pg_sys::Node>));
+    if tags.contains(&(*node).type_) {
+        out.push(node);
+    }
+    pg_sys::expression_tree_walker(node, Some(collect_walker), ctx)
+}
+
+/// Every node of one of the types `tags` in an expression tree, in one walk.
+pub unsafe fn collect_nodes(node: *mut pg_sys::Node, tags: &[pg_sys::NodeTag], out: &mut Vec<*mut pg_sys::Node>) {
+    if node.is_null() {
+        return;
+    }
+    let mut ctx = (tags, out);
+    collect_walker(node, &mut ctx as *mut _ as *mut std::ffi::c_void);
+}
+
+thread_local! {
+    /// aggregate function → its pg_dp kind (None for every other aggregate)
+    static KINDS: std::cell::RefCell<std::collections::HashMap<pg_sys::Oid, Option<Kind>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// The pg_dp aggregate an aggregate function is, if any: a function of extension pg_dp with one of
+/// the aggregates' names. `dp_sum` over an integer type (`first_arg`) is an integer sum.
+pub fn kind_of(aggfnoid: pg_sys::Oid, first_arg: pg_sys::Oid) -> Option<Kind> {
+    let cached = KINDS.with(|k| k.borrow().get(&aggfnoid).copied());
+    let base = match cached {
+        Some(b) => b,
+        None => {
+            let b = unsafe { lookup_kind(aggfnoid) };
+            KINDS.with(|k| k.borrow_mut().insert(aggfnoid, b));
+            b
+        }
+    };
+    match base {
+        Some(Kind::FloatSum) if [pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID].contains(&first_arg) => Some(Kind::IntSum),
+        k => k,
+    }
+}
+
+unsafe fn lookup_kind(aggfnoid: pg_sys::Oid) -> Option<Kind> {
+    let ext = pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, aggfnoid);
+    if ext == pg_sys::InvalidOid {
+        return None;
+    }
+    let ext_name = pg_sys::get_extension_name(ext);
+    if ext_name.is_null() || std::ffi::CStr::from_ptr(ext_name).to_bytes() != b"pg_dp" {
+        return None;
+    }
+    let name = pg_sys::get_func_name(aggfnoid);
+    if name.is_null() {
+        return None;
+    }
+    match std::ffi::CStr::from_ptr(name).to_bytes() {
+        b"dp_count" => Some(Kind::Count),
+        b"dp_sum" => Some(Kind::FloatSum),
+        b"dp_avg" => Some(Kind::Avg),
+        b"dp_median" => Some(Kind::Median),
+        b"dp_percentile" => Some(Kind::Percentile),
+        b"dp_percentile_em" => Some(Kind::PercentileEm),
+        _ => None,
+    }
+}
+
 /// Why a parameter expression (ε or a bound) is not acceptable, if it is not: it must be computable
 /// before the query runs from constants and query parameters with immutable built-in functions only.
 /// A column would change between rows; a subquery, an execution-time parameter or a function that

@@ -5,11 +5,10 @@
 //! constant. The final function sorts the buffer in place and releases through the core. There is
 //! no partial aggregation (sql/quantile.sql says why).
 use super::agg::{agg_context, check_params_row_independent, datum_to_f64, state_arg, Kind, Paid, ParamValues};
-use super::error::{raise, OrRaise};
+use super::error::OrRaise;
 use super::noise::with_rng;
 use crate::{pg_v1, pg_v1_trans};
 use pg_dp_core::quantile::{QuantileParams, QuantileSpec};
-use pg_dp_core::DpError;
 use pgrx::fcinfo::{pg_arg_is_null, pg_getarg};
 use pgrx::pg_sys;
 use pgrx::IntoDatum;
@@ -39,10 +38,11 @@ impl QState {
         true
     }
 
-    /// The slow path: NaN is an error; a full buffer doubles (repalloc keeps its memory context).
-    unsafe fn push(&mut self, x: f64, func: &'static str) {
+    /// The slow path: NaN is skipped like NULL; a full buffer doubles (repalloc keeps its memory
+    /// context).
+    unsafe fn push(&mut self, x: f64) {
         if x.is_nan() {
-            raise(func, DpError::NanInput { arg: "value" });
+            return;
         }
         if self.len == self.cap {
             self.reserve(self.cap.max(FIRST_CAP / 2) * 2);
@@ -98,7 +98,7 @@ unsafe fn trans(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum {
         st = alloc_qstate(ctx, params, params.spec().or_raise(func), FIRST_CAP);
     }
     if let Some(v) = pg_getarg::<f64>(fcinfo, 1) {
-        (*st).push(v, func);
+        (*st).push(v);
     }
     pg_sys::Datum::from(st)
 }

@@ -1,0 +1,117 @@
+//! The description of a DP query: what the query grammar (`src/pg/grammar.rs`) produces when it
+//! admits one level of a query that computes pg_dp aggregates.
+//!
+//! A *DP level* is one `SELECT … FROM …` whose select list or HAVING holds pg_dp aggregates. The
+//! grammar has checked that every row reaching those aggregates comes from exactly one row of one
+//! table (the *source*), possibly extended by many-to-one joins with public tables, and selected by
+//! predicates that cannot raise an error for any stored value. The description records that shape:
+//! the source, the public joins, the filters, the group keys and each aggregate with its parameters.
+//!
+//! The description travels with the plan (serialized in the plan node that releases the level's
+//! values) and is read again when the query runs: charging takes its list of releases from here, and
+//! later rewrites (per-person contribution bounding, distributed execution) start from it.
+use serde::{Deserialize, Serialize};
+
+/// One admitted DP level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DpLevel {
+    /// The role the level was validated for. Plans that admit a protected table depend on the role;
+    /// the executor refuses to run a level for any other role.
+    pub role: u32,
+    /// The table whose rows are aggregated: one input row per row of this table.
+    pub source: Relation,
+    /// Public tables joined many-to-one to the source (each source row matches at most one row).
+    pub joins: Vec<PublicJoin>,
+    /// Number of conjuncts in WHERE and ON that select rows (each a row-local predicate).
+    pub filters: usize,
+    /// The GROUP BY keys, as column names (`table.column`) or `expression`.
+    pub group_keys: Vec<String>,
+    /// Number of grouping sets (1 without GROUPING SETS, ROLLUP or CUBE): each row belongs to one
+    /// group of every set, so every aggregate is released once per set.
+    pub grouping_sets: u32,
+    /// The pg_dp aggregates of the level, in the order the grammar met them.
+    pub aggregates: Vec<DpAggregate>,
+}
+
+/// A table, as the grammar saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Relation {
+    pub oid: u32,
+    /// Schema-qualified name, for receipts and messages.
+    pub name: String,
+    /// Protected by pg_dp (`SECURITY LABEL FOR pg_dp … IS 'protected'`).
+    pub protected: bool,
+}
+
+/// A many-to-one join with a public table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublicJoin {
+    pub relation: Relation,
+    /// Columns of the public table's unique key that the join equates with columns already joined.
+    pub key: Vec<String>,
+    /// LEFT JOIN (source rows without a match are kept) rather than an inner join.
+    pub outer: bool,
+}
+
+/// One pg_dp aggregate call of a level.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DpAggregate {
+    /// The tag the grammar wrote into the call (unique within a statement): the plan's aggregate
+    /// nodes carry it, so the executor can find the call the description speaks of.
+    pub tag: i32,
+    /// The function, e.g. `dp_sum(double precision,double precision,double precision,double precision)`.
+    pub function: String,
+    /// The aggregated value: a column name (`table.column`), `expression`, or `*` for `dp_count(*)`.
+    pub value: String,
+    /// Whether the call has a FILTER clause.
+    pub filtered: bool,
+    /// Where each parameter comes from, in argument order after the value.
+    pub params: Vec<ParamSource>,
+}
+
+/// Where a parameter (ε, δ, p, a bound) of an admitted call comes from. The grammar admits only
+/// these two; the value is read when the query runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ParamSource {
+    /// A literal in the query text (possibly cast or negated).
+    Literal,
+    /// A bind parameter `$n` (possibly cast).
+    Bind(u32),
+}
+
+impl DpLevel {
+    /// How many receipts one aggregate of this level produces: one per grouping set. Disjoint groups
+    /// within a set cost one release (parallel composition over rows).
+    pub fn releases_per_aggregate(&self) -> u32 {
+        self.grouping_sets.max(1)
+    }
+
+    /// The aggregate carrying `tag`, if it belongs to this level.
+    pub fn aggregate(&self, tag: i32) -> Option<&DpAggregate> {
+        self.aggregates.iter().find(|a| a.tag == tag)
+    }
+
+    /// The level as JSON (how it travels inside a plan).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a DpLevel always serializes")
+    }
+
+    pub fn from_json(s: &str) -> Option<DpLevel> {
+        serde_json::from_str(s).ok()
+    }
+}
+
+/// Tags the grammar writes into the `location` field of admitted aggregate calls. Parse locations
+/// are -1 or offsets into the query text, so a tag (at most [`TAG_BASE`]) can never be mistaken for
+/// a location, and no SQL text can produce one.
+pub const TAG_BASE: i32 = -1_000_000;
+
+/// The tag of the `i`-th admitted aggregate call of a statement.
+pub fn tag(i: usize) -> i32 {
+    TAG_BASE - i as i32
+}
+
+/// True for a value written by [`tag`].
+pub fn is_tag(location: i32) -> bool {
+    location <= TAG_BASE
+}

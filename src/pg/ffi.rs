@@ -1,0 +1,28 @@
+//! PostgreSQL functions that pgrx does not bind, declared here and called through pgrx's error
+//! boundary (a PostgreSQL error inside becomes a Rust panic, then an ERROR).
+use pgrx::pg_sys::{self, Oid};
+
+mod raw {
+    use pgrx::pg_sys::{self, Oid};
+    unsafe extern "C-unwind" {
+        pub fn find_all_inheritors(parent: Oid, lockmode: pg_sys::LOCKMODE, numparents: *mut *mut pg_sys::List) -> *mut pg_sys::List;
+        pub fn has_subclass(relid: Oid) -> bool;
+        pub fn expand_grouping_sets(grouping_sets: *mut pg_sys::List, group_distinct: bool, limit: i32) -> *mut pg_sys::List;
+    }
+}
+
+/// Every relation that inherits from `parent`, `parent` included (partitions and inheritance
+/// children, at any depth). Takes no lock.
+pub unsafe fn find_all_inheritors(parent: Oid) -> *mut pg_sys::List {
+    pg_sys::ffi::pg_guard_ffi_boundary(|| raw::find_all_inheritors(parent, pg_sys::NoLock as pg_sys::LOCKMODE, std::ptr::null_mut()))
+}
+
+/// True if the relation may have inheritance children or partitions.
+pub unsafe fn has_subclass(relid: Oid) -> bool {
+    pg_sys::ffi::pg_guard_ffi_boundary(|| raw::has_subclass(relid))
+}
+
+/// The grouping sets of GROUPING SETS, ROLLUP and CUBE clauses, expanded into a list of sets.
+pub unsafe fn expand_grouping_sets(grouping_sets: *mut pg_sys::List, group_distinct: bool) -> *mut pg_sys::List {
+    pg_sys::ffi::pg_guard_ffi_boundary(|| raw::expand_grouping_sets(grouping_sets, group_distinct, -1))
+}

@@ -1,0 +1,332 @@
+//! The DP Release plan node: one above each aggregation that computes an admitted DP level.
+//!
+//! After the planner has planned an admitted statement, `insert` wraps every finalizing Agg node
+//! that computes tagged pg_dp aggregates in a custom scan node, "DP Release". The node
+//! - carries the level's description (`pg_dp_core::description::DpLevel`, as JSON): the executor
+//!   hook charges from it, and only the planner hook can create the node, so its presence is the
+//!   proof that the grammar admitted the level;
+//! - runs its Agg at most once per execution and keeps every row it released in a tuplestore. A
+//!   rescan, a cursor moving backwards or rewinding, a nested loop reading it again: all replay the
+//!   stored rows, never recompute them. Whatever plan the planner chose, a level is released once
+//!   per execution and paid once.
+//!
+//! The node supports backward scans, so cursors over DP queries can scroll.
+use pg_dp_core::description::{is_tag, DpLevel};
+use pgrx::pg_sys::{self, Node, NodeTag};
+use pgrx::PgSqlErrorCode;
+use std::ffi::{c_int, CStr};
+
+use super::agg::list_iter;
+use super::error::raise_with;
+
+const NAME: &CStr = c"DP Release";
+
+struct Methods<T>(T);
+unsafe impl<T> Sync for Methods<T> {}
+
+static SCAN_METHODS: Methods<pg_sys::CustomScanMethods> =
+    Methods(pg_sys::CustomScanMethods { CustomName: NAME.as_ptr(), CreateCustomScanState: Some(create_state) });
+
+static EXEC_METHODS: Methods<pg_sys::CustomExecMethods> = Methods(pg_sys::CustomExecMethods {
+    CustomName: NAME.as_ptr(),
+    BeginCustomScan: Some(begin),
+    ExecCustomScan: Some(exec),
+    EndCustomScan: Some(end),
+    ReScanCustomScan: Some(rescan),
+    MarkPosCustomScan: None,
+    RestrPosCustomScan: None,
+    EstimateDSMCustomScan: None,
+    InitializeDSMCustomScan: None,
+    ReInitializeDSMCustomScan: None,
+    InitializeWorkerCustomScan: None,
+    ShutdownCustomScan: None,
+    ExplainCustomScan: Some(explain),
+});
+
+pub fn init() {
+    unsafe { pg_sys::RegisterCustomScanMethods(&SCAN_METHODS.0) };
+}
+
+/// True for a DP Release plan node.
+pub unsafe fn is_release(plan: *mut pg_sys::Plan) -> bool {
+    !plan.is_null()
+        && (*plan).type_ == NodeTag::T_CustomScan
+        && std::ptr::eq((*(plan as *mut pg_sys::CustomScan)).methods, &SCAN_METHODS.0)
+}
+
+/// The description a release node carries, or None if it cannot be read (never for nodes made here).
+pub unsafe fn level_of(plan: *mut pg_sys::Plan) -> Option<DpLevel> {
+    let cs = plan as *mut pg_sys::CustomScan;
+    let first = list_iter::<Node>((*cs).custom_private).next()?;
+    if (*first).type_ != NodeTag::T_String {
+        return None;
+    }
+    let s = (*(first as *mut pg_sys::String)).sval;
+    DpLevel::from_json(&CStr::from_ptr(s).to_string_lossy())
+}
+
+// ----- planning -------------------------------------------------------------------------------
+
+/// Tagged aggregate calls in an Agg node's target list and HAVING qual.
+pub unsafe fn tagged_aggrefs(agg: *mut pg_sys::Plan) -> Vec<*mut pg_sys::Aggref> {
+    let mut found: Vec<*mut Node> = Vec::new();
+    super::agg::collect_nodes((*agg).targetlist as *mut Node, &[NodeTag::T_Aggref], &mut found);
+    super::agg::collect_nodes((*agg).qual as *mut Node, &[NodeTag::T_Aggref], &mut found);
+    found.into_iter().map(|n| n as *mut pg_sys::Aggref).filter(|a| is_tag((**a).location)).collect()
+}
+
+fn finalizing(plan: *mut pg_sys::Plan) -> bool {
+    unsafe {
+        (*plan).type_ == NodeTag::T_Agg && (*(plan as *mut pg_sys::Agg)).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL == 0
+    }
+}
+
+struct Inserter<'a> {
+    levels: &'a [DpLevel],
+    next_id: c_int,
+    inserted: usize,
+}
+
+/// Wraps every finalizing Agg that computes tagged aggregates in a DP Release node. Returns the
+/// number of nodes inserted.
+pub unsafe fn insert(stmt: *mut pg_sys::PlannedStmt, levels: &[DpLevel]) -> usize {
+    let mut max_id = 0;
+    for_each_plan(stmt, &mut |p| max_id = max_id.max((*p).plan_node_id));
+    let mut ins = Inserter { levels, next_id: max_id + 1, inserted: 0 };
+    ins.visit(&mut (*stmt).planTree);
+    let subplans = (*stmt).subplans;
+    if !subplans.is_null() {
+        for i in 0..(*subplans).length as usize {
+            let cell = (*subplans).elements.add(i);
+            let mut p = (*cell).ptr_value as *mut pg_sys::Plan;
+            ins.visit(&mut p);
+            (*cell).ptr_value = p.cast();
+        }
+    }
+    ins.inserted
+}
+
+impl Inserter<'_> {
+    unsafe fn visit(&mut self, slot: &mut *mut pg_sys::Plan) {
+        let p = *slot;
+        if p.is_null() {
+            return;
+        }
+        for child in child_slots(p) {
+            let mut c = *child;
+            self.visit(&mut c);
+            *child = c;
+        }
+        if finalizing(p) {
+            let tags: Vec<i32> = tagged_aggrefs(p).iter().map(|a| (**a).location).collect();
+            if let Some(first) = tags.first() {
+                let level = self.levels.iter().find(|l| l.aggregate(*first).is_some());
+                let Some(level) = level else {
+                    raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: a DP aggregate lost its description while planning".into(), None)
+                };
+                if tags.iter().any(|t| level.aggregate(*t).is_none()) {
+                    raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: one aggregation computes two DP levels".into(), None);
+                }
+                *slot = make_release(p, level, self.next_id);
+                self.next_id += 1;
+                self.inserted += 1;
+            }
+        }
+    }
+}
+
+/// Pointers to the child plan slots of a node.
+unsafe fn child_slots(p: *mut pg_sys::Plan) -> Vec<*mut *mut pg_sys::Plan> {
+    let mut out: Vec<*mut *mut pg_sys::Plan> = vec![&mut (*p).lefttree, &mut (*p).righttree];
+    let list = match (*p).type_ {
+        NodeTag::T_Append => (*(p as *mut pg_sys::Append)).appendplans,
+        NodeTag::T_MergeAppend => (*(p as *mut pg_sys::MergeAppend)).mergeplans,
+        NodeTag::T_BitmapAnd => (*(p as *mut pg_sys::BitmapAnd)).bitmapplans,
+        NodeTag::T_BitmapOr => (*(p as *mut pg_sys::BitmapOr)).bitmapplans,
+        NodeTag::T_CustomScan => (*(p as *mut pg_sys::CustomScan)).custom_plans,
+        NodeTag::T_SubqueryScan => {
+            out.push(&mut (*(p as *mut pg_sys::SubqueryScan)).subplan);
+            std::ptr::null_mut()
+        }
+        _ => std::ptr::null_mut(),
+    };
+    if !list.is_null() {
+        for i in 0..(*list).length as usize {
+            // the list cell holds the child pointer
+            let cell = (*list).elements.add(i);
+            out.push(&mut (*cell).ptr_value as *mut *mut std::ffi::c_void as *mut *mut pg_sys::Plan);
+        }
+    }
+    out
+}
+
+/// Calls `f` on every plan node of a statement (main tree and subplans).
+pub unsafe fn for_each_plan(stmt: *mut pg_sys::PlannedStmt, f: &mut dyn FnMut(*mut pg_sys::Plan)) {
+    unsafe fn walk(p: *mut pg_sys::Plan, f: &mut dyn FnMut(*mut pg_sys::Plan)) {
+        if p.is_null() {
+            return;
+        }
+        f(p);
+        for c in child_slots(p) {
+            walk(*c, f);
+        }
+    }
+    walk((*stmt).planTree, f);
+    for p in list_iter::<pg_sys::Plan>((*stmt).subplans) {
+        walk(p, f);
+    }
+}
+
+unsafe fn make_var(varno: i32, attno: i16, expr: *mut Node) -> *mut pg_sys::Var {
+    pg_sys::makeVar(varno, attno, pg_sys::exprType(expr), pg_sys::exprTypmod(expr), pg_sys::exprCollation(expr), 0)
+}
+
+unsafe fn make_release(agg: *mut pg_sys::Plan, level: &DpLevel, id: c_int) -> *mut pg_sys::Plan {
+    let cs = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomScan>()) as *mut pg_sys::CustomScan;
+    let plan = &mut (*cs).scan.plan;
+    plan.type_ = NodeTag::T_CustomScan;
+    plan.startup_cost = (*agg).startup_cost;
+    plan.total_cost = (*agg).total_cost;
+    plan.plan_rows = (*agg).plan_rows;
+    plan.plan_width = (*agg).plan_width;
+    plan.parallel_aware = false;
+    plan.parallel_safe = false;
+    plan.async_capable = false;
+    plan.plan_node_id = id;
+    plan.extParam = pg_sys::bms_copy((*agg).extParam);
+    plan.allParam = pg_sys::bms_copy((*agg).allParam);
+    plan.lefttree = agg;
+    let mut tlist: *mut pg_sys::List = std::ptr::null_mut();
+    let mut scan_tlist: *mut pg_sys::List = std::ptr::null_mut();
+    for (i, te) in list_iter::<pg_sys::TargetEntry>((*agg).targetlist).enumerate() {
+        let attno = (i + 1) as i16;
+        let e = (*te).expr as *mut Node;
+        let out = pg_sys::makeTargetEntry(make_var(pg_sys::INDEX_VAR, attno, e).cast(), attno, (*te).resname, (*te).resjunk);
+        tlist = pg_sys::lappend(tlist, out.cast());
+        let scan = pg_sys::makeTargetEntry(make_var(pg_sys::OUTER_VAR, attno, e).cast(), attno, (*te).resname, false);
+        scan_tlist = pg_sys::lappend(scan_tlist, scan.cast());
+    }
+    plan.targetlist = tlist;
+    (*cs).custom_scan_tlist = scan_tlist;
+    (*cs).scan.scanrelid = 0;
+    (*cs).flags = pg_sys::CUSTOMPATH_SUPPORT_BACKWARD_SCAN;
+    (*cs).methods = &SCAN_METHODS.0;
+    let json = std::ffi::CString::new(level.to_json()).expect("JSON has no NUL byte");
+    let s = pg_sys::makeString(pg_sys::pstrdup(json.as_ptr()));
+    (*cs).custom_private = pg_sys::lappend(std::ptr::null_mut(), s.cast());
+    cs as *mut pg_sys::Plan
+}
+
+// ----- execution ----------------------------------------------------------------------------
+
+#[repr(C)]
+struct ReleaseState {
+    css: pg_sys::CustomScanState,
+    store: *mut pg_sys::Tuplestorestate,
+    /// the slot this node returns rows in: stored rows come back as minimal tuples
+    slot: *mut pg_sys::TupleTableSlot,
+    child_done: bool,
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn create_state(_cscan: *mut pg_sys::CustomScan) -> *mut Node {
+    let st = pg_sys::palloc0(std::mem::size_of::<ReleaseState>()) as *mut ReleaseState;
+    (*st).css.ss.ps.type_ = NodeTag::T_CustomScanState;
+    (*st).css.methods = &EXEC_METHODS.0;
+    st as *mut Node
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *mut pg_sys::EState, eflags: c_int) {
+    let plan = (*node).ss.ps.plan;
+    // the child never needs to rewind, run backwards or mark: this node replays its own rows
+    let child_flags = eflags & !((pg_sys::EXEC_FLAG_REWIND | pg_sys::EXEC_FLAG_BACKWARD | pg_sys::EXEC_FLAG_MARK) as c_int);
+    (*node).ss.ps.lefttree = pg_sys::ExecInitNode((*plan).lefttree, estate, child_flags);
+    let desc = (*(*node).ss.ss_ScanTupleSlot).tts_tupleDescriptor;
+    (*(node as *mut ReleaseState)).slot = pg_sys::ExecInitExtraTupleSlot(estate, desc, &pg_sys::TTSOpsMinimalTuple);
+    let ps = &mut (*node).ss.ps;
+    ps.resultops = &pg_sys::TTSOpsMinimalTuple;
+    ps.resultopsfixed = true;
+    ps.resultopsset = true;
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_sys::TupleTableSlot {
+    let st = node as *mut ReleaseState;
+    let estate = (*node).ss.ps.state;
+    let forward = (*estate).es_direction != pg_sys::ScanDirection::BackwardScanDirection;
+    let slot = (*st).slot;
+    if (*st).store.is_null() {
+        let store = pg_sys::tuplestore_begin_heap(true, false, pg_sys::work_mem);
+        pg_sys::tuplestore_set_eflags(store, (pg_sys::EXEC_FLAG_REWIND | pg_sys::EXEC_FLAG_BACKWARD) as c_int);
+        (*st).store = store;
+    }
+    let store = (*st).store;
+    let mut at_end = pg_sys::tuplestore_ateof(store);
+    if !forward && at_end {
+        if !(*st).child_done {
+            // reversing at the end of what was stored: skip the row returned last
+            if !pg_sys::tuplestore_advance(store, false) {
+                return std::ptr::null_mut();
+            }
+        }
+        at_end = false;
+    }
+    if !at_end {
+        if pg_sys::tuplestore_gettupleslot(store, forward, false, slot) {
+            return slot;
+        }
+        if forward {
+            at_end = true;
+        }
+    }
+    if at_end && !(*st).child_done {
+        let child = pg_sys::ExecProcNode((*node).ss.ps.lefttree);
+        if child.is_null() || (*child).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
+            (*st).child_done = true;
+            return std::ptr::null_mut();
+        }
+        pg_sys::tuplestore_puttupleslot(store, child);
+        pg_sys::ExecCopySlot(slot, child);
+        return slot;
+    }
+    pg_sys::ExecClearTuple(slot)
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn end(node: *mut pg_sys::CustomScanState) {
+    let st = node as *mut ReleaseState;
+    if !(*st).store.is_null() {
+        pg_sys::tuplestore_end((*st).store);
+        (*st).store = std::ptr::null_mut();
+    }
+    pg_sys::ExecEndNode((*node).ss.ps.lefttree);
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
+    let st = node as *mut ReleaseState;
+    let child = (*node).ss.ps.lefttree;
+    if !(*child).chgParam.is_null() {
+        // the grammar refuses levels that depend on an outer row, so this cannot happen
+        raise_with(
+            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            "pg_dp: a DP release would be computed again with new parameters".into(),
+            None,
+        );
+    }
+    pg_sys::ExecClearTuple((*st).slot);
+    if !(*st).store.is_null() {
+        pg_sys::tuplestore_rescan((*st).store);
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, _ancestors: *mut pg_sys::List, es: *mut pg_sys::ExplainState) {
+    let Some(level) = level_of((*node).ss.ps.plan) else { return };
+    let source = std::ffi::CString::new(level.source.name.clone()).unwrap_or_default();
+    pg_sys::ExplainPropertyText(c"Source".as_ptr(), source.as_ptr(), es);
+    let aggs: Vec<String> = level.aggregates.iter().map(|a| a.function.clone()).collect();
+    let aggs = std::ffi::CString::new(aggs.join(", ")).unwrap_or_default();
+    pg_sys::ExplainPropertyText(c"Releases".as_ptr(), aggs.as_ptr(), es);
+}

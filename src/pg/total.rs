@@ -1,0 +1,170 @@
+//! Total expressions: the functions and operators that cannot raise an error for any stored value.
+//!
+//! Below a DP aggregate (in WHERE, ON, FILTER, GROUP BY, and the aggregated value) the grammar
+//! admits only these. An error raised there would depend on the data (for example
+//! `1/(CASE WHEN name = 'Bob' AND income > 50000 THEN 0 ELSE 1 END)` answers a yes/no question about
+//! one person, whatever ε the query pays), so anything that can fail for some stored value is left
+//! out. Where it was unclear whether a function can fail, it was left out.
+//!
+//! The list (docs/security.md has the same list for users):
+//! - comparisons `=`, `<>`, `<`, `<=`, `>`, `>=` (also in `IN (...)`, `= ANY(...)`, `BETWEEN`,
+//!   `IS [NOT] DISTINCT FROM`, `NULLIF`, `GREATEST`, `LEAST`, simple `CASE`) between two values of
+//!   the comparable types [`COMPARABLE_TYPES`], built-in operators only;
+//! - `LIKE`, `NOT LIKE`, `ILIKE`, `NOT ILIKE` on text, with a literal pattern that does not end in
+//!   an escape character, under a deterministic collation;
+//! - integer `/` by a literal other than 0 and -1, and integer `%` by a literal other than 0
+//!   (`int2`, `int4`, `int8`): for grouping values into buckets;
+//! - the casts in [`TOTAL_CASTS`] (widening numeric casts, bool ↔ int4, char/name → text), casts
+//!   that only relabel a type (varchar → text), and output casts to text from the comparable types;
+//! - `CASE`, `COALESCE`, `AND`, `OR`, `NOT`, `IS [NOT] NULL`, `IS [NOT] TRUE/FALSE/UNKNOWN`.
+//!
+//! Arithmetic other than the bucketing above is not admitted: `+`, `-` and `*` can overflow for
+//! integers and numerics, float division underflows (`5e-324 / 3.0` raises an error), and `numeric`
+//! → `float8` fails above 1.8e308. The in-database test `every_total_expression_survives_extreme_values`
+//! runs every admitted cast and operator on ±max, ±Infinity, NaN, NULL and empty values.
+use pgrx::pg_sys::{self, Oid};
+use std::ffi::CStr;
+
+/// Casts that cannot fail for any input value: (function, what it converts).
+pub const TOTAL_CASTS: &[(u32, &str)] = &[
+    (pg_sys::F_INT4_INT2, "smallint to integer"),
+    (pg_sys::F_INT8_INT2, "smallint to bigint"),
+    (pg_sys::F_INT8_INT4, "integer to bigint"),
+    (pg_sys::F_NUMERIC_INT2, "smallint to numeric"),
+    (pg_sys::F_NUMERIC_INT4, "integer to numeric"),
+    (pg_sys::F_NUMERIC_INT8, "bigint to numeric"),
+    (pg_sys::F_FLOAT8_INT2, "smallint to double precision"),
+    (pg_sys::F_FLOAT8_INT4, "integer to double precision"),
+    (pg_sys::F_FLOAT8_INT8, "bigint to double precision"),
+    (pg_sys::F_FLOAT4_INT2, "smallint to real"),
+    (pg_sys::F_FLOAT4_INT4, "integer to real"),
+    (pg_sys::F_FLOAT4_INT8, "bigint to real"),
+    (pg_sys::F_FLOAT8_FLOAT4, "real to double precision"),
+    (pg_sys::F_NUMERIC_FLOAT4, "real to numeric"),
+    (pg_sys::F_NUMERIC_FLOAT8, "double precision to numeric"),
+    (pg_sys::F_BOOL_INT4, "integer to boolean"),
+    (pg_sys::F_INT4_BOOL, "boolean to integer"),
+    (pg_sys::F_TEXT_BPCHAR, "character to text"),
+    (pg_sys::F_TEXT_NAME, "name to text"),
+];
+
+/// Types whose built-in comparison operators are total orders that never raise an error.
+pub const COMPARABLE_TYPES: &[Oid] = &[
+    pg_sys::BOOLOID,
+    pg_sys::INT2OID,
+    pg_sys::INT4OID,
+    pg_sys::INT8OID,
+    pg_sys::FLOAT4OID,
+    pg_sys::FLOAT8OID,
+    pg_sys::NUMERICOID,
+    pg_sys::TEXTOID,
+    pg_sys::BPCHAROID,
+    pg_sys::VARCHAROID,
+    pg_sys::NAMEOID,
+    pg_sys::DATEOID,
+    pg_sys::TIMESTAMPOID,
+    pg_sys::TIMESTAMPTZOID,
+    pg_sys::TIMEOID,
+    pg_sys::INTERVALOID,
+    pg_sys::UUIDOID,
+];
+
+const COMPARISONS: &[&str] = &["=", "<>", "<", "<=", ">", ">="];
+const LIKES: &[&str] = &["~~", "!~~", "~~*", "!~~*"];
+const LIKE_TYPES: &[Oid] = &[pg_sys::TEXTOID, pg_sys::BPCHAROID, pg_sys::NAMEOID];
+
+/// True for a function in [`TOTAL_CASTS`].
+pub fn is_total_cast(funcid: Oid) -> bool {
+    TOTAL_CASTS.iter().any(|(f, _)| *f == funcid.to_u32())
+}
+
+/// True for a comparable type.
+pub fn is_comparable(typ: Oid) -> bool {
+    COMPARABLE_TYPES.contains(&typ)
+}
+
+fn builtin(oid: Oid) -> bool {
+    oid.to_u32() < pg_sys::FirstNormalObjectId
+}
+
+/// (name, left type, right type) of a built-in binary operator.
+unsafe fn operator(opno: Oid) -> Option<(String, Oid, Oid)> {
+    if !builtin(opno) {
+        return None;
+    }
+    let name = pg_sys::get_opname(opno);
+    if name.is_null() {
+        return None;
+    }
+    let (mut l, mut r) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
+    pg_sys::op_input_types(opno, &mut l, &mut r);
+    Some((CStr::from_ptr(name).to_string_lossy().into_owned(), l, r))
+}
+
+/// True for a built-in comparison operator between two comparable types.
+pub unsafe fn is_comparison(opno: Oid) -> bool {
+    matches!(operator(opno), Some((n, l, r)) if COMPARISONS.contains(&n.as_str()) && is_comparable(l) && is_comparable(r))
+}
+
+/// True for a built-in LIKE/ILIKE operator on text.
+pub unsafe fn is_like(opno: Oid) -> bool {
+    matches!(operator(opno), Some((n, l, r)) if LIKES.contains(&n.as_str()) && LIKE_TYPES.contains(&l) && LIKE_TYPES.contains(&r))
+}
+
+/// Integer division or remainder: Some(true) for `/`, Some(false) for `%`.
+pub fn integer_division(funcid: Oid) -> Option<bool> {
+    match funcid.to_u32() {
+        pg_sys::F_INT2DIV | pg_sys::F_INT4DIV | pg_sys::F_INT8DIV => Some(true),
+        pg_sys::F_INT2MOD | pg_sys::F_INT4MOD | pg_sys::F_INT8MOD => Some(false),
+        _ => None,
+    }
+}
+
+/// True if a divisor keeps integer `/` (or `%`) total: not 0, and for `/` not -1 (the smallest
+/// integer divided by -1 overflows).
+pub fn divisor_ok(divisor: i64, is_div: bool) -> bool {
+    divisor != 0 && !(is_div && divisor == -1)
+}
+
+/// True for a type whose output function (a cast to text through I/O) cannot fail.
+pub fn text_output_ok(typ: Oid) -> bool {
+    is_comparable(typ)
+}
+
+/// True for a LIKE pattern that cannot raise an error: it does not end in an unescaped backslash.
+pub fn like_pattern_ok(pattern: &[u8]) -> bool {
+    let trailing = pattern.iter().rev().take_while(|b| **b == b'\\').count();
+    trailing % 2 == 0
+}
+
+/// A short description of a built-in function or operator for refusal messages, e.g.
+/// `operator / (double precision, double precision)` or `function lower(text)`.
+pub unsafe fn describe_function(funcid: Oid) -> String {
+    let p = pg_sys::format_procedure(funcid);
+    if p.is_null() {
+        "a function".into()
+    } else {
+        format!("function {}", CStr::from_ptr(p).to_string_lossy())
+    }
+}
+
+pub unsafe fn describe_operator(opno: Oid) -> String {
+    match operator(opno) {
+        Some((n, l, r)) => format!("operator {n} ({}, {})", type_name(l), type_name(r)),
+        None => {
+            let p = pg_sys::format_operator(opno);
+            if p.is_null() {
+                "an operator".into()
+            } else {
+                format!("operator {}", CStr::from_ptr(p).to_string_lossy())
+            }
+        }
+    }
+}
+
+pub unsafe fn type_name(typ: Oid) -> String {
+    if typ == pg_sys::InvalidOid {
+        return "none".into();
+    }
+    CStr::from_ptr(pg_sys::format_type_be(typ)).to_string_lossy().into_owned()
+}
