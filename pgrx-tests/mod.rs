@@ -14,10 +14,13 @@ include!("errors.rs");
 include!("parallel.rs");
 include!("security.rs");
 include!("ledger.rs");
-include!("review.rs");
 include!("inspect.rs");
 include!("quantile.rs");
 include!("dprp.rs");
+include!("protection.rs");
+include!("grammar.rs");
+include!("attacks.rs");
+include!("total_expressions.rs");
 
 /// Runs a query and returns the first column of every row as text.
 pub fn column(sql: &str) -> Vec<Option<String>> {
@@ -51,5 +54,117 @@ pub fn sample_table() {
            FROM generate_series(1, 1000) g",
     )
     .unwrap();
+}
+
+/// Runs `sql` in a subtransaction and returns the message and hint it failed with, or None if it
+/// succeeded. The subtransaction keeps the test's transaction usable after the error.
+pub fn error_of(sql: &str) -> Option<String> {
+    unsafe {
+        let oldcxt = pg_sys::CurrentMemoryContext;
+        let oldowner = pg_sys::CurrentResourceOwner;
+        pg_sys::BeginInternalSubTransaction(std::ptr::null());
+        pg_sys::MemoryContextSwitchTo(oldcxt);
+        let sql = sql.to_string();
+        let r = PgTryBuilder::new(|| {
+            Spi::run(&sql).unwrap();
+            None
+        })
+        .catch_others(|e| match e {
+            pg_sys::panic::CaughtError::PostgresError(r)
+            | pg_sys::panic::CaughtError::ErrorReport(r)
+            | pg_sys::panic::CaughtError::RustPanic { ereport: r, .. } => {
+                Some(format!("{} (hint: {})", r.message(), r.hint().unwrap_or("")))
+            }
+        })
+        .execute();
+        pg_sys::MemoryContextSwitchTo(oldcxt);
+        if r.is_some() {
+            pg_sys::RollbackAndReleaseCurrentSubTransaction();
+        } else {
+            pg_sys::ReleaseCurrentSubTransaction();
+        }
+        pg_sys::MemoryContextSwitchTo(oldcxt);
+        pg_sys::CurrentResourceOwner = oldowner;
+        r
+    }
+}
+
+/// The query fails with `expect` in its message or hint; returns the message.
+pub fn refused(sql: &str, expect: &str) -> String {
+    let msg = error_of(sql).unwrap_or_else(|| panic!("not refused: {sql}"));
+    assert!(msg.contains(expect), "{sql}\n  got: {msg}\n  expected: {expect}");
+    msg
+}
+
+/// Receipts of one query text. Tests run side by side and share the ledger, so a test counts the
+/// receipts of its own query texts only.
+pub fn receipts_of(sql: &str) -> i64 {
+    Spi::get_one_with_args::<i64>("SELECT count(*) FROM dp.ledger WHERE query_text = $1", &[sql.into()]).unwrap().unwrap()
+}
+
+/// Refused with `expect`, and nothing charged for it.
+pub fn refused_without_charge(sql: &str, expect: &str) -> String {
+    let before = receipts_of(sql);
+    let msg = refused(sql, expect);
+    assert_eq!(receipts_of(sql), before, "charged although refused: {sql}");
+    msg
+}
+
+/// The DP-only role of the protection tests: no SELECT on `patients`, SELECT on the public
+/// `regions`. Roles created in a test's transaction are invisible to the ledger worker, so budgets
+/// are not required (every release is still recorded in the ledger).
+pub const ANALYST: &str = "dp_only_t";
+
+/// A protected table `patients` (1000 rows; Bob is id 7 with income 123456), a public dimension
+/// table `regions` (unique id), and the DP-only role [`ANALYST`].
+pub fn protected_setup() {
+    Spi::run(
+        "CREATE TABLE patients AS
+           SELECT g AS id, CASE WHEN g = 7 THEN 'Bob' ELSE 'p' || g END AS name, g % 5 AS region,
+                  CASE WHEN g = 7 THEN 123456 ELSE (g * 37 % 90000) END::float8 AS income,
+                  (15 + g % 30)::float8 AS bmi, g % 3 = 0 AS smoker, g::int8 AS big, g::numeric AS n,
+                  date '2000-01-01' + g AS born
+             FROM generate_series(1, 1000) g",
+    )
+    .unwrap();
+    Spi::run("ALTER TABLE patients ADD PRIMARY KEY (id)").unwrap();
+    Spi::run("CREATE TABLE regions AS SELECT r AS id, 'region ' || r AS rname, r * 10 AS code FROM generate_series(0, 4) r").unwrap();
+    Spi::run("ALTER TABLE regions ADD PRIMARY KEY (id)").unwrap();
+    Spi::run("SELECT dp.protect_table('patients')").unwrap();
+    Spi::run(&format!("CREATE ROLE {ANALYST}")).unwrap();
+    Spi::run(&format!("GRANT SELECT ON regions TO {ANALYST}")).unwrap();
+    Spi::run("SET dp.require_budget = off").unwrap();
+}
+
+/// Runs `f` as the DP-only role.
+pub fn as_analyst<T>(f: impl FnOnce() -> T) -> T {
+    Spi::run(&format!("SET ROLE {ANALYST}")).unwrap();
+    let r = f();
+    Spi::run("RESET ROLE").unwrap();
+    r
+}
+
+/// As the DP-only role: refused with `expect`, nothing charged (checked as superuser). Returns the
+/// message.
+pub fn refused_as_analyst(sql: &str, expect: &str) -> String {
+    let before = receipts_of(sql);
+    let msg = as_analyst(|| refused(sql, expect));
+    assert_eq!(receipts_of(sql), before, "charged although refused: {sql}");
+    msg
+}
+
+/// As the DP-only role: refused with `expect`, nothing charged, and the same message after the
+/// data changed (other values, rows deleted, NaN and NULL stored): the refusal depends on the
+/// query alone. Leaves the data changed.
+pub fn refused_whatever_the_data(sql: &str, expect: &str) {
+    let first = refused_as_analyst(sql, expect);
+    Spi::run(
+        "UPDATE patients SET income = CASE WHEN id % 2 = 1 THEN income * 2 + 1 ELSE 'NaN' END,
+                             name = name || '_', bmi = NULL WHERE id % 4 <> 0",
+    )
+    .unwrap();
+    Spi::run("DELETE FROM patients WHERE id % 3 = 0").unwrap();
+    let second = refused_as_analyst(sql, expect);
+    assert_eq!(first, second, "the refusal of {sql} changed with the data");
 }
 }

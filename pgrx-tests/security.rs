@@ -60,3 +60,57 @@ fn analyst_can_run_the_aggregates() {
     Spi::run("SET dp.default_epsilon = 0.5").unwrap();
     one_f64("SELECT dp_avg(x, 0, 1000) FROM s");
 }
+
+#[pg_test]
+fn nothing_is_charged_when_the_caller_may_not_read_the_table() {
+    sample_table();
+    Spi::run("CREATE ROLE dp_mallory").unwrap();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    let q = "SELECT dp_count(x, 0.5) AS not_readable FROM s";
+    let before = receipts_of(q);
+    Spi::run("SET ROLE dp_mallory").unwrap();
+    refused(q, "permission denied for table s");
+    Spi::run("RESET ROLE").unwrap();
+    assert_eq!(receipts_of(q), before);
+}
+
+#[pg_test]
+fn the_seed_is_hidden_from_and_ignored_for_non_superusers() {
+    sample_table();
+    Spi::run("CREATE ROLE dp_mallory").unwrap();
+    Spi::run("GRANT SELECT ON s TO dp_mallory").unwrap();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    let q = "SELECT dp_sum(x, 0, 1000, 0.1)::text FROM s";
+    Spi::run("SET dp.seed = 5").unwrap();
+    Spi::run("SET ROLE dp_mallory").unwrap();
+    let a = one_text(q);
+    Spi::run("RESET ROLE").unwrap();
+    Spi::run("SET dp.seed = 5").unwrap();
+    Spi::run("SET ROLE dp_mallory").unwrap();
+    let b = one_text(q);
+    assert_ne!(a, b, "a non-superuser's noise followed the seed");
+    let shown = PgTryBuilder::new(|| Some(one_text("SELECT current_setting('dp.seed')")))
+        .catch_others(|_| None)
+        .execute();
+    assert!(shown.is_none(), "a non-superuser read dp.seed: {shown:?}");
+}
+
+#[pg_test]
+fn my_budget_matches_the_role_by_name_not_by_a_regrole_cast() {
+    Spi::run("CREATE ROLE dp_victim").unwrap();
+    Spi::run("SELECT dp.grant_budget('dp_victim', 7)").unwrap();
+    let oid = one_text("SELECT 'dp_victim'::regrole::oid::text");
+    // a role whose name is the victim's OID, and one whose name differs only in case
+    Spi::run(&format!("CREATE ROLE \"{oid}\"")).unwrap();
+    Spi::run("CREATE ROLE \"DP_VICTIM\"").unwrap();
+    for r in [format!("\"{oid}\""), "\"DP_VICTIM\"".to_string()] {
+        Spi::run(&format!("SET ROLE {r}")).unwrap();
+        assert_eq!(one_i64("SELECT count(*) FROM dp.my_budget"), 0, "{r} sees another role's budget");
+        Spi::run("RESET ROLE").unwrap();
+    }
+    Spi::run("SET ROLE dp_victim").unwrap();
+    assert_eq!(one_text("SELECT epsilon_remaining::text FROM dp.my_budget"), "7");
+}
+
+// A subquery in the aggregated value or in FILTER is computed in the Agg node itself, above the
+// input the hook checks: it could make every row's value depend on one person's row.

@@ -280,7 +280,9 @@ impl QuantileSpec {
         let d_min = (0..=n).map(gap).filter(|g| g.1 > 0).map(|g| g.2).min().expect("some gap has points");
         let weighted = move || {
             (0..=n).map(gap).map(move |(start, count, d)| {
-                let excess = (d - d_min) as f64 / P_SCALE as f64; // d − d* ≥ 0, one rounding
+                // d − d* ≥ 0 for gaps with points; an empty gap (between equal values) has no mass,
+                // and its distance may be below d*
+                let excess = d.saturating_sub(d_min) as f64 / P_SCALE as f64;
                 (start, count, em_weight(q * excess))
             })
         };

@@ -360,7 +360,7 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
         let tle = list_iter::<pg_sys::TargetEntry>((*q).targetList).find(|t| (**t).ressortgroupref == (*sgc).tleSortGroupRef);
         let Some(tle) = tle else { continue };
         let e = (*tle).expr as *mut Node;
-        value(&cx, e)?;
+        value_below(&cx, e)?;
         group_keys.push(describe_value(q, e));
     }
     let grouping_sets = if (*q).groupingSets.is_null() {
@@ -389,7 +389,7 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
         for (i, te) in args.iter().enumerate() {
             let e = (**te).expr as *mut Node;
             if i == 0 && !(*agg).aggstar {
-                value(&acx, e)?;
+                value_below(&acx, e)?;
                 value_desc = describe_value(q, e);
             } else {
                 let name = names.get(i.saturating_sub(1)).copied().unwrap_or("parameter");
@@ -397,7 +397,7 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
             }
         }
         if !(*agg).aggfilter.is_null() {
-            predicate(&acx, (*agg).aggfilter as *mut Node)?;
+            predicate_below(&acx, (*agg).aggfilter as *mut Node)?;
             filters += 1;
         }
         let t = tag(*next_tag);
@@ -574,7 +574,7 @@ unsafe fn check_from(cx: &mut Cx, q: *mut Query, depth: u32) -> Check<Source> {
     // every condition below the aggregate is a predicate of the grammar
     let qcx = Cx { q, func: cx.func, table: cx.table.clone() };
     for c in conjuncts.iter().chain(outer_quals.iter()) {
-        predicate(&qcx, *c)?;
+        predicate_below(&qcx, *c)?;
     }
 
     let mut reads = Vec::new();
@@ -783,7 +783,7 @@ unsafe fn check_row_source(cx: &mut Cx, sq: *mut Query, depth: u32) -> Check<Sou
     let src = check_from(cx, sq, depth)?;
     let scx = Cx { q: sq, func: cx.func, table: cx.table.clone() };
     for te in list_iter::<pg_sys::TargetEntry>((*sq).targetList) {
-        value(&scx, (*te).expr as *mut Node)?;
+        value_below(&scx, (*te).expr as *mut Node)?;
     }
     cx.table = saved;
     Ok(src)
@@ -940,9 +940,84 @@ unsafe fn attname(relid: Oid, attno: i16) -> String {
 
 // ----- values and predicates ----------------------------------------------------------------
 
+/// A value below a DP aggregate. Constructs that break "one input row from one row of one table"
+/// (a subquery, a window function, …) are reported before expressions that are not total.
+unsafe fn value_below(cx: &Cx, e: *mut Node) -> Check<()> {
+    structure(cx, e)?;
+    value(cx, e)
+}
+
+/// A condition below a DP aggregate (WHERE, ON, FILTER).
+unsafe fn predicate_below(cx: &Cx, e: *mut Node) -> Check<()> {
+    structure(cx, e)?;
+    predicate(cx, e)
+}
+
+struct Found(Option<&'static str>);
+
+unsafe extern "C-unwind" fn structure_walker(node: *mut Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    let found = &mut *(ctx as *mut Found);
+    found.0 = match (*node).type_ {
+        NodeTag::T_SubLink | NodeTag::T_SubPlan | NodeTag::T_AlternativeSubPlan => Some("subquery"),
+        NodeTag::T_WindowFunc => Some("window function"),
+        NodeTag::T_Aggref | NodeTag::T_GroupingFunc => Some("aggregate"),
+        NodeTag::T_FuncExpr if (*(node as *mut pg_sys::FuncExpr)).funcretset => Some("set-returning function"),
+        NodeTag::T_OpExpr if (*(node as *mut pg_sys::OpExpr)).opretset => Some("set-returning function"),
+        _ => None,
+    };
+    found.0.is_some() || pg_sys::expression_tree_walker(node, Some(structure_walker), ctx)
+}
+
+unsafe fn structure(cx: &Cx, e: *mut Node) -> Check<()> {
+    let mut found = Found(None);
+    structure_walker(e, &mut found as *mut Found as *mut c_void);
+    match found.0 {
+        Some(what) => Err(cx.structural(what)),
+        None => Ok(()),
+    }
+}
+
+unsafe extern "C-unwind" fn data_walker(node: *mut Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    let user = |f: Oid| f.to_u32() >= pg_sys::FirstNormalObjectId;
+    let depends = match (*node).type_ {
+        NodeTag::T_Var
+        | NodeTag::T_PlaceHolderVar
+        | NodeTag::T_CaseTestExpr
+        | NodeTag::T_SubLink
+        | NodeTag::T_SubPlan
+        | NodeTag::T_AlternativeSubPlan
+        | NodeTag::T_Aggref
+        | NodeTag::T_WindowFunc
+        | NodeTag::T_GroupingFunc => true,
+        NodeTag::T_Param => (*(node as *mut pg_sys::Param)).paramkind != pg_sys::ParamKind::PARAM_EXTERN,
+        NodeTag::T_FuncExpr => user((*(node as *mut pg_sys::FuncExpr)).funcid),
+        NodeTag::T_OpExpr | NodeTag::T_DistinctExpr | NodeTag::T_NullIfExpr => user((*(node as *mut pg_sys::OpExpr)).opfuncid),
+        NodeTag::T_ScalarArrayOpExpr => user((*(node as *mut pg_sys::ScalarArrayOpExpr)).opfuncid),
+        NodeTag::T_CoerceViaIO => {
+            let c = node as *mut pg_sys::CoerceViaIO;
+            user((*c).resulttype) || user(pg_sys::exprType((*c).arg as *mut Node))
+        }
+        _ => false,
+    };
+    depends || pg_sys::expression_tree_walker(node, Some(data_walker), ctx)
+}
+
+/// True for an expression computed from the query alone: no column, no subquery, no aggregate, only
+/// immutable built-in functions. Whatever error it could raise depends on the query text and the
+/// bind parameters, never on the data (e.g. `ARRAY[1.0, 2.0]::float8[]`).
+unsafe fn is_constant(e: *mut Node) -> bool {
+    !data_walker(e, std::ptr::null_mut()) && !pg_sys::contain_mutable_functions(e)
+}
+
 /// A value below a DP aggregate: the grammar's `value`.
 unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
-    if e.is_null() {
+    if e.is_null() || is_constant(e) {
         return Ok(());
     }
     match (*e).type_ {
@@ -1079,7 +1154,7 @@ unsafe fn column(cx: &Cx, v: *mut pg_sys::Var) -> Check<()> {
 
 /// A condition below a DP aggregate: the grammar's `predicate`.
 unsafe fn predicate(cx: &Cx, e: *mut Node) -> Check<()> {
-    if e.is_null() {
+    if e.is_null() || is_constant(e) {
         return Ok(());
     }
     match (*e).type_ {

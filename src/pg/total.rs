@@ -13,7 +13,7 @@
 //! - `LIKE`, `NOT LIKE`, `ILIKE`, `NOT ILIKE` on text, with a literal pattern that does not end in
 //!   an escape character, under a deterministic collation;
 //! - integer `/` by a literal other than 0 and -1, and integer `%` by a literal other than 0
-//!   (`int2`, `int4`, `int8`): for grouping values into buckets;
+//!   (`int2`, `int4`, `int8`, mixed widths too): for grouping values into buckets;
 //! - the casts in [`TOTAL_CASTS`] (widening numeric casts, bool ↔ int4, char/name → text), casts
 //!   that only relabel a type (varchar → text), and output casts to text from the comparable types;
 //! - `CASE`, `COALESCE`, `AND`, `OR`, `NOT`, `IS [NOT] NULL`, `IS [NOT] TRUE/FALSE/UNKNOWN`.
@@ -114,7 +114,15 @@ pub unsafe fn is_like(opno: Oid) -> bool {
 /// Integer division or remainder: Some(true) for `/`, Some(false) for `%`.
 pub fn integer_division(funcid: Oid) -> Option<bool> {
     match funcid.to_u32() {
-        pg_sys::F_INT2DIV | pg_sys::F_INT4DIV | pg_sys::F_INT8DIV => Some(true),
+        pg_sys::F_INT2DIV
+        | pg_sys::F_INT4DIV
+        | pg_sys::F_INT8DIV
+        | pg_sys::F_INT24DIV
+        | pg_sys::F_INT42DIV
+        | pg_sys::F_INT28DIV
+        | pg_sys::F_INT82DIV
+        | pg_sys::F_INT48DIV
+        | pg_sys::F_INT84DIV => Some(true),
         pg_sys::F_INT2MOD | pg_sys::F_INT4MOD | pg_sys::F_INT8MOD => Some(false),
         _ => None,
     }

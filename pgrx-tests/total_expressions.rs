@@ -1,0 +1,131 @@
+// Every cast and operator the grammar admits below a DP aggregate (src/pg/total.rs) runs on the
+// most extreme values each type can store, and none raises an error. The operators are taken from
+// the catalog with the grammar's own test (`total::is_comparison`, `total::is_like`), so an
+// operator admitted by mistake is exercised here too.
+
+/// Extreme values of every comparable type, as SQL literals.
+fn extremes(typ: &str) -> &'static [&'static str] {
+    match typ {
+        "boolean" => &["true", "false", "NULL"],
+        "smallint" => &["32767", "-32768", "0", "-1", "1", "NULL"],
+        "integer" => &["2147483647", "-2147483648", "0", "-1", "1", "NULL"],
+        "bigint" => &["9223372036854775807", "-9223372036854775808", "0", "-1", "1", "NULL"],
+        "real" => &["'3.4028235e38'", "'-3.4028235e38'", "'Infinity'", "'-Infinity'", "'NaN'", "'1e-45'", "'-0'", "NULL"],
+        "double precision" => &["'1.7976931348623157e308'", "'-1.7976931348623157e308'", "'Infinity'", "'-Infinity'", "'NaN'", "'5e-324'", "'-0'", "NULL"],
+        "numeric" => &["'Infinity'", "'-Infinity'", "'NaN'", "'1e1000'", "'-1e1000'", "'1e-1000'", "0", "NULL"],
+        "text" | "character varying" | "character" | "name" => &["''", "'x'", "repeat('ü', 2000)", "NULL"],
+        "date" => &["'infinity'", "'-infinity'", "'4713-01-01 BC'", "'5874897-12-31'", "NULL"],
+        "timestamp without time zone" => &["'infinity'", "'-infinity'", "'4713-01-01 00:00 BC'", "'294276-12-31 23:59:59'", "NULL"],
+        "timestamp with time zone" => &["'infinity'", "'-infinity'", "'4713-01-01 00:00+00 BC'", "'294276-12-31 23:59:59+00'", "NULL"],
+        "time without time zone" => &["'00:00'", "'24:00'", "NULL"],
+        "interval" => &["'178000000 years'", "'-178000000 years'", "'2147483647 days 2562047788 hours'", "NULL"],
+        "uuid" => &["'00000000-0000-0000-0000-000000000000'", "'ffffffff-ffff-ffff-ffff-ffffffffffff'", "NULL"],
+        _ => &["NULL"],
+    }
+}
+
+/// A table `ext_<n>` with one column `v` holding every extreme value of a type.
+fn extreme_table(typ: &str, n: usize) -> String {
+    let name = format!("ext_{n}");
+    let rows: Vec<String> = extremes(typ).iter().map(|v| format!("(({v})::{typ})")).collect();
+    Spi::run(&format!("CREATE TABLE {name} (v {typ})")).unwrap();
+    Spi::run(&format!("INSERT INTO {name} VALUES {}", rows.join(", "))).unwrap();
+    name
+}
+
+#[pg_test]
+fn every_total_expression_survives_extreme_values() {
+    let types: Vec<String> = crate::pg::total::COMPARABLE_TYPES.iter().map(|t| unsafe { crate::pg::total::type_name(*t) }).collect();
+    let mut tables = std::collections::HashMap::new();
+    for (i, t) in types.iter().enumerate() {
+        tables.insert(t.clone(), extreme_table(t, i));
+    }
+    let mut checked = 0;
+
+    // casts
+    for (f, what) in crate::pg::total::TOTAL_CASTS {
+        let (name, arg): (String, String) = Spi::get_two_with_args(
+            "SELECT proname::text, format_type(proargtypes[0], NULL) FROM pg_proc WHERE oid = $1",
+            &[pgrx::pg_sys::Oid::from(*f).into()],
+        )
+        .map(|(a, b)| (a.unwrap(), b.unwrap()))
+        .unwrap();
+        let table = tables.get(&arg).unwrap_or_else(|| panic!("no extreme values of {arg} for {what}"));
+        Spi::run(&format!("SELECT pg_catalog.{name}(v) FROM {table}")).unwrap();
+        checked += 1;
+    }
+
+    // comparison and LIKE operators, from the catalog
+    let ops: Vec<(pg_sys::Oid, String, String, String)> = Spi::connect(|c| {
+        c.select(
+            "SELECT oid, oprname::text, format_type(oprleft, NULL), format_type(oprright, NULL)
+               FROM pg_operator WHERE oid < 16384 AND oprleft <> 0 AND oprright <> 0 ORDER BY oid",
+            None,
+            &[],
+        )
+        .unwrap()
+        .map(|r| (r.get::<pg_sys::Oid>(1).unwrap().unwrap(), r.get(2).unwrap().unwrap(), r.get(3).unwrap().unwrap(), r.get(4).unwrap().unwrap()))
+        .collect()
+    });
+    for (opno, name, left, right) in ops {
+        let admitted = unsafe { crate::pg::total::is_comparison(opno) || crate::pg::total::is_like(opno) };
+        if !admitted {
+            continue;
+        }
+        let (lt, rt) = (tables.get(&left), tables.get(&right));
+        let (Some(lt), Some(rt)) = (lt, rt) else { panic!("admitted operator {name}({left}, {right}) has no extreme values") };
+        let sql = if unsafe { crate::pg::total::is_like(opno) } {
+            // a literal pattern (the grammar requires one), against every extreme value
+            format!("SELECT a.v OPERATOR(pg_catalog.{name}) 'x%\\\\_' FROM {lt} a")
+        } else {
+            format!("SELECT a.v OPERATOR(pg_catalog.{name}) b.v FROM {lt} a, {rt} b")
+        };
+        Spi::run(&sql).unwrap();
+        checked += 1;
+    }
+
+    // integer bucketing by the admitted divisors, output casts to text, CASE, COALESCE, GREATEST
+    for t in ["smallint", "integer", "bigint"] {
+        let table = &tables[t];
+        for k in ["1", "2", "-2", "7", "-32768"] {
+            Spi::run(&format!("SELECT v / ({k})::{t}, v % ({k})::{t}, v / ({k})::int4, v / ({k})::int8 FROM {table}")).unwrap();
+        }
+        Spi::run(&format!("SELECT v % (-1)::{t} FROM {table}")).unwrap();
+        checked += 1;
+    }
+    for t in &types {
+        let table = &tables[t];
+        Spi::run(&format!(
+            "SELECT v::text, COALESCE(v, v), GREATEST(v, v), LEAST(v, v), NULLIF(v, v), CASE WHEN v IS NULL THEN v ELSE v END, v IS DISTINCT FROM v FROM {table}"
+        ))
+        .unwrap();
+        checked += 1;
+    }
+    assert!(checked > 100, "only {checked} expressions checked");
+}
+
+// The same expressions below a real DP aggregate: admitted by the grammar, and no error.
+#[pg_test]
+fn total_expressions_run_inside_dp_aggregates_on_extreme_values() {
+    Spi::run(
+        "CREATE TABLE ext AS SELECT * FROM (VALUES
+            (32767::int2, 2147483647, 9223372036854775807::int8, 'Infinity'::float8, 'NaN'::numeric, 'x'::text, 'infinity'::date),
+            ((-32768)::int2, (-2147483648)::int4, (-9223372036854775808)::int8, '-Infinity'::float8, '1e1000'::numeric, ''::text, '-infinity'::date),
+            (0::int2, 0, 0::int8, 'NaN'::float8, '-Infinity'::numeric, NULL, '5874897-12-31'::date),
+            (NULL, NULL, NULL, '5e-324'::float8, NULL, 'ü', NULL)) v(s, i, b, f, n, t, d)",
+    )
+    .unwrap();
+    Spi::run("SELECT dp.protect_table('ext')").unwrap();
+    Spi::run(&format!("CREATE ROLE {ANALYST}")).unwrap();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    as_analyst(|| {
+        one_text(
+            "SELECT concat_ws(' ',
+                dp_count(*) FILTER (WHERE f > 0 AND n < 0 AND t LIKE 'x%' AND d > '2000-01-01' AND s::int4 = i AND i::int8 = b),
+                dp_sum(COALESCE(s, i % 7), -10, 10), dp_sum(b / 1000, -10, 10), dp_avg(f, -1, 1), dp_avg(n, -1, 1),
+                dp_sum(i::float8, -1, 1), dp_sum(b::numeric, -1, 1), dp_sum(GREATEST(f, 0), 0, 1),
+                dp_count(CASE WHEN t IS NULL THEN 'null' WHEN t = '' THEN 'empty' ELSE t END))
+             FROM ext WHERE (s IS NULL OR s BETWEEN -32768 AND 32767) AND b IN (0, 1, -9223372036854775808) IS NOT FALSE",
+        )
+    });
+}
