@@ -12,6 +12,10 @@ table, paired the same way; neither has a parallel plan.
 Accuracy: many independent releases of dp_sum/dp_avg on one fixed table (one query each) give the
 RMSE against the exact answer, printed next to the RMSE of the continuous Laplace mechanism at the
 same sensitivity and epsilon.
+
+Grammar: the planning time (EXPLAIN's "Planning Time") of admitted DP queries on a protected table,
+against the same queries with PostgreSQL's aggregates on a server without pg_dp (--plain-port), and
+the same native queries on the pg_dp server (what the check costs a query that is not a DP query).
 """
 import argparse
 import math
@@ -179,8 +183,10 @@ def main():
     ap.add_argument("--pgbench-seconds", type=int, default=15)
     ap.add_argument("--quantile-rows", type=int, default=1_000_000)
     ap.add_argument("--dprp-reps", type=int, default=5)
-    ap.add_argument("--sections", default="timing,quantiles,dprp,charge,accuracy",
-                    help="comma-separated subset of timing,quantiles,dprp,charge,accuracy")
+    ap.add_argument("--plain-port", type=int, default=25436, help="a server of the same PostgreSQL without pg_dp")
+    ap.add_argument("--plan-runs", type=int, default=400)
+    ap.add_argument("--sections", default="timing,quantiles,dprp,charge,accuracy,grammar",
+                    help="comma-separated subset of timing,quantiles,dprp,charge,accuracy,grammar")
     a = ap.parse_args()
     sections = set(a.sections.split(","))
     with psycopg.connect(host=a.host, port=a.port, dbname="postgres", user="postgres", autocommit=True) as c:
@@ -214,6 +220,8 @@ def main():
             charge_section(c, a)
         if "accuracy" in sections:
             accuracy_section(c, a)
+        if "grammar" in sections:
+            grammar_section(c, a)
 
 
 def dprp_section(c, a):
@@ -264,6 +272,67 @@ def charge_section(c, a):
     print(f"| SELECT count(*) FROM tiny | {tps_n:.0f} |")
     print(f"| SELECT dp_count(i, 0.001) FROM tiny (each charged) | {tps_d:.0f} |")
     print(f"\n(pgbench failures: {failed}; epsilon spent {spent[0]} over {spent[1]:,} receipts, the ledger's count of paid queries)")
+
+
+# (name, DP query on the protected table gp, the same with PostgreSQL's aggregates)
+GRAMMAR_QUERIES = [
+    ("one count", "SELECT dp_count(id, 1.0) FROM gp", "SELECT count(id) FROM gp"),
+    ("GROUP BY and WHERE", "SELECT region, dp_sum(income, 0, 100000, 1.0) FROM gp WHERE age BETWEEN 30 AND 60 AND smoker GROUP BY region",
+     "SELECT region, sum(income) FROM gp WHERE age BETWEEN 30 AND 60 AND smoker GROUP BY region"),
+    ("join with a public table", "SELECT r.climate, dp_avg(p.income, 0, 100000, 1.0) FROM gp p JOIN gr r ON r.id = p.region GROUP BY r.climate",
+     "SELECT r.climate, avg(p.income) FROM gp p JOIN gr r ON r.id = p.region GROUP BY r.climate"),
+    ("ten predicates, FILTER, three aggregates",
+     "SELECT dp_count(id, 0.5) FILTER (WHERE smoker), dp_avg(income, 0, 100000, 0.5), dp_sum(age, 0, 100, 0.5) FROM gp "
+     "WHERE age > 20 AND age < 80 AND region IN (1, 2, 3) AND income IS NOT NULL AND name LIKE 'p%' "
+     "AND (smoker OR age > 50) AND income BETWEEN 0 AND 90000 AND id % 10 <> 3 AND COALESCE(region, 0) > 0 AND NOT smoker IS NULL",
+     "SELECT count(id) FILTER (WHERE smoker), avg(income), sum(age) FROM gp "
+     "WHERE age > 20 AND age < 80 AND region IN (1, 2, 3) AND income IS NOT NULL AND name LIKE 'p%' "
+     "AND (smoker OR age > 50) AND income BETWEEN 0 AND 90000 AND id % 10 <> 3 AND COALESCE(region, 0) > 0 AND NOT smoker IS NULL"),
+]
+
+GRAMMAR_SETUP = [
+    "DROP TABLE IF EXISTS gp, gr",
+    "CREATE TABLE gp AS SELECT g AS id, 'p' || g AS name, g % 5 AS region, 18 + g % 70 AS age, "
+    "(g * 37 % 90000)::float8 AS income, g % 3 = 0 AS smoker FROM generate_series(1, 10000) g",
+    "CREATE TABLE gr AS SELECT r AS id, (ARRAY['cold', 'mild', 'warm'])[1 + r % 3] AS climate FROM generate_series(0, 4) r",
+    "ALTER TABLE gr ADD PRIMARY KEY (id)",
+    "ANALYZE gp",
+    "ANALYZE gr",
+]
+
+
+def planning_ms(cur, sql):
+    for (line,) in cur.execute("EXPLAIN (COSTS OFF, SUMMARY ON) " + sql):
+        if line.startswith("Planning Time:"):
+            return float(line.split()[2])
+    raise AssertionError("no planning time for " + sql)
+
+
+def grammar_section(c, a):
+    for s in GRAMMAR_SETUP:
+        c.execute(s)
+    c.execute("SELECT dp.protect_table('gp')")
+    with psycopg.connect(host=a.host, port=a.plain_port, dbname="postgres", user="postgres", autocommit=True) as plain:
+        for s in GRAMMAR_SETUP:
+            plain.execute(s)
+        pc, dc = plain.cursor(), c.cursor()
+        rows = []
+        for name, dp, native in GRAMMAR_QUERIES:
+            for _ in range(20):  # warm the caches of both servers
+                planning_ms(pc, native), planning_ms(dc, native), planning_ms(dc, dp)
+            base, other, checked = [], [], []
+            for k in range(a.plan_runs):
+                order = [(pc, native, base), (dc, native, other), (dc, dp, checked)]
+                for cur, sql, out in (order if k % 2 else order[::-1]):
+                    out.append(planning_ms(cur, sql))
+            m = statistics.median
+            rows.append((name, m(base), m(other), m(checked)))
+    print(f"\nPlanning time, median of {a.plan_runs} runs each: without pg_dp (a second server), the same native query on the pg_dp"
+          " server, and the DP query on a protected table (grammar, tagging and the DP Release node)\n")
+    print("| query | without pg_dp ms | native, pg_dp loaded ms | DP query ms | added by pg_dp ms | ratio |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, base, other, checked in rows:
+        print(f"| {name} | {base:.3f} | {other:.3f} | {checked:.3f} | {checked - base:.3f} | {checked / base:.2f} |")
 
 
 def accuracy_section(c, a):

@@ -36,6 +36,7 @@ fn raw_reads_are_refused_whatever_the_grants() {
         "INSERT INTO patients (id) VALUES (100000)",
         "UPDATE patients SET income = 0 WHERE name = 'Bob'",
         "DELETE FROM patients WHERE income > 100000",
+        "MERGE INTO patients p USING regions r ON p.id = r.id WHEN MATCHED THEN UPDATE SET income = 0",
     ] {
         refused_as_analyst(sql, "may not insert into, update or delete from it");
     }
@@ -62,6 +63,18 @@ fn views_functions_cursors_and_prepared_statements_cannot_read_raw_rows() {
     // a DO block's queries are checked one by one
     refused_as_analyst(
         "DO $$ DECLARE v float8; BEGIN SELECT income INTO v FROM patients WHERE name = 'Bob'; RAISE NOTICE '%', v; END $$",
+        "it is protected by pg_dp",
+    );
+}
+
+// The table-release functions read their source with an ordinary query, which the grammar refuses
+// on a protected table for a DP-only role.
+#[pg_test]
+fn the_table_release_functions_cannot_read_a_protected_table() {
+    protected_setup();
+    Spi::run(&format!("GRANT SELECT ON patients TO {ANALYST}")).unwrap();
+    refused_as_analyst(
+        "SELECT count(*) FROM dp.release_projection_rows('patients', ARRAY['income', 'bmi'], ARRAY[0, 0]::float8[], ARRAY[200000, 100]::float8[], 1, 1e-5)",
         "it is protected by pg_dp",
     );
 }

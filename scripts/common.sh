@@ -51,10 +51,11 @@ install_extension() {
     (cd "$ROOT" && cargo pgrx install --pg-config "$PG_CONFIG" "${sudo_flag[@]}" "$@")
 }
 
-# cluster_start DIR PORT: a private cluster owned by postgres, with pg_dp preloaded. Ports are below
-# Linux's ephemeral range (32768-60999), where any outgoing connection could be holding them.
+# cluster_start DIR PORT [PRELOAD]: a private cluster owned by postgres, with pg_dp preloaded (or
+# the libraries PRELOAD names; '' for none). Ports are below Linux's ephemeral range (32768-60999),
+# where any outgoing connection could be holding them.
 cluster_start() {
-    local dir="$1" port="$2"
+    local dir="$1" port="$2" preload="${3-pg_dp}"
     if ! as_root test -s "$dir/PG_VERSION"; then
         as_root install -d -m 755 "$(dirname "$dir")"
         as_root install -d -o postgres -g postgres -m 700 "$dir"
@@ -66,7 +67,7 @@ cluster_start() {
 port = $port
 listen_addresses = 'localhost'
 unix_socket_directories = '$SOCKET_DIR'
-shared_preload_libraries = 'pg_dp'
+shared_preload_libraries = '$preload'
 max_worker_processes = 16
 max_parallel_workers = 8
 CONF

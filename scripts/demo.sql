@@ -9,10 +9,16 @@ SELECT g AS id,
        (ARRAY['north', 'south', 'east', 'west', 'centre'])[1 + abs(hashint4(g + 1)) % 5] AS region,
        round((18.5 + (abs(hashint4(g + 2)) % 1000) / 1000.0 * 14 + (abs(hashint4(g + 3)) % 1000) / 1000.0 * 6)::numeric, 1)::float8 AS bmi,
        95 + (abs(hashint4(g + 4)) % 40) + (abs(hashint4(g + 5)) % 35) AS systolic,
-       round((12000 + (abs(hashint4(g + 6)) % 1000)^2 / 8.0)::numeric, 2) AS income,
+       round((12000 + (abs(hashint4(g + 6)) % 1000)^2 / 8.0)::numeric, 2)::float8 AS income,
        abs(hashint4(g + 7)) % 5 = 0 AS smoker
   FROM generate_series(1, 20000) g;
+ALTER TABLE patients ADD PRIMARY KEY (id);
 COMMENT ON TABLE patients IS 'pg_dp demo: synthetic patients';
+
+-- a public dimension table: one row per region, unique name
+CREATE TABLE regions (name text PRIMARY KEY, climate text);
+INSERT INTO regions VALUES ('north', 'cold'), ('south', 'warm'), ('east', 'mild'), ('west', 'mild'), ('centre', 'mild');
+COMMENT ON TABLE regions IS 'pg_dp demo: public facts about regions';
 
 \echo
 \echo 'Every dp_ aggregate below is one epsilon-DP release with fresh noise (run the file again: new answers).'
@@ -27,20 +33,20 @@ SELECT region, count(*) AS exact, dp_count(id, 0.5) AS dp_count
 \echo '3. Mean BMI, values clamped to [15, 50], epsilon = 0.5'
 SELECT round(avg(bmi)::numeric, 3) AS exact, round(dp_avg(bmi, 15, 50, 0.5)::numeric, 3) AS dp_avg FROM patients;
 
-\echo '4. Smokers'' total income (numeric), clamped to [0, 150000], epsilon = 1'
-SELECT sum(income) AS exact, round(dp_sum(income, 0, 150000, 1.0), 2) AS dp_sum FROM patients WHERE smoker;
+\echo '4. Smokers'' total income, clamped to [0, 150000], epsilon = 1'
+SELECT round(sum(income)::numeric, 2) AS exact, round(dp_sum(income, 0, 150000, 1.0)::numeric, 2) AS dp_sum FROM patients WHERE smoker;
 
-\echo '5. Mean systolic pressure by age band, epsilon = 1 each'
-SELECT (age / 20) * 20 AS age_band, round(avg(systolic), 2) AS exact,
+\echo '5. Mean systolic pressure by age band (age / 20: band 1 is 20-39), epsilon = 1 each'
+SELECT age / 20 AS age_band, round(avg(systolic), 2) AS exact,
        round(dp_avg(systolic, 80, 200, 1.0)::numeric, 2) AS dp_avg
   FROM patients GROUP BY 1 ORDER BY 1;
 
 \echo '6. Median income, clamped to [0, 150000], epsilon = 0.5: smooth sensitivity with delta = 1e-6, the pure'
 \echo '   (delta = 0) variant, and the exponential mechanism; and the 90th percentile of systolic pressure'
-SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY income::float8) AS exact,
-       round(dp_median(income::float8, 0, 150000, 0.5, 1e-6)::numeric, 2) AS dp_median,
-       round(dp_median(income::float8, 0, 150000, 0.5)::numeric, 2) AS dp_median_pure,
-       round(dp_percentile_em(income::float8, 0.5, 0, 150000, 0.5)::numeric, 2) AS dp_median_em
+SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY income) AS exact,
+       round(dp_median(income, 0, 150000, 0.5, 1e-6)::numeric, 2) AS dp_median,
+       round(dp_median(income, 0, 150000, 0.5)::numeric, 2) AS dp_median_pure,
+       round(dp_percentile_em(income, 0.5, 0, 150000, 0.5)::numeric, 2) AS dp_median_em
   FROM patients;
 SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY systolic) AS exact,
        round(dp_percentile(systolic, 0.9, 80, 200, 0.5, 1e-6)::numeric, 1) AS dp_percentile FROM patients;
@@ -53,22 +59,33 @@ SELECT dp_percentile(bmi, 1.5, 15, 50) FROM patients;
 \set ON_ERROR_STOP 1
 
 \echo
-\echo '8. Budgets: the DBA gives role analyst epsilon = 1.5; every release is paid before it runs.'
+\echo '8. The DBA protects the table: from now on role analyst reads it only through DP queries, and'
+\echo '   needs no SELECT privilege on it. Its budget is epsilon = 1.5; every release is paid before it runs.'
+SELECT dp.protect_table('patients');
 DROP ROLE IF EXISTS analyst;
 CREATE ROLE analyst LOGIN;
-GRANT SELECT ON patients TO analyst;
+GRANT SELECT ON regions TO analyst;
 SELECT role, epsilon_granted, epsilon_remaining FROM dp.grant_budget('analyst', 1.5);
 SET ROLE analyst;
-SELECT region, dp_count(id, 0.5) AS patients FROM patients GROUP BY region ORDER BY region;
+\echo 'Patients per climate: a join with the public regions table (many patients to one region)'
+SELECT r.climate, dp_count(p.id, 0.5) AS patients
+  FROM patients p JOIN regions r ON r.name = p.region GROUP BY r.climate ORDER BY r.climate;
 BEGIN;
-SELECT round(dp_avg(bmi, 15, 50, 0.5)::numeric, 2) AS mean_bmi FROM patients;
+SELECT round(dp_avg(bmi, 15, 50, 0.5)::numeric, 2) AS mean_bmi FROM patients WHERE age >= 65;
 ROLLBACK;
 \echo 'ROLLBACK refunds nothing: 0.5 + 0.5 spent'
 SELECT epsilon_spent, epsilon_remaining FROM dp.my_budget;
+\echo 'Refused before anything is read or charged: a raw read, a query that makes every row depend on'
+\echo 'one person (a window function), a data-dependent error, the planner''s estimates, and overspending'
 \set ON_ERROR_STOP 0
+SELECT * FROM patients WHERE id = 7;
+SELECT dp_avg(top, 0, 150000, 0.01) FROM (SELECT max(income) OVER () AS top FROM patients) s;
+SELECT dp_count(id, 0.01) FROM patients WHERE 1 / (CASE WHEN id = 7 AND income > 50000 THEN 0 ELSE 1 END) = 1;
+EXPLAIN SELECT dp_count(id, 0.01) FROM patients WHERE income > 100000;
 SELECT dp_sum(income, 0, 150000, 0.75) FROM patients;
 \set ON_ERROR_STOP 1
 RESET ROLE;
 \echo 'The ledger: one receipt per paid release'
-SELECT id, role, aggregate, epsilon, round(noise_scale::numeric, 3) AS noise_scale, left(query_text, 50) AS query
+SELECT id, role, aggregate, epsilon, round(noise_scale::numeric, 3) AS noise_scale, details->>'source' AS source,
+       left(query_text, 50) AS query
   FROM dp.ledger WHERE role = 'analyst'::regrole ORDER BY id;

@@ -48,7 +48,9 @@
 //! ```
 //! `cmp` and the casts are the total operators and casts of `total.rs`; `k` is an integer literal
 //! (not 0, and not -1 for `/`). Columns are user columns (no system columns or whole-row
-//! references) of the tables in the level's FROM, through views and joins.
+//! references) of the tables in the level's FROM, through views and joins. A constant expression
+//! (no column, subquery or aggregate; immutable built-in functions only) is admitted anywhere in
+//! the input: whatever error it could raise depends on the query text, not on the data.
 //!
 //! Why each rule: every input row must come from exactly one row of one table, so that adding or
 //! removing one person adds or removes at most one input row (window functions, subqueries, LIMIT,
