@@ -11,7 +11,9 @@ CREATE TABLE regions AS SELECT r AS id, (ARRAY['north', 'south', 'east', 'west']
 ALTER TABLE regions ADD PRIMARY KEY (id);
 SELECT dp.protect_table('patients');
 SELECT table_name, owner FROM dp.protected_tables;
+SET client_min_messages = warning;
 DROP ROLE IF EXISTS regress_dp_only;
+RESET client_min_messages;
 CREATE ROLE regress_dp_only;
 GRANT SELECT ON regions TO regress_dp_only;
 SET dp.require_budget = off;
