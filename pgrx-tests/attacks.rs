@@ -160,3 +160,167 @@ fn refusals_never_print_stored_values() {
         }
     }
 }
+
+// ----- found by a red-team review of the grammar --------------------------------------------
+
+// Columns that depend on a grouped primary key may appear around the aggregates in PostgreSQL:
+// that would print every column of every row.
+#[pg_test]
+fn attack_columns_functionally_dependent_on_a_grouped_key() {
+    protected_setup();
+    refused_whatever_the_data(
+        "SELECT name, income, dp_count(id, 1e-9) FROM patients GROUP BY id HAVING name = 'Bob'",
+        "a column that is not a GROUP BY key next to dp_count",
+    );
+    refused_whatever_the_data(
+        "SELECT income FROM patients GROUP BY id HAVING dp_count(id, 1e-9) > 0",
+        "a column that is not a GROUP BY key next to dp_count",
+    );
+}
+
+/// A function that lies about being IMMUTABLE (so that the planner may move it) and counts its
+/// calls in a session setting.
+fn counting_function() {
+    as_analyst(|| {
+        Spi::run("SET dp_t.calls = 0").unwrap();
+        Spi::run(
+            "CREATE FUNCTION pg_temp.spy(k int) RETURNS bool LANGUAGE plpgsql IMMUTABLE AS $$
+             BEGIN PERFORM set_config('dp_t.calls', (current_setting('dp_t.calls')::int + 1)::text, false); RETURN true; END $$",
+        )
+        .unwrap();
+    });
+}
+
+fn spy_calls() -> i64 {
+    one_text("SELECT current_setting('dp_t.calls')").parse().unwrap()
+}
+
+// HAVING conditions without aggregates are moved below the aggregates by the planner: they must
+// be predicates of the grammar.
+#[pg_test]
+fn attack_a_having_condition_moved_below_the_aggregate() {
+    protected_setup();
+    counting_function();
+    refused_whatever_the_data(
+        "SELECT dp_count(id, 1e-9) FROM patients WHERE name = 'Bob' GROUP BY region HAVING pg_temp.spy(region)",
+        "spy(integer) in the input of dp_count",
+    );
+}
+
+// A condition of an outer query on a DP level's columns stays above its aggregates: the analyst's
+// function runs once per released group, never on the rows below.
+#[pg_test]
+fn attack_an_outer_condition_pushed_into_a_dp_level() {
+    protected_setup();
+    counting_function();
+    Spi::run("CREATE VIEW region_totals AS SELECT region, dp_count(id, 1e-9) AS n FROM patients GROUP BY region").unwrap();
+    Spi::run(&format!("GRANT SELECT ON region_totals TO {ANALYST}")).unwrap();
+    for (sql, groups) in [
+        ("SELECT count(*) FROM (SELECT region, dp_count(id, 1e-9) FROM patients WHERE region = 3 AND income > 1000 GROUP BY region) s WHERE pg_temp.spy(s.region)", 1),
+        ("WITH c AS (SELECT region, dp_count(id, 1e-9) FROM patients GROUP BY region) SELECT count(*) FROM c WHERE pg_temp.spy(region)", 5),
+        ("SELECT count(*) FROM (SELECT region, dp_count(id, 1e-9) FROM patients GROUP BY region UNION ALL SELECT region, dp_count(id, 1e-9) FROM patients GROUP BY region) u WHERE pg_temp.spy(u.region)", 10),
+        ("SELECT count(*) FROM region_totals WHERE pg_temp.spy(region)", 5),
+    ] {
+        as_analyst(|| {
+            Spi::run("SET dp_t.calls = 0").unwrap();
+            one_i64(sql);
+            assert_eq!(spy_calls(), groups, "{sql}: the condition ran on the rows below the aggregate");
+        });
+    }
+}
+
+// Sub-expressions without columns are admitted only if the planner computes them while planning:
+// a domain check, an XML parse or a bind parameter in a generic plan would run only on the rows
+// whose CASE branch reaches them, and their errors would answer a question about those rows.
+#[pg_test]
+fn attack_an_error_deferred_to_the_rows_that_reach_it() {
+    protected_setup();
+    refused_whatever_the_data(
+        "SELECT dp_count(id, 1e-9) FROM patients WHERE CASE WHEN name = 'Bob' AND income > 70000 THEN (-1)::information_schema.cardinal_number = 0 ELSE true END",
+        "cast to a domain in the input of dp_count",
+    );
+    refused_whatever_the_data(
+        "SELECT dp_count(id, 1e-9) FROM patients WHERE CASE WHEN name = 'Bob' AND income > 70000 THEN xmlparse(document 'zz') IS NULL ELSE true END",
+        "in the input of dp_count: only expressions that cannot raise an error",
+    );
+    as_analyst(|| {
+        Spi::run("SET plan_cache_mode = force_generic_plan").unwrap();
+        Spi::run("PREPARE deferred(int, float8) AS SELECT dp_count(id, 1e-9) FROM patients WHERE CASE WHEN name = 'Bob' AND income > $2 THEN 1 / $1 = 1 ELSE true END").unwrap();
+        refused("EXECUTE deferred(0, 70000)", "operator / (integer, integer) with a divisor that is not a literal");
+    });
+    // a constant the planner folds is fine: its error, if any, comes while planning
+    as_analyst(|| one_i64("SELECT dp_count(id, 1e6) FROM patients WHERE income = ANY(ARRAY[1.0, 2.0]::float8[]) IS NOT NULL"));
+    as_analyst(|| refused("SELECT dp_count(id, 1e6) FROM patients WHERE CASE WHEN income > 1 THEN 1 / 0 = 1 ELSE true END", "division by zero"));
+}
+
+// trace_sort prints the sorts run below the aggregates, and the memory they used.
+#[pg_test]
+fn attack_trace_sort_prints_sorts_below_the_aggregate() {
+    protected_setup();
+    let sql = "SELECT dp_count(x, 1e-9) FROM (SELECT id x FROM patients WHERE name = 'Bob' ORDER BY CASE WHEN income > 70000 THEN 1 END) s";
+    as_analyst(|| {
+        Spi::run("PREPARE sorted AS SELECT dp_count(id, 1e-9) FROM patients GROUP BY region").unwrap();
+        Spi::run("SET trace_sort = on").unwrap();
+        refused(sql, "trace_sort would print what PostgreSQL computed from a protected table's data");
+        // planned before the setting, refused when it runs
+        refused("EXECUTE sorted", "trace_sort would print");
+    });
+}
+
+// A row security policy on a public table the analyst owns would run the analyst's function on
+// exactly the rows a join fetches for protected rows.
+#[pg_test]
+fn attack_a_row_security_policy_on_a_joined_public_table() {
+    protected_setup();
+    as_analyst(|| {
+        Spi::run("CREATE TEMP TABLE lookup (d date PRIMARY KEY)").unwrap();
+        Spi::run("INSERT INTO lookup SELECT date '2000-01-01' + g FROM generate_series(0, 5000) g").unwrap();
+        Spi::run("CREATE FUNCTION pg_temp.seen(d date) RETURNS bool LANGUAGE plpgsql AS $$ BEGIN RAISE NOTICE 'fetched %', d; RETURN true; END $$").unwrap();
+        Spi::run("ALTER TABLE lookup ENABLE ROW LEVEL SECURITY").unwrap();
+        Spi::run("ALTER TABLE lookup FORCE ROW LEVEL SECURITY").unwrap();
+        Spi::run("CREATE POLICY p ON lookup USING (pg_temp.seen(d))").unwrap();
+        refused(
+            "SELECT dp_count(p.id, 1e-9) FROM patients p JOIN lookup l ON l.d = p.born WHERE p.name = 'Bob'",
+            "row security policies on it would run on the rows it joins to patients",
+        );
+    });
+}
+
+// Statistics functions reached without a call in the query: through an operator, a domain check.
+// They are not executable by PUBLIC in a database with pg_dp.
+#[pg_test]
+fn attack_statistics_functions_behind_an_operator_or_a_domain() {
+    protected_setup();
+    as_analyst(|| {
+        refused(
+            "CREATE OPERATOR pg_temp.@@@ (RIGHTARG = oid, FUNCTION = pg_stat_get_live_tuples)",
+            "permission denied for function pg_stat_get_live_tuples",
+        );
+        Spi::run("CREATE DOMAIN pg_temp.live AS bigint CHECK (VALUE = pg_stat_get_live_tuples('patients'::regclass))").unwrap();
+        refused("SELECT 1000::pg_temp.live", "permission denied for function pg_stat_get_live_tuples");
+        refused("SELECT pg_relation_size('regions')", "permission denied");
+    });
+    // members of pg_read_all_stats keep them
+    Spi::run(&format!("GRANT pg_read_all_stats TO {ANALYST}")).unwrap();
+    Spi::run(&format!("SELECT dp.trust_role('{ANALYST}')")).unwrap();
+    as_analyst(|| one_i64("SELECT pg_relation_size('regions')"));
+}
+
+// Deep expressions: pg_dp's checks recurse over the query tree; too deep a tree must end in an
+// ordinary error, never in a crash of the server.
+#[pg_test]
+fn a_very_deep_expression_never_crashes_the_server() {
+    protected_setup();
+    for depth in [100usize, 600] {
+        let deep = |e: &str| e.contains("query nested too deeply for pg_dp's query check") || e.contains("stack depth limit exceeded");
+        let sql = format!("SELECT {}true", "NOT ".repeat(depth));
+        if let Some(e) = error_of(&sql) {
+            assert!(deep(&e), "{e}");
+        }
+        let dp = format!("SELECT dp_count(id, 0.1) FROM patients WHERE {}smoker", "NOT ".repeat(depth));
+        if let Some(e) = as_analyst(|| error_of(&dp)) {
+            assert!(deep(&e), "{e}");
+        }
+    }
+    assert_eq!(one_i64("SELECT 1"), 1, "the backend survived");
+}

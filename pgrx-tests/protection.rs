@@ -217,7 +217,7 @@ fn explain_of_a_protected_table_is_refused_to_dp_only_roles() {
     assert!(plan.contains("Custom Scan (DP Release)") && plan.contains("Source: public.patients"), "{plan}");
     // debug_print_plan would print the same estimates
     Spi::run("SET debug_print_plan = on").unwrap();
-    refused_as_analyst("SELECT dp_count(id, 0.1) FROM patients", "debug_print_plan would show the planner's estimates");
+    refused_as_analyst("SELECT dp_count(id, 0.1) FROM patients", "debug_print_plan would print what PostgreSQL computed from a protected table's data");
 }
 
 #[pg_test]

@@ -61,3 +61,26 @@ GRANT EXECUTE ON FUNCTION dp.protect_table(regclass) TO dp_admin;
 GRANT EXECUTE ON FUNCTION dp.unprotect_table(regclass) TO dp_admin;
 GRANT EXECUTE ON FUNCTION dp.trust_role(regrole) TO dp_admin;
 GRANT EXECUTE ON FUNCTION dp.distrust_role(regrole) TO dp_admin;
+
+-- Cumulative statistics and relation sizes count rows and bytes exactly: the number of rows a DP
+-- query read, inserted or deleted, the size of a table. In a database with pg_dp, they are
+-- executable by superusers and members of pg_read_all_stats only (grant that role to monitoring
+-- roles). A privilege is checked on every path that calls a function (an operator, an aggregate, a
+-- domain check, a column default), which a check of the query text alone could not cover.
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN
+        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'pg_catalog'::regnamespace
+           AND ((p.proname LIKE 'pg\_stat\_get\_%' AND p.proname <> 'pg_stat_get_activity'
+                 AND p.proname NOT LIKE 'pg\_stat\_get\_backend\_%')
+                OR p.proname IN ('pg_relation_size', 'pg_table_size', 'pg_total_relation_size', 'pg_indexes_size',
+                                 'pg_database_size', 'pg_tablespace_size'))
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO pg_read_all_stats', f);
+    END LOOP;
+END
+$$;

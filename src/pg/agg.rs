@@ -172,24 +172,33 @@ pub unsafe fn list_oids(list: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
     (0..list_len(list)).map(|i| (*(*list).elements.add(i)).oid_value).collect()
 }
 
+#[pgrx::pg_guard]
 unsafe extern "C-unwind" fn collect_walker(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
     if node.is_null() {
         return false;
     }
-    let (tags, out) = &mut *(ctx as *mut (&[pg_sys::NodeTag], &mut Vec<*mut pg_sys::Node>));
+    let (tags, out, too_deep) = &mut *(ctx as *mut (&[pg_sys::NodeTag], &mut Vec<*mut pg_sys::Node>, bool));
+    if pg_sys::stack_is_too_deep() {
+        *too_deep = true;
+        return true;
+    }
     if tags.contains(&(*node).type_) {
         out.push(node);
     }
     pg_sys::expression_tree_walker(node, Some(collect_walker), ctx)
 }
 
-/// Every node of one of the types `tags` in an expression tree, in one walk.
+/// Every node of one of the types `tags` in an expression tree, in one walk. An expression too
+/// deep to walk is one error, raised here rather than deep in the walk.
 pub unsafe fn collect_nodes(node: *mut pg_sys::Node, tags: &[pg_sys::NodeTag], out: &mut Vec<*mut pg_sys::Node>) {
     if node.is_null() {
         return;
     }
-    let mut ctx = (tags, out);
+    let mut ctx = (tags, out, false);
     collect_walker(node, &mut ctx as *mut _ as *mut std::ffi::c_void);
+    if ctx.2 {
+        raise_with(PgSqlErrorCode::ERRCODE_STATEMENT_TOO_COMPLEX, "expression nested too deeply for pg_dp".into(), None);
+    }
 }
 
 thread_local! {
@@ -246,6 +255,7 @@ unsafe fn lookup_kind(aggfnoid: pg_sys::Oid) -> Option<Kind> {
 /// is not an immutable part of PostgreSQL could compute it from the data, and then both the release
 /// and any error about the value would depend on the data.
 pub unsafe fn param_problem(expr: *mut pg_sys::Node) -> Option<&'static str> {
+    #[pgrx::pg_guard]
     unsafe extern "C-unwind" fn walker(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
         if node.is_null() {
             return false;
@@ -255,6 +265,9 @@ pub unsafe fn param_problem(expr: *mut pg_sys::Node) -> Option<&'static str> {
             *why = Some(w);
             true
         };
+        if pg_sys::stack_is_too_deep() {
+            return found("an expression nested too deeply");
+        }
         let builtin = |f: pg_sys::Oid| f == pg_sys::InvalidOid || pg_sys::get_func_namespace(f) == pg_sys::Oid::from(pg_sys::PG_CATALOG_NAMESPACE);
         match (*node).type_ {
             pg_sys::NodeTag::T_Var => return found("a column"),

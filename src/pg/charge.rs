@@ -87,8 +87,8 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
     }
     let flags = eflags as u32;
     let explain_only = flags & pg_sys::EXEC_FLAG_EXPLAIN_ONLY != 0;
-    if explain_only || (*qd).instrument_options != 0 {
-        refuse_explain_of_protected(stmt);
+    if let Some(relid) = restricted_protected_read(stmt) {
+        refuse_leaks_of_protected(relid, explain_only || (*qd).instrument_options != 0);
     }
     let releases = find_releases(stmt);
     let me = pg_sys::GetUserId().to_u32();
@@ -156,24 +156,30 @@ unsafe extern "C-unwind" fn check_perms(rtable: *mut pg_sys::List, ereport: bool
     }
 }
 
+/// A protected table the plan reads that the current role may not read directly, if any.
+unsafe fn restricted_protected_read(stmt: *mut pg_sys::PlannedStmt) -> Option<pg_sys::Oid> {
+    list_iter::<pg_sys::RangeTblEntry>((*stmt).rtable)
+        .filter(|rte| (**rte).rtekind == pg_sys::RTEKind::RTE_RELATION)
+        .map(|rte| (*rte).relid)
+        .find(|relid| protect::is_protected(*relid) && !protect::exempt(*relid))
+}
+
 /// EXPLAIN prints the planner's estimates, computed from the statistics of every table the plan
-/// reads: refused for roles that may not read a protected table directly.
-unsafe fn refuse_explain_of_protected(stmt: *mut pg_sys::PlannedStmt) {
-    for rte in list_iter::<pg_sys::RangeTblEntry>((*stmt).rtable) {
-        if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
-            continue;
-        }
-        let relid = (*rte).relid;
-        if protect::is_protected(relid) && !protect::exempt(relid) {
-            raise_with(
-                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-                format!(
-                    "EXPLAIN of a query on protected table {}: the plan shows estimates computed from its data",
-                    protect::relation_short_name(relid)
-                ),
-                Some("run the query itself; a superuser, the owner or a trusted role can EXPLAIN it"),
-            );
-        }
+/// reads, and `trace_sort` prints the sorts the executor runs: both are refused on a protected
+/// table to roles that may not read it directly.
+unsafe fn refuse_leaks_of_protected(relid: pg_sys::Oid, explain: bool) {
+    if explain {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!(
+                "EXPLAIN of a query on protected table {}: the plan shows estimates computed from its data",
+                protect::relation_short_name(relid)
+            ),
+            Some("run the query itself; a superuser, the owner or a trusted role can EXPLAIN it"),
+        );
+    }
+    if let Some(r) = super::grammar::leaky_setting(false) {
+        raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, r.message, r.hint.as_deref());
     }
 }
 

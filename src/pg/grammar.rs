@@ -77,6 +77,14 @@ impl Refusal {
     fn new(message: impl Into<String>) -> Self {
         Refusal { message: message.into(), hint: None }
     }
+
+    /// The refusal of a query nested deeper than pg_dp's checks can follow with the stack that
+    /// `max_stack_depth` leaves them. Checked before the stack runs out, so that no error is ever
+    /// raised deep inside the walk (one would be raised again at every level on its way out).
+    pub fn too_deep() -> Self {
+        Refusal::new("query nested too deeply for pg_dp's query check")
+            .hint("write the condition or expression with fewer nested levels")
+    }
     fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self
@@ -112,6 +120,10 @@ struct Collect {
     stack: Vec<*mut Query>,
     aggs: Vec<AggAt>,
     rels: Vec<RelAt>,
+    /// subquery → the range-table entry that holds it (subqueries in FROM, views, set operations)
+    subquery_rtes: Vec<(*mut Query, *mut RangeTblEntry)>,
+    /// WITH queries
+    ctes: Vec<*mut pg_sys::CommonTableExpr>,
     refusal: Option<Refusal>,
     /// check the statistics rules (the role is restricted in this database)
     statistics: bool,
@@ -126,16 +138,23 @@ impl Collect {
     }
 }
 
+#[pgrx::pg_guard]
 unsafe extern "C-unwind" fn collect_walker(node: *mut Node, ctx: *mut c_void) -> bool {
     if node.is_null() {
         return false;
     }
     let c = &mut *(ctx as *mut Collect);
+    if pg_sys::stack_is_too_deep() {
+        return c.refuse(Refusal::too_deep());
+    }
     match (*node).type_ {
         NodeTag::T_Query => {
             let q = node as *mut Query;
             c.stack.push(q);
-            let r = pg_sys::query_tree_walker(q, Some(collect_walker), ctx, pg_sys::QTW_EXAMINE_RTES_BEFORE as i32);
+            // join alias lists name every column of the joined tables, used or not: columns are
+            // checked where the query uses them
+            let flags = (pg_sys::QTW_EXAMINE_RTES_BEFORE | pg_sys::QTW_IGNORE_JOINALIASES) as i32;
+            let r = pg_sys::query_tree_walker(q, Some(collect_walker), ctx, flags);
             c.stack.pop();
             return r;
         }
@@ -149,6 +168,8 @@ unsafe extern "C-unwind" fn collect_walker(node: *mut Node, ctx: *mut c_void) ->
                     }
                 }
                 c.rels.push(RelAt { query, rte });
+            } else if (*rte).rtekind == pg_sys::RTEKind::RTE_SUBQUERY {
+                c.subquery_rtes.push(((*rte).subquery, rte));
             }
             return false; // the walker goes on into the RTE's contents
         }
@@ -185,14 +206,14 @@ unsafe extern "C-unwind" fn collect_walker(node: *mut Node, ctx: *mut c_void) ->
                 return c.refuse(statistics::refusal(&what));
             }
         }
+        NodeTag::T_CommonTableExpr => c.ctes.push(node as *mut pg_sys::CommonTableExpr),
         NodeTag::T_Var if c.statistics => {
             let v = node as *mut pg_sys::Var;
             let up = (*v).varlevelsup as usize;
             if up < c.stack.len() && (*v).varno > 0 {
                 let q = c.stack[c.stack.len() - 1 - up];
-                let rte = rt_fetch(q, (*v).varno);
-                if !rte.is_null() && (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION {
-                    if let Some(what) = statistics::denied_column((*rte).relid, (*v).varattno) {
+                if let Some((rte, att)) = base_column(q, (*v).varno, (*v).varattno) {
+                    if let Some(what) = statistics::denied_column((*rte).relid, att) {
                         return c.refuse(statistics::refusal(what));
                     }
                 }
@@ -211,6 +232,28 @@ unsafe fn first_arg_type(a: *mut pg_sys::Aggref) -> Oid {
     (*(*l).elements).oid_value
 }
 
+/// The table and attribute a column of `q` reads, through join aliases: None for columns of
+/// subqueries and functions.
+unsafe fn base_column(q: *mut Query, varno: i32, attno: i16) -> Option<(*mut RangeTblEntry, i16)> {
+    let rte = rt_fetch(q, varno);
+    if rte.is_null() {
+        return None;
+    }
+    match (*rte).rtekind {
+        pg_sys::RTEKind::RTE_RELATION => Some((rte, attno)),
+        pg_sys::RTEKind::RTE_JOIN if attno > 0 => {
+            let alias = list_iter::<Node>((*rte).joinaliasvars).nth(attno as usize - 1)?;
+            let (idx, att) = resolve_var(q, alias)?;
+            base_column(q, idx, att)
+        }
+        // a whole-row reference to a join reads every column of its tables
+        pg_sys::RTEKind::RTE_JOIN => list_iter::<RangeTblEntry>((*q).rtable)
+            .find(|r| (**r).rtekind == pg_sys::RTEKind::RTE_RELATION && (**r).relid == pg_sys::RelationRelationId)
+            .map(|r| (r, 0)),
+        _ => None,
+    }
+}
+
 /// The range-table entry `index` (1-based) of a query, or null.
 pub unsafe fn rt_fetch(q: *mut Query, index: i32) -> *mut RangeTblEntry {
     let rt = (*q).rtable;
@@ -225,7 +268,15 @@ pub unsafe fn rt_fetch(q: *mut Query, index: i32) -> *mut RangeTblEntry {
 /// Checks a whole statement. Ok(None): nothing for pg_dp to do (no DP aggregate, no protected
 /// table). Ok(Some): the admitted levels, with their aggregate calls tagged. Err: the refusal.
 pub unsafe fn check_statement(query: *mut Query) -> Check<Option<Admitted>> {
-    let mut c = Collect { stack: Vec::new(), aggs: Vec::new(), rels: Vec::new(), refusal: None, statistics: protect::statistics_restricted() };
+    let mut c = Collect {
+        stack: Vec::new(),
+        aggs: Vec::new(),
+        rels: Vec::new(),
+        subquery_rtes: Vec::new(),
+        ctes: Vec::new(),
+        refusal: None,
+        statistics: protect::statistics_restricted(),
+    };
     collect_walker(query as *mut Node, &mut c as *mut Collect as *mut c_void);
     if let Some(r) = c.refusal {
         return Err(r);
@@ -269,11 +320,45 @@ pub unsafe fn check_statement(query: *mut Query) -> Check<Option<Admitted>> {
         return Err(raw_access_refusal(relid, q, written));
     }
     let reads_protected = protected.iter().any(|p| *p);
-    if reads_protected && pg_sys::Debug_print_plan && protect::statistics_restricted() {
-        return Err(Refusal::new("debug_print_plan would show the planner's estimates for a protected table")
-            .hint("SET debug_print_plan = off"));
+    let restricted_read = c.rels.iter().zip(&protected).any(|(r, p)| *p && !protect::exempt((*r.rte).relid));
+    if restricted_read {
+        if let Some(r) = leaky_setting(true) {
+            return Err(r);
+        }
+    }
+    // The planner may move a condition of an outer query into a DP level (a subquery in FROM, a
+    // view, a branch of a UNION, an inlined WITH query), below its aggregates, where it would run on
+    // every input row. A security barrier lets only leakproof conditions move; WITH queries that
+    // are DP levels are computed once and never inlined.
+    for (sq, rte) in &c.subquery_rtes {
+        if dp_levels.contains(sq) {
+            (**rte).security_barrier = true;
+        }
+    }
+    for cte in &c.ctes {
+        if dp_levels.contains(&((**cte).ctequery as *mut Query)) {
+            (**cte).ctematerialized = pg_sys::CTEMaterialize::CTEMaterializeAlways;
+        }
     }
     Ok(Some(Admitted { levels, waived, reads_protected }))
+}
+
+/// A setting that would print to the client what the planner or the executor computed from the
+/// data: `debug_print_plan` (the plan and its estimates, when planning) and `trace_sort` (the sorts
+/// run below the aggregates and the memory they used). Refused for a statement that reads a
+/// protected table the role may not read directly.
+pub unsafe fn leaky_setting(planning: bool) -> Option<Refusal> {
+    let name = if planning && pg_sys::Debug_print_plan {
+        "debug_print_plan"
+    } else if pg_sys::trace_sort {
+        "trace_sort"
+    } else {
+        return None;
+    };
+    Some(
+        Refusal::new(format!("{name} would print what PostgreSQL computed from a protected table's data"))
+            .hint(format!("SET {name} = off")),
+    )
 }
 
 unsafe fn raw_access_refusal(relid: Oid, q: *mut Query, written: bool) -> Refusal {
@@ -344,6 +429,25 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
     cx.table = protect::relation_short_name(source.relation.oid.into());
     let mut filters = source.filters;
 
+    // Columns that are not GROUP BY keys may appear around the aggregates when they depend on a
+    // grouped primary key: that would release them as they are, row by row.
+    if !(*q).constraintDeps.is_null() {
+        return Err(Refusal::new(format!(
+            "a column that is not a GROUP BY key next to {func}: a level releases only its GROUP BY keys and its DP aggregates"
+        ))
+        .hint("add the column to GROUP BY, or leave it out"));
+    }
+    // The planner moves HAVING conditions without aggregates into WHERE, below the aggregates: they
+    // must be predicates of the grammar.
+    let mut having = Vec::new();
+    split_and((*q).havingQual, &mut having);
+    for h in having {
+        if !has_level_aggregate(h)? {
+            predicate_below(&cx, h)?;
+            filters += 1;
+        }
+    }
+
     // non-DP aggregates over the rows of a protected table would release exact values
     if let Some(other) = aggs.iter().find(|a| a.kind.is_none()) {
         if source.relation.protected {
@@ -356,13 +460,18 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
         }
     }
 
-    // GROUP BY keys are computed from each input row: the value grammar
+    // GROUP BY keys are computed from each input row: the value grammar, of a built-in type (grouping
+    // calls the type's equality and hash functions on every row)
     let mut group_keys = Vec::new();
     for sgc in list_iter::<pg_sys::SortGroupClause>((*q).groupClause) {
         let tle = list_iter::<pg_sys::TargetEntry>((*q).targetList).find(|t| (**t).ressortgroupref == (*sgc).tleSortGroupRef);
         let Some(tle) = tle else { continue };
         let e = (*tle).expr as *mut Node;
         value_below(&cx, e)?;
+        let typ = pg_sys::getBaseType(pg_sys::exprType(e));
+        if typ.to_u32() >= pg_sys::FirstNormalObjectId {
+            return Err(cx.not_total(&format!("GROUP BY key of type {}", total::type_name(pg_sys::exprType(e)))));
+        }
         group_keys.push(describe_value(q, e));
     }
     let grouping_sets = if (*q).groupingSets.is_null() {
@@ -448,18 +557,62 @@ unsafe fn first_relation(q: *mut Query, depth: u32) -> Option<Oid> {
     first
 }
 
+/// Whether a condition holds an aggregate (or GROUPING) of its own query level.
+unsafe fn has_level_aggregate(e: *mut Node) -> Check<bool> {
+    struct Walk {
+        depth: u32,
+        too_deep: bool,
+    }
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walker(node: *mut Node, ctx: *mut c_void) -> bool {
+        if node.is_null() {
+            return false;
+        }
+        let w = &mut *(ctx as *mut Walk);
+        if pg_sys::stack_is_too_deep() {
+            w.too_deep = true;
+            return true;
+        }
+        let depth = &mut w.depth;
+        match (*node).type_ {
+            NodeTag::T_Query => {
+                *depth += 1;
+                let r = pg_sys::query_tree_walker(node as *mut Query, Some(walker), ctx, 0);
+                *depth -= 1;
+                return r;
+            }
+            NodeTag::T_Aggref if (*(node as *mut pg_sys::Aggref)).agglevelsup == *depth => return true,
+            NodeTag::T_GroupingFunc if (*(node as *mut pg_sys::GroupingFunc)).agglevelsup == *depth => return true,
+            _ => {}
+        }
+        pg_sys::expression_tree_walker(node, Some(walker), ctx)
+    }
+    let mut w = Walk { depth: 0, too_deep: false };
+    let found = walker(e, &mut w as *mut Walk as *mut c_void);
+    if w.too_deep {
+        return Err(Refusal::too_deep());
+    }
+    Ok(found)
+}
+
 // ----- correlation --------------------------------------------------------------------------
 
 struct Outer {
     depth: u32,
     found: bool,
+    too_deep: bool,
 }
 
+#[pgrx::pg_guard]
 unsafe extern "C-unwind" fn outer_walker(node: *mut Node, ctx: *mut c_void) -> bool {
     if node.is_null() {
         return false;
     }
     let o = &mut *(ctx as *mut Outer);
+    if pg_sys::stack_is_too_deep() {
+        o.too_deep = true;
+        return true;
+    }
     let up = match (*node).type_ {
         NodeTag::T_Query => {
             o.depth += 1;
@@ -490,8 +643,11 @@ unsafe extern "C-unwind" fn outer_walker(node: *mut Node, ctx: *mut c_void) -> b
 /// A DP level that refers to an outer query (or holds a LATERAL item) is executed again for every
 /// outer row: each execution would be a new release for one payment.
 unsafe fn correlation(q: *mut Query, func: &str) -> Option<Refusal> {
-    let mut o = Outer { depth: 0, found: false };
+    let mut o = Outer { depth: 0, found: false, too_deep: false };
     pg_sys::query_tree_walker(q, Some(outer_walker), &mut o as *mut Outer as *mut c_void, pg_sys::QTW_EXAMINE_RTES_BEFORE as i32);
+    if o.too_deep {
+        return Some(Refusal::too_deep());
+    }
     o.found.then(|| {
         Refusal::new(format!(
             "{func} in a subquery that refers to an outer query or uses LATERAL: it would be computed again, with new noise, for every outer row"
@@ -525,6 +681,9 @@ const MAX_ROW_SOURCE_DEPTH: u32 = 32;
 /// Checks the FROM, WHERE and ON clauses of `q` (a DP level, or a row source below one) and returns
 /// the source with its public joins.
 unsafe fn check_from(cx: &mut Cx, q: *mut Query, depth: u32) -> Check<Source> {
+    if pg_sys::stack_is_too_deep() {
+        return Err(Refusal::too_deep());
+    }
     if depth > MAX_ROW_SOURCE_DEPTH {
         return Err(cx.structural("nesting of subqueries deeper than 32"));
     }
@@ -806,6 +965,15 @@ unsafe fn attach(cx: &Cx, q: *mut Query, items: &[Item], src: usize, conjuncts: 
                 still.push(j);
                 continue;
             }
+            if !(*item.rte).securityQuals.is_null() {
+                // a policy runs its conditions on exactly the rows the join fetches for protected rows
+                return Err(Refusal::new(format!(
+                    "join with {} in the input of {}: row security policies on it would run on the rows it joins to {src_name}",
+                    item_name(item),
+                    cx.func
+                ))
+                .hint("join a table without row security"));
+            }
             let quals: &[*mut Node] = item.outer_quals.as_deref().unwrap_or(conjuncts);
             if let Some(key) = unique_key_matched(q, item, &attached, quals) {
                 attached.push(item.rtindex);
@@ -884,6 +1052,11 @@ unsafe fn is_key_equality(q: *mut Query, c: *mut Node, rtindex: i32, attno: i16,
     if args.len() != 2 {
         return false;
     }
+    // built-in operators and operator families only: the join runs them on protected values
+    let builtin = |o: Oid| o.to_u32() < pg_sys::FirstNormalObjectId;
+    if !builtin((*op).opno) || !builtin((*op).opfuncid) || !builtin(opfamily) {
+        return false;
+    }
     if pg_sys::get_op_opfamily_strategy((*op).opno, opfamily) != pg_sys::BTEqualStrategyNumber as i32 {
         return false;
     }
@@ -957,11 +1130,18 @@ unsafe fn predicate_below(cx: &Cx, e: *mut Node) -> Check<()> {
 
 struct Found(Option<&'static str>);
 
+const TOO_DEEP: &str = "too deep";
+
+#[pgrx::pg_guard]
 unsafe extern "C-unwind" fn structure_walker(node: *mut Node, ctx: *mut c_void) -> bool {
     if node.is_null() {
         return false;
     }
     let found = &mut *(ctx as *mut Found);
+    if pg_sys::stack_is_too_deep() {
+        found.0 = Some(TOO_DEEP);
+        return true;
+    }
     found.0 = match (*node).type_ {
         NodeTag::T_SubLink | NodeTag::T_SubPlan | NodeTag::T_AlternativeSubPlan => Some("subquery"),
         NodeTag::T_WindowFunc => Some("window function"),
@@ -977,27 +1157,29 @@ unsafe fn structure(cx: &Cx, e: *mut Node) -> Check<()> {
     let mut found = Found(None);
     structure_walker(e, &mut found as *mut Found as *mut c_void);
     match found.0 {
+        Some(TOO_DEEP) => Err(Refusal::too_deep()),
         Some(what) => Err(cx.structural(what)),
         None => Ok(()),
     }
 }
 
+#[pgrx::pg_guard]
 unsafe extern "C-unwind" fn data_walker(node: *mut Node, ctx: *mut c_void) -> bool {
     if node.is_null() {
         return false;
     }
+    if pg_sys::stack_is_too_deep() {
+        return true; // not known to be constant: the caller refuses
+    }
     let user = |f: Oid| f.to_u32() >= pg_sys::FirstNormalObjectId;
-    let depends = match (*node).type_ {
-        NodeTag::T_Var
-        | NodeTag::T_PlaceHolderVar
-        | NodeTag::T_CaseTestExpr
-        | NodeTag::T_SubLink
-        | NodeTag::T_SubPlan
-        | NodeTag::T_AlternativeSubPlan
-        | NodeTag::T_Aggref
-        | NodeTag::T_WindowFunc
-        | NodeTag::T_GroupingFunc => true,
-        NodeTag::T_Param => (*(node as *mut pg_sys::Param)).paramkind != pg_sys::ParamKind::PARAM_EXTERN,
+    // Only nodes that the planner evaluates while planning when their inputs are constants: an
+    // error they raise is raised at planning, whatever the data. A domain check, an XML
+    // expression or a bind parameter (not folded in a generic plan) would be evaluated, and raise
+    // its error, only on the rows whose CASE branch reaches it.
+    let not_constant = match (*node).type_ {
+        NodeTag::T_Const | NodeTag::T_List | NodeTag::T_BoolExpr | NodeTag::T_RelabelType | NodeTag::T_ArrayExpr
+        | NodeTag::T_CaseExpr | NodeTag::T_CaseWhen | NodeTag::T_CoalesceExpr | NodeTag::T_NullTest
+        | NodeTag::T_BooleanTest => false,
         NodeTag::T_FuncExpr => user((*(node as *mut pg_sys::FuncExpr)).funcid),
         NodeTag::T_OpExpr | NodeTag::T_DistinctExpr | NodeTag::T_NullIfExpr => user((*(node as *mut pg_sys::OpExpr)).opfuncid),
         NodeTag::T_ScalarArrayOpExpr => user((*(node as *mut pg_sys::ScalarArrayOpExpr)).opfuncid),
@@ -1005,21 +1187,34 @@ unsafe extern "C-unwind" fn data_walker(node: *mut Node, ctx: *mut c_void) -> bo
             let c = node as *mut pg_sys::CoerceViaIO;
             user((*c).resulttype) || user(pg_sys::exprType((*c).arg as *mut Node))
         }
-        _ => false,
+        _ => true,
     };
-    depends || pg_sys::expression_tree_walker(node, Some(data_walker), ctx)
+    not_constant || pg_sys::expression_tree_walker(node, Some(data_walker), ctx)
 }
 
-/// True for an expression computed from the query alone: no column, no subquery, no aggregate, only
-/// immutable built-in functions. Whatever error it could raise depends on the query text and the
-/// bind parameters, never on the data (e.g. `ARRAY[1.0, 2.0]::float8[]`).
+/// True for an expression the planner computes while planning: literals combined by immutable
+/// built-in functions, casts, CASE, COALESCE, AND/OR/NOT, IS NULL (e.g. `ARRAY[1.0, 2.0]::float8[]`).
+/// Whatever error it could raise is raised at planning, from the query text alone.
 unsafe fn is_constant(e: *mut Node) -> bool {
     !data_walker(e, std::ptr::null_mut()) && !pg_sys::contain_mutable_functions(e)
 }
 
+/// `refusal`, unless `e` is a constant expression (then its errors come while planning). Checked
+/// only where a node would be refused, so that the check costs time linear in the expression.
+unsafe fn unless_constant(e: *mut Node, refusal: Refusal) -> Check<()> {
+    if is_constant(e) {
+        Ok(())
+    } else {
+        Err(refusal)
+    }
+}
+
 /// A value below a DP aggregate: the grammar's `value`.
 unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
-    if e.is_null() || is_constant(e) {
+    if pg_sys::stack_is_too_deep() {
+        return Err(Refusal::too_deep());
+    }
+    if e.is_null() {
         return Ok(());
     }
     match (*e).type_ {
@@ -1041,7 +1236,7 @@ unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
             if (to == pg_sys::TEXTOID || to == pg_sys::VARCHAROID) && total::text_output_ok(from) {
                 value(cx, arg)
             } else {
-                Err(cx.not_total(&format!("cast from {} to {}", total::type_name(from), total::type_name(to))))
+                unless_constant(e, cx.not_total(&format!("cast from {} to {}", total::type_name(from), total::type_name(to))))
             }
         }
         NodeTag::T_FuncExpr => {
@@ -1062,7 +1257,7 @@ unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
                 } else {
                     total::describe_function((*f).funcid)
                 };
-                Err(cx.not_total(&what))
+                unless_constant(e, cx.not_total(&what))
             }
         }
         NodeTag::T_OpExpr => {
@@ -1071,7 +1266,7 @@ unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
             if let Some(is_div) = total::integer_division((*op).opfuncid) {
                 match (args.len(), args.get(1).and_then(|d| const_int(*d))) {
                     (2, Some(k)) if total::divisor_ok(k, is_div) => value(cx, args[0]),
-                    _ => Err(cx.not_total(&format!(
+                    _ => unless_constant(e, cx.not_total(&format!(
                         "{} with a divisor that is not a literal other than 0{}",
                         total::describe_operator((*op).opno),
                         if is_div { " and -1" } else { "" }
@@ -1100,7 +1295,7 @@ unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
         NodeTag::T_MinMaxExpr => {
             let m = e as *mut pg_sys::MinMaxExpr;
             if !total::is_comparable((*m).minmaxtype) {
-                return Err(cx.not_total(&format!("GREATEST or LEAST of {}", total::type_name((*m).minmaxtype))));
+                return unless_constant(e, cx.not_total(&format!("GREATEST or LEAST of {}", total::type_name((*m).minmaxtype))));
             }
             for a in list_iter::<Node>((*m).args) {
                 value(cx, a)?;
@@ -1116,14 +1311,14 @@ unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
         NodeTag::T_SubLink | NodeTag::T_SubPlan => Err(cx.structural("subquery")),
         NodeTag::T_WindowFunc => Err(cx.structural("window function")),
         NodeTag::T_Aggref => Err(cx.structural("aggregate")),
-        NodeTag::T_CoerceToDomain => Err(cx.not_total("cast to a domain")),
+        NodeTag::T_CoerceToDomain => unless_constant(e, cx.not_total("cast to a domain")),
         NodeTag::T_ArrayExpr => {
             for a in list_iter::<Node>((*(e as *mut pg_sys::ArrayExpr)).elements) {
                 value(cx, a)?;
             }
             Ok(())
         }
-        t => Err(cx.not_total(&node_name(t))),
+        t => unless_constant(e, cx.not_total(&node_name(t))),
     }
 }
 
@@ -1156,7 +1351,10 @@ unsafe fn column(cx: &Cx, v: *mut pg_sys::Var) -> Check<()> {
 
 /// A condition below a DP aggregate: the grammar's `predicate`.
 unsafe fn predicate(cx: &Cx, e: *mut Node) -> Check<()> {
-    if e.is_null() || is_constant(e) {
+    if pg_sys::stack_is_too_deep() {
+        return Err(Refusal::too_deep());
+    }
+    if e.is_null() {
         return Ok(());
     }
     match (*e).type_ {
@@ -1169,7 +1367,7 @@ unsafe fn predicate(cx: &Cx, e: *mut Node) -> Check<()> {
         NodeTag::T_NullTest => {
             let t = e as *mut pg_sys::NullTest;
             if (*t).argisrow {
-                return Err(cx.not_total("row IS NULL"));
+                return unless_constant(e, cx.not_total("row IS NULL"));
             }
             value(cx, (*t).arg as *mut Node)
         }
@@ -1185,13 +1383,13 @@ unsafe fn predicate(cx: &Cx, e: *mut Node) -> Check<()> {
             } else if (*e).type_ == NodeTag::T_OpExpr && total::integer_division((*op).opfuncid).is_some() {
                 value(cx, e)
             } else {
-                Err(cx.not_total(&total::describe_operator((*op).opno)))
+                unless_constant(e, cx.not_total(&total::describe_operator((*op).opno)))
             }
         }
         NodeTag::T_ScalarArrayOpExpr => {
             let s = e as *mut pg_sys::ScalarArrayOpExpr;
             if !total::is_comparison((*s).opno) {
-                return Err(cx.not_total(&total::describe_operator((*s).opno)));
+                return unless_constant(e, cx.not_total(&total::describe_operator((*s).opno)));
             }
             for a in list_iter::<Node>((*s).args) {
                 value(cx, a)?;
@@ -1200,7 +1398,7 @@ unsafe fn predicate(cx: &Cx, e: *mut Node) -> Check<()> {
         }
         NodeTag::T_Const => Ok(()),
         _ if pg_sys::exprType(e) == pg_sys::BOOLOID => value(cx, e),
-        t => Err(cx.not_total(&node_name(t))),
+        t => unless_constant(e, cx.not_total(&node_name(t))),
     }
 }
 
@@ -1246,10 +1444,15 @@ unsafe fn const_int(mut e: *mut Node) -> Option<i64> {
             NodeTag::T_FuncExpr => {
                 let f = e as *mut pg_sys::FuncExpr;
                 let id = (*f).funcid.to_u32();
-                if ![pg_sys::F_INT4_INT2, pg_sys::F_INT8_INT2, pg_sys::F_INT8_INT4].contains(&id) {
-                    return None;
-                }
-                e = list_iter::<Node>((*f).args).next()?;
+                let range = match id {
+                    pg_sys::F_INT4_INT2 | pg_sys::F_INT8_INT2 | pg_sys::F_INT8_INT4 => i64::MIN..=i64::MAX,
+                    pg_sys::F_INT2_INT4 | pg_sys::F_INT2_INT8 => i16::MIN as i64..=i16::MAX as i64,
+                    pg_sys::F_INT4_INT8 => i32::MIN as i64..=i32::MAX as i64,
+                    _ => return None,
+                };
+                // a narrowing cast of a literal: its value if it fits (otherwise it fails while planning)
+                let v = const_int(list_iter::<Node>((*f).args).next()?)?;
+                return range.contains(&v).then_some(v);
             }
             _ => return None,
         }

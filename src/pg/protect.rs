@@ -274,7 +274,9 @@ unsafe extern "C-unwind" fn check_relabel(object: *const pg_sys::ObjectAddress, 
                 None,
             );
         }
-        pg_sys::CacheInvalidateRelcacheByRelid(obj.objectId);
+        // every backend's caches and plans: the table's, and those of statistics queries planned
+        // while the database had no protected table
+        pg_sys::CacheInvalidateRelcacheAll();
     } else if obj.classId == pg_sys::AuthIdRelationId {
         if let Some(l) = label.as_deref().filter(|l| *l != TRUSTED) {
             raise_with(

@@ -9,8 +9,12 @@
 //!
 //! In a database that holds a protected table, roles that are neither superusers nor trusted
 //! cannot read them: a query that reads one of the relations, columns or functions below is
-//! refused before planning. `EXPLAIN` of a query on a protected table, which prints the planner's
-//! estimates, is refused in the executor hook (charge.rs), and `debug_print_plan` in the grammar.
+//! refused before planning. The functions are also not executable by PUBLIC in a database with
+//! pg_dp (sql/protect.sql revokes them; members of pg_read_all_stats keep them): a function can be
+//! reached without appearing in a query (through an operator, an aggregate, a domain check or a
+//! column default), and PostgreSQL checks the EXECUTE privilege on every such call. `EXPLAIN` of a
+//! query on a protected table, which prints the planner's estimates, is refused in the executor
+//! hook (charge.rs), and `debug_print_plan` and `trace_sort` in the grammar and the executor hook.
 use super::grammar::Refusal;
 use pgrx::pg_sys::{self, Oid};
 use std::ffi::CStr;
@@ -33,7 +37,9 @@ const DENIED_FUNCTIONS: &[&str] = &[
 ];
 
 /// `pg_stat_get_*` functions about sessions, not data (pg_stat_activity uses them).
-const ALLOWED_STAT_FUNCTIONS: &[&str] = &["pg_stat_get_activity", "pg_stat_get_backend_idset", "pg_stat_get_backend_pid"];
+fn allowed_stat_function(name: &str) -> bool {
+    name == "pg_stat_get_activity" || name.starts_with("pg_stat_get_backend_")
+}
 
 /// Why reading a relation is refused, if it is one of the statistics catalogs.
 pub fn denied_relation(relid: Oid) -> Option<&'static str> {
@@ -70,7 +76,7 @@ pub fn denied_function(funcid: Oid) -> Option<String> {
         CStr::from_ptr(n).to_string_lossy().into_owned()
     };
     let denied = DENIED_FUNCTIONS.contains(&name.as_str())
-        || (name.starts_with("pg_stat_get_") && !ALLOWED_STAT_FUNCTIONS.contains(&name.as_str()))
+        || (name.starts_with("pg_stat_get_") && !allowed_stat_function(&name))
         || name.starts_with("pgstattuple")
         || name == "pgstatindex";
     denied.then(|| format!("{name}()"))
