@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use pg_dp_core::dprp::{
-    accumulate_upper, default_clip_norm, enforce_norm, gdp_delta, gdp_mu, projection_matrix_t, zcdp_rho, Centring, DprpParams, DprpSpec,
+    accumulate_upper, default_clip_norm, enforce_norm, max_clip_norm, gdp_delta, gdp_mu, projection_matrix_t, zcdp_rho, Centring, DprpParams, DprpSpec,
     Interrupted, MemoryPlan, NoisePart, Projection, ReleaseFailure, RowNorm, COUNT_SHARE, DEFAULT_PROJECTION_SHARE, MAX_K1, MEAN_SHARE,
     NEIGHBOURS, PADDING_DELTA_SHARE, SMOOTHING_S2,
 };
@@ -93,6 +93,7 @@ fn shapes_units_and_padding_rows() {
             p.projection = kind;
             p.centring = centring;
             p.k2 = Some(3);
+            p.clip_norm = Some(max_clip_norm(3)); // no row shrunk
             let spec = DprpSpec::new(&p).unwrap();
             let out = release(&spec, &mut rng, &x, 2);
             let m = out.rows_released;
@@ -121,6 +122,7 @@ fn stored_values_never_fail_and_map_as_documented() {
     let d = 4;
     let mut p = DprpParams::new(vec![0.0, -1.0, 10.0, 3.0], vec![2.0, 1.0, 20.0, 3.0], 1.0, 1e-5);
     p.k2 = Some(2);
+    p.clip_norm = Some(max_clip_norm(d)); // (the default Z = √d/2 would shrink these rows)
     let spec = DprpSpec::new(&p).unwrap();
     let mut s = vec![0.0; d];
     // NaN (a NULL) → the midpoint; ±∞ and huge values → the bounds; lower = upper → 0
@@ -185,6 +187,7 @@ fn error_falls_as_epsilon_grows_and_vanishes_for_huge_epsilon() {
     for &e in &eps {
         let mut p = params(d, e);
         p.k2 = Some(2);
+        p.clip_norm = Some(max_clip_norm(d));
         let spec = DprpSpec::new(&p).unwrap();
         let err = (0..3).map(|_| covariance_error(&x, &release(&spec, &mut rng, &x, 2).rows, d)).sum::<f64>() / 3.0;
         eprintln!("ε = {e}: covariance error {err:.5}");
@@ -341,6 +344,7 @@ fn receipt_accounting_adds_up() {
         let spec = DprpSpec::new(&p).unwrap();
         let r = spec.describe();
         let z = clip.unwrap_or(default_clip_norm(d));
+        assert!(clip.is_some() || z * z >= d as f64 / 4.0);
         assert_eq!(r.clip_norm, z);
         // δ: the padding failure plus the GDP profile at the μ reached, within δ
         assert!(r.delta_padding + r.delta_gaussian <= delta, "{d} {eps}: δ overspent");
@@ -473,11 +477,20 @@ fn adding_one_row_moves_the_integer_statistics_by_at_most_the_sensitivity() {
     // the sensitivity the noise was calibrated on
     let d = 6;
     let mut rng = seeded_rng(3040);
-    for (kind, eps, row_norm) in [(Projection::Orthonormal, 1.0, RowNorm::Clip), (Projection::Gaussian, 1.0, RowNorm::Clip), (Projection::Gaussian, 5e4, RowNorm::Clip), (Projection::Orthonormal, 2.0, RowNorm::Unit)] {
+    let full = Some(max_clip_norm(d));
+    for (kind, eps, row_norm, clip) in [
+        (Projection::Orthonormal, 1.0, RowNorm::Clip, full),
+        (Projection::Orthonormal, 1.0, RowNorm::Clip, None),
+        (Projection::Gaussian, 1.0, RowNorm::Clip, full),
+        (Projection::Gaussian, 5e4, RowNorm::Clip, None),
+        (Projection::Orthonormal, 2.0, RowNorm::Unit, None),
+    ] {
         let mut p = DprpParams::new(vec![-2.0; d], vec![2.0; d], eps, 1e-5);
         p.projection = kind;
         p.row_norm = row_norm;
+        p.clip_norm = clip;
         p.k1 = Some(3 * d);
+        p.centring = Centring::Mean;
         let spec = DprpSpec::new(&p).unwrap();
         let rt = projection_matrix_t(&mut rng, kind, d, 3 * d, &mut no_interrupt()).unwrap();
         let mut rows: Vec<Vec<f64>> = vec![];
@@ -498,12 +511,14 @@ fn adding_one_row_moves_the_integer_statistics_by_at_most_the_sensitivity() {
             worst_w = worst_w.max(norm_i(&w));
         }
         let (sp, sc, sw) = (spec.projection.sensitivity_steps, spec.covariance.sensitivity_steps, spec.mean.unwrap().sensitivity_steps);
-        eprintln!("{kind:?} {row_norm:?} ε {eps}: ‖q‖ ≤ {worst_p:.1} of {sp:.1}, ‖upper(uuᵀ)‖ ≤ {worst_c:.1} of {sc:.1}, ‖w‖ ≤ {worst_w:.1} of {sw:.1}");
+        eprintln!("{kind:?} {row_norm:?} Z {} ε {eps}: ‖q‖ ≤ {worst_p:.1} of {sp:.1}, ‖upper(uuᵀ)‖ ≤ {worst_c:.1} of {sc:.1}, ‖w‖ ≤ {worst_w:.1} of {sw:.1}", spec.clip_norm);
         assert!(worst_p <= sp && worst_c <= sc && worst_w <= sw, "a sensitivity was exceeded");
         // and the bounds are nearly attained (corners for clip, unit vectors for unit)
-        // (an orthonormal R keeps norms; a Gaussian one only bounds them)
+        // (an orthonormal R keeps norms; a Gaussian one only bounds them; with Z < √d the covariance
+        // bound's entry term m = 1 is not reached by a row of norm Z in [−1, 1]^d)
         let tight_p = if kind == Projection::Orthonormal { 0.98 } else { 0.8 };
-        assert!(worst_c >= 0.99 * sc && worst_w >= 0.99 * sw && worst_p >= tight_p * sp, "bounds far from tight");
+        let tight_c = if clip.is_some() || row_norm == RowNorm::Unit { 0.99 } else { 0.8 };
+        assert!(worst_c >= tight_c * sc && worst_w >= 0.99 * sw && worst_p >= tight_p * sp, "bounds far from tight");
     }
 }
 
@@ -791,11 +806,14 @@ fn receipt_fields_come_from_the_arguments_alone() {
     assert_eq!(r.neighbours, "add or remove one row");
     assert_eq!(r.null_value, "midpoint of the bounds");
     assert_eq!((r.epsilon, r.delta, r.d), (2.0, 1e-5, d));
-    // defaults: k1 = d for the orthonormal projection, k2 = 2, share 0.5, DP-mean centring, Z = √d
-    assert_eq!((r.k1, r.k2), (d, 2));
+    // defaults: k1 = d for the orthonormal projection, k2 = 3, share 0.5, midpoint centring, Z = √d/2
+    assert_eq!((r.k1, r.k2), (d, 3));
     assert_eq!(r.projection_share, DEFAULT_PROJECTION_SHARE);
-    assert_eq!((r.row_norm, r.projection_matrix, r.centring), ("clip", "orthonormal", "mean"));
+    assert_eq!((r.row_norm, r.projection_matrix, r.centring), ("clip", "orthonormal", "midpoint"));
     assert_eq!(r.clip_norm, default_clip_norm(d));
+    assert_eq!(r.clip_norm, max_clip_norm(d) / 2.0);
+    assert!(max_clip_norm(d).powi(2) >= d as f64 && max_clip_norm(d) <= (d as f64).sqrt() * (1.0 + 1e-15));
+    assert_eq!((r.mean_share, r.mu_mean, r.sigma_mean), (0.0, 0.0, 0.0));
     let mut g = params(d, 1.0);
     g.projection = Projection::Gaussian;
     assert_eq!(DprpSpec::new(&g).unwrap().k1, 4 * d);

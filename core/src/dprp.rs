@@ -91,7 +91,7 @@ pub const CHECK_EVERY: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowNorm {
     /// Rows whose L2 norm exceeds Z are shrunk to norm Z; others are unchanged. Keeps the original
-    /// units. Z defaults to [`default_clip_norm`].
+    /// units. Z defaults to [`default_clip_norm`] (√d/2), at most [`max_clip_norm`] (√d).
     Clip,
     /// Every nonzero row is divided by its norm (the paper's normalisation), Z = 1. Keeps only the
     /// direction of each scaled row: the output is in the scaled space [−1, 1]^d.
@@ -129,9 +129,10 @@ impl Projection {
 /// Where the principal directions are centred.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Centring {
-    /// The midpoint of the bounds (public; the scaled space's origin): no budget spent.
+    /// The midpoint of the bounds (public; the scaled space's origin): no budget spent. The default.
     Midpoint,
     /// A DP mean: a noisy column sum divided by the noisy row count, paid with [`MEAN_SHARE`] of μ².
+    /// It did not beat the midpoint in the measurements of docs/dprp-utility.md.
     Mean,
 }
 
@@ -158,7 +159,7 @@ pub struct DprpParams {
     /// Share of the projection in the budget of the two main statistics, strictly between 0 and 1.
     pub projection_share: f64,
     pub row_norm: RowNorm,
-    /// Z for [`RowNorm::Clip`], in (0, √d]; `None` takes [`default_clip_norm`]. Must be `None` for
+    /// Z for [`RowNorm::Clip`], in (0, √d]; `None` takes [`default_clip_norm`] (√d/2). Must be `None` for
     /// [`RowNorm::Unit`].
     pub clip_norm: Option<f64>,
     pub projection: Projection,
@@ -179,7 +180,7 @@ impl DprpParams {
             row_norm: RowNorm::Clip,
             clip_norm: None,
             projection: Projection::Orthonormal,
-            centring: Centring::Mean,
+            centring: Centring::Midpoint,
         }
     }
 }
@@ -452,9 +453,16 @@ fn floor_square(x: f64) -> u64 {
     u64::try_from(v).ok().filter(|&v| v < 1 << 62).expect("row bound too large")
 }
 
-/// The default Z for [`RowNorm::Clip`]: the smallest float whose square is at least d (no row of
-/// [−1, 1]^d, corners included, is shrunk).
+/// The default Z for [`RowNorm::Clip`]: half of [`max_clip_norm`]. Rows of the scaled cube longer
+/// than √d/2 are shrunk to it (a corner by half, a row with every value at 3/4 of its range from the
+/// midpoint not at all), and every noise but the count's is halved (docs/dprp-utility.md).
 pub fn default_clip_norm(d: usize) -> f64 {
+    max_clip_norm(d) / 2.0
+}
+
+/// The largest Z accepted for [`RowNorm::Clip`]: the smallest float whose square is at least d (no
+/// row of [−1, 1]^d, corners included, is shrunk).
+pub fn max_clip_norm(d: usize) -> f64 {
     let z = (d as f64).sqrt();
     let (m, k) = if z > 0.0 { dyadic(z) } else { (0, 0) };
     let below = (m as u128) * (m as u128) < (d as u128) << (2 * k.max(0) as u32);
@@ -563,9 +571,9 @@ pub fn default_k1(projection: Projection, d: usize) -> usize {
     }
 }
 
-/// Default number of principal directions: 2 (docs/dprp-utility.md), at most d and k1.
+/// Default number of principal directions: 3 (docs/dprp-utility.md), at most d and k1.
 pub fn default_k2(d: usize, k1: usize) -> usize {
-    2.min(d).min(k1)
+    3.min(d).min(k1)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -602,11 +610,11 @@ fn check_k(arg: &'static str, k: Option<usize>, max: usize, default: usize) -> D
 }
 
 fn check_clip_norm(row_norm: RowNorm, clip: Option<f64>, d: usize) -> DpResult<f64> {
-    let max = default_clip_norm(d);
+    let max = max_clip_norm(d);
     match (row_norm, clip) {
         (RowNorm::Unit, None) => Ok(1.0),
         (RowNorm::Unit, Some(z)) => Err(DpError::invalid("clip_norm", "NULL with unit row normalisation", fmt_f64(z))),
-        (RowNorm::Clip, None) => Ok(max),
+        (RowNorm::Clip, None) => Ok(default_clip_norm(d)),
         (RowNorm::Clip, Some(z)) if z.is_finite() && z > 0.0 && z <= max => Ok(z),
         (RowNorm::Clip, Some(z)) => {
             Err(DpError::invalid("clip_norm", format!("greater than 0 and at most sqrt(d) = {}", fmt_f64(max)), fmt_f64(z)))
