@@ -454,8 +454,8 @@ fn floor_square(x: f64) -> u64 {
 }
 
 /// The default Z for [`RowNorm::Clip`]: half of [`max_clip_norm`]. Rows of the scaled cube longer
-/// than √d/2 are shrunk to it (a corner by half, a row with every value at 3/4 of its range from the
-/// midpoint not at all), and every noise but the count's is halved (docs/dprp-utility.md).
+/// than √d/2 are shrunk to it (a corner by half; a row whose values all lie in the middle half of
+/// their ranges not at all), and every noise but the count's is halved (docs/dprp-utility.md).
 pub fn default_clip_norm(d: usize) -> f64 {
     max_clip_norm(d) / 2.0
 }
