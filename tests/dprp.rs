@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use pg_dp_core::dprp::{
-    accumulate_upper, default_clip_norm, enforce_norm, max_clip_norm, gdp_delta, gdp_mu, projection_matrix_t, zcdp_rho, Centring, DprpParams, DprpSpec,
+    accumulate_upper, default_clip_norm, enforce_norm, max_clip_norm, gdp_delta, gdp_mu, projection_matrix_t, run_interruptibly, zcdp_rho, Centring, DprpParams, DprpSpec,
     Interrupted, MemoryPlan, NoisePart, Projection, ReleaseFailure, RowNorm, COUNT_SHARE, DEFAULT_PROJECTION_SHARE, MAX_K1, MEAN_SHARE,
     NEIGHBOURS, PADDING_DELTA_SHARE, SMOOTHING_S2,
 };
@@ -791,6 +791,41 @@ fn interrupts_are_checked_often_and_stop_the_release() {
         }));
         assert!(caught.is_err());
     }
+}
+
+#[test]
+fn uninstrumented_steps_return_at_an_interrupt_without_waiting() {
+    // the eigen-decompositions and large products run on a helper thread while the caller checks:
+    // an interrupt returns before the work ends (here the work waits for the test to release it)
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::Arc;
+    let (release, done) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let (r, d) = (release.clone(), done.clone());
+    let mut calls = 0;
+    let res = run_interruptibly(
+        &mut || {
+            calls += 1;
+            if calls >= 3 {
+                Err(Interrupted)
+            } else {
+                Ok(())
+            }
+        },
+        move || {
+            let start = std::time::Instant::now();
+            while !r.load(SeqCst) && start.elapsed() < std::time::Duration::from_secs(60) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            d.store(true, SeqCst);
+            42
+        },
+    );
+    assert_eq!(res, Err(Interrupted));
+    assert!(!done.load(SeqCst), "run_interruptibly waited for the work to end");
+    release.store(true, SeqCst);
+    assert_eq!(run_interruptibly(&mut || Ok(()), || 7), Ok(7));
+    let caught = std::panic::catch_unwind(|| run_interruptibly(&mut || Ok(()), || -> i32 { panic!("inside the helper") }));
+    assert!(caught.is_err(), "a panic in the work must reach the caller");
 }
 
 // -------------------------------------------------------------------------------------------------

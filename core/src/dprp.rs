@@ -45,7 +45,7 @@ use nalgebra::{DMatrix, DMatrixView, DMatrixViewMut, DVector, SymmetricEigen};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Method name recorded in every receipt.
 pub const METHOD: &str = "dprp";
@@ -835,7 +835,7 @@ impl DprpSpec {
                 })
             })
             .collect::<Result<Vec<_>, ReleaseFailure>>()?;
-        Ok(DprpRelease { spec: self.clone(), plan: plan.clone(), rt, count_noise, padding, rows, n: 0, failed: false, block_rows, workers })
+        Ok(DprpRelease { spec: self.clone(), plan: plan.clone(), rt: Arc::new(rt), count_noise, padding, rows, n: 0, failed: false, block_rows, workers })
     }
 
     /// The whole release in one call, for tests and tools: start, push every row of `data`
@@ -940,8 +940,8 @@ struct Worker {
 pub struct DprpRelease {
     spec: DprpSpec,
     plan: MemoryPlan,
-    /// Rᵀ (k1×d).
-    rt: DMatrix<f64>,
+    /// Rᵀ (k1×d), shared with the helper thread of [`run_interruptibly`].
+    rt: Arc<DMatrix<f64>>,
     count_noise: i128,
     padding: usize,
     /// The scaled rows read so far (row-major), later overwritten in place by the output.
@@ -1049,8 +1049,8 @@ impl DprpRelease {
     /// Accumulates the exact integer statistics, adds the noise, pads, projects, reconstructs and
     /// shuffles. The passes over rows run on `plan.threads` threads (the calling thread included);
     /// only the calling thread calls `check`: between chunks of at most about 2^15 draws, and every
-    /// [`CHECK_EVERY`] draws or rows of its own loops. Uninterruptible steps: the
-    /// eigen-decompositions of the d×d covariance and of a k2×k2 Gram matrix (O(d³)).
+    /// [`CHECK_EVERY`] draws or rows of its own loops, and every 10 ms while a helper thread
+    /// computes the eigen-decompositions and the reconstruction matrix ([`run_interruptibly`]).
     pub fn finish<R: Rng + ?Sized>(mut self, rng: &mut R, check: &mut dyn FnMut() -> Result<(), Interrupted>) -> Result<DprpOutput, ReleaseFailure> {
         let m = self.n + self.padding; // ≤ row_capacity unless push_row refused a row
         if self.failed || m > self.plan.row_capacity {
@@ -1069,15 +1069,18 @@ impl DprpRelease {
                 c[(i, j)] -= denominator * mean[i] * mean[j];
             }
         }
-        check()?;
-        let v = top_eigenvectors(&c, spec.k2); // d×k2
-        drop(c);
-        // Wᵀ = V (RᵀV)⁺ (d×k1) and the offset b = μ̂ − Wᵀ Rᵀ μ̂
-        let rtv = &self.rt * &v; // k1×k2
-        let wt = &v * pseudo_inverse(&rtv); // d×k2 · k2×k1
+        // V = top-k2 eigenvectors of the centred C′, Wᵀ = V (RᵀV)⁺ (d×k1) and the offset
+        // b = μ̂ − Wᵀ Rᵀ μ̂: O(d³ + k1·d·k2), off the calling thread
+        let (rt, k2) = (Arc::clone(&self.rt), spec.k2);
         let mu = DVector::from_column_slice(&mean);
-        let offset = &mu - &wt * (&self.rt * &mu);
-        check()?;
+        let (wt, offset) = run_interruptibly(check, move || {
+            let v = top_eigenvectors(&c, k2); // d×k2
+            drop(c);
+            let rtv = &*rt * &v; // k1×k2
+            let wt = &v * pseudo_inverse(&rtv); // d×k2 · k2×k1
+            let offset = &mu - &wt * (&*rt * &mu);
+            (wt, offset)
+        })?;
 
         // pass 2: padding rows are all-midpoint (zero in the scaled space); every row projected,
         // noised with its chunk's own ChaCha20 stream, reconstructed and unscaled in place
@@ -1290,24 +1293,56 @@ pub fn projection_matrix_t<R: Rng + ?Sized>(
                 gram.gemm(1.0, &blk, &blk.transpose(), 1.0);
             }
         }
-        let eig = SymmetricEigen::new(gram);
-        let (lmin, lmax) = (eig.eigenvalues.min(), eig.eigenvalues.max());
-        if !(lmax.is_finite() && lmax > 0.0 && lmin > lmax * 1e-20) {
-            continue; // probability 0: a degenerate draw
-        }
-        check()?;
-        return Ok(match kind {
-            Projection::Gaussian => gt / lmax.sqrt(),
-            Projection::Orthonormal => {
-                // A^(-1/2) = Q Λ^(-1/2) Qᵀ; Rᵀ = Gᵀ A^(-1/2) (A = GGᵀ) or A^(-1/2) Gᵀ (A = GᵀG)
-                let mut scaled_q = eig.eigenvectors.clone();
-                for (mut col, &l) in scaled_q.column_iter_mut().zip(eig.eigenvalues.iter()) {
-                    col /= l.sqrt();
-                }
-                let inv_sqrt = &scaled_q * eig.eigenvectors.transpose();
-                if small_d { &gt * inv_sqrt } else { inv_sqrt * &gt }
+        // the O(g³) eigen-decomposition and the last product, off the calling thread
+        let polar = run_interruptibly(check, move || {
+            let eig = SymmetricEigen::new(gram);
+            let (lmin, lmax) = (eig.eigenvalues.min(), eig.eigenvalues.max());
+            if !(lmax.is_finite() && lmax > 0.0 && lmin > lmax * 1e-20) {
+                return None; // probability 0: a degenerate draw
             }
-        });
+            Some(match kind {
+                Projection::Gaussian => gt / lmax.sqrt(),
+                Projection::Orthonormal => {
+                    // A^(-1/2) = Q Λ^(-1/2) Qᵀ; Rᵀ = Gᵀ A^(-1/2) (A = GGᵀ) or A^(-1/2) Gᵀ (A = GᵀG)
+                    let mut scaled_q = eig.eigenvectors.clone();
+                    for (mut col, &l) in scaled_q.column_iter_mut().zip(eig.eigenvalues.iter()) {
+                        col /= l.sqrt();
+                    }
+                    let inv_sqrt = &scaled_q * eig.eigenvectors.transpose();
+                    if small_d { &gt * inv_sqrt } else { inv_sqrt * &gt }
+                }
+            })
+        })?;
+        if let Some(rt) = polar {
+            return Ok(rt);
+        }
+    }
+}
+
+/// Runs `work` (a computation without interrupt checks of its own: an eigen-decomposition, a large
+/// matrix product) on a helper thread that owns its inputs, while the calling thread calls `check`
+/// every 10 ms. On an interrupt it returns at once; the helper thread finishes its computation in
+/// the background, touches nothing else, and drops its result. A panic in `work` is resumed here.
+pub fn run_interruptibly<T: Send + 'static>(
+    check: &mut dyn FnMut() -> Result<(), Interrupted>, work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Interrupted> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let handle = std::thread::spawn(move || {
+        let _ = tx.send(work());
+    });
+    loop {
+        check()?;
+        match rx.recv_timeout(std::time::Duration::from_millis(10)) {
+            Ok(v) => {
+                let _ = handle.join();
+                return Ok(v);
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match handle.join() {
+                Err(panic) => std::panic::resume_unwind(panic),
+                Ok(()) => unreachable!("the helper thread ended without a result"),
+            },
+        }
     }
 }
 
