@@ -11,4 +11,8 @@ source "$ROOT/bench/python_env.sh"
 PY="$(pick_python "$ROOT/target/dprp-utility-venv" "numpy" numpy)"
 cd "$ROOT"
 cargo build -q -p pg_dp_core --release --example dprp_bench
-"$PY" bench/dprp_numpy.py --rust target/release/examples/dprp_bench --threads "$THREADS"
+# numpy with single-threaded BLAS: multi-threaded OpenBLAS spin-waits when the other core is busy
+# (10,000 × 32 took 0.37 s with 2 BLAS threads and 0.018 s with one on the shared test machine);
+# compare it with the Rust column for 1 thread
+OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+    "$PY" bench/dprp_numpy.py --rust target/release/examples/dprp_bench --threads "$THREADS"
