@@ -3,7 +3,7 @@
 # forests trained on the released training part, evaluated on the real hold-out (bench/dprp/utility.py,
 # results in docs/dprp-utility.md). Run from anywhere:
 #
-#   bash bench/dprp_utility.sh [splits] [k2-splits]     (defaults 20 and 10)
+#   bash bench/dprp_utility.sh [splits] [sweep-splits]     (defaults 20 and 5)
 #
 # Needs cargo and a Python 3 with pip; installs numpy, scikit-learn and matplotlib with
 # `pip install --user` if they are missing, else into a virtual environment under target/ (the sklearn
@@ -13,7 +13,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SPLITS="${1:-20}"
-K2_SPLITS="${2:-10}"
+SWEEP_SPLITS="${2:-5}"
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}"
 LIBS=(numpy scikit-learn matplotlib)
 
@@ -27,6 +27,6 @@ log "building the release tool (release)"
 (cd "$ROOT" && cargo build -q -p pg_dp_core --release --example dprp_release_csv)
 
 cd "$ROOT"
-"$PY" bench/dprp/utility.py --tool "$ROOT/target/release/examples/dprp_release_csv" \
-    --splits "$SPLITS" --k2-splits "$K2_SPLITS" --out "$ROOT/target/dprp_utility" \
+nice -n 10 "$PY" bench/dprp/utility.py --tool "$ROOT/target/release/examples/dprp_release_csv" \
+    --splits "$SPLITS" --sweep-splits "$SWEEP_SPLITS" --out "$ROOT/target/dprp_utility" \
     --plot "$ROOT/docs/img/dprp-utility.png"

@@ -5,21 +5,26 @@ Run through bench/dprp_utility.sh (which builds the Rust release tool and finds 
 scikit-learn and matplotlib), or directly:
 
     python3 bench/dprp/utility.py --tool target/release/examples/dprp_release_csv \
-        [--splits 20] [--k2-splits 10] [--jobs 1] [--out target/dprp_utility] [--plot docs/img/dprp-utility.png]
+        [--splits 20] [--sweep-splits 5] [--jobs 1] [--out target/dprp_utility] [--plot docs/img/dprp-utility.png]
 
 Protocol, per data set and per split s = 0..splits-1:
   1. stratified 80/20 split (train_test_split(stratify=y, random_state=s));
   2. the TRAINING part, label column included, is released with DPRP by the Rust tool
-     (core/examples/dprp_release_csv.rs, i.e. DprpSpec::release), with public bounds fixed below
-     and delta = 1e-4, at every epsilon in EPSILONS; one release per (split, epsilon, configuration),
-     each with its own seed;
+     (core/examples/dprp_release_csv.rs: DprpSpec::new, plan_memory, start, push_row, finish), with
+     public bounds fixed below and delta = 1e-4, at every epsilon in EPSILONS; one release per
+     (split, epsilon, configuration), each with its own seed. The release has the training rows plus
+     a few padding rows, in a random order;
   3. the released label is mapped to a class (clip: rounded and clipped to the class range; unit:
      the sign of the label coordinate, binary data only, see decode_unit);
   4. a random forest (100 trees, random_state=0) is trained on the released rows and evaluated on
      the real hold-out: accuracy and AUPRC (average precision; macro average of one-vs-rest for
      more than two classes, the positive class's for two).
-The baseline is the same forest trained on the real training part. Prints Markdown tables and
-writes results.csv (one line per release) and the plot.
+The baseline is the same forest trained on the real training part.
+
+Two parts: the defaults on `--splits` splits (the main table and the plot), and a sweep on the first
+`--sweep-splits` splits that varies one choice at a time around a base configuration (k2, projection
+share, centring, clip norm, row normalisation). Prints Markdown tables, writes results.csv (one line
+per release) and the plot.
 """
 import argparse, csv, json, os, subprocess, sys, tempfile, time
 import numpy as np
@@ -55,10 +60,43 @@ WINE_BOUNDS = {
 }
 # Digits: 8x8 images, each pixel a count of set pixels in a 4x4 block: 0..16 by construction.
 # Synthetic: make_classification puts clusters at the vertices of a hypercube with side 2, adds
-# N(0, 1) noise and mixes the 5 informative features with a random matrix of entries in [-1, 1]
-# (sd at most about sqrt(5 * 2) = 3.2); [-10, 10] is about three of those worst-case sd. Values
-# outside are clamped by the release (counted in the output).
+# N(0, 1) noise and mixes the informative features with a random matrix of entries in [-1, 1]
+# (sd at most about 3); [-10, 10] is about three of those worst-case sd. Values outside are clamped
+# by the release (their share is printed).
 SYNTH_BOUND = 10.0
+
+# The defaults of pg_dp_core::dprp (DprpParams::new): k2 = 3, projection share 0.5, midpoint
+# centring, clip with Z = sqrt(d)/2. A configuration is (name, options for the release tool).
+DEFAULT = ("default", {})
+# one choice at a time around the defaults; the last is the closest to the previous defaults
+# (k2 = 1, share 0.8, midpoint, Z = sqrt(d)), drawn in the plot
+PREVIOUS = ("k2 = 1, share 0.8, Z = sqrt(d)", {"k2": 1, "projection-share": 0.8, "clip-scale": 1.0})
+SWEEP_ONE = [
+    ("k2 = 1", {"k2": 1}),
+    ("k2 = 2", {"k2": 2}),
+    ("k2 = 4", {"k2": 4}),
+    ("share 0.3", {"projection-share": 0.3}),
+    ("share 0.7", {"projection-share": 0.7}),
+    ("share 0.8", {"projection-share": 0.8}),
+    ("DP-mean centring", {"centring": "mean"}),
+    ("Z = sqrt(d)", {"clip-scale": 1.0}),
+    ("Z = sqrt(d)/4", {"clip-scale": 0.25}),
+    ("unit", {"row-norm": "unit"}),
+    PREVIOUS,
+]
+# combinations around the first defaults (k2 = 2, share 0.5, DP-mean centring, Z = sqrt(d)), run
+# before the current defaults were chosen from them (docs/dprp-utility.md, round 2)
+# combinations of the choices that mattered in SWEEP_ONE
+SWEEP_COMBINED = [
+    (f"Z/{z}, {c}, k2 = {k}", {"clip-scale": 1.0 / z, "centring": c, "k2": k})
+    for z in (2, 4) for c in ("mean", "midpoint") for k in (1, 2, 3)
+] + [
+    ("Z/4, mean, k2 = 2, share 0.3", {"clip-scale": 0.25, "centring": "mean", "k2": 2, "projection-share": 0.3}),
+    ("Z/4, midpoint, k2 = 2, share 0.3", {"clip-scale": 0.25, "centring": "midpoint", "k2": 2, "projection-share": 0.3}),
+]
+DEFAULTS_TEXT = "k2 = 3, share 0.5, midpoint centring, clip Z = sqrt(d)/2"
+ALL_CONFIGS = [DEFAULT] + SWEEP_ONE + SWEEP_COMBINED
+SWEEPS = {"one": SWEEP_ONE, "combined": SWEEP_COMBINED, "both": SWEEP_ONE + SWEEP_COMBINED}
 
 
 def datasets():
@@ -71,7 +109,11 @@ def datasets():
     X, y = make_classification(n_samples=3000, n_features=10, n_informative=5, n_redundant=2,
                                n_classes=2, random_state=7)
     d = X.shape[1]
-    yield "synthetic", X, y, np.full(d, -SYNTH_BOUND), np.full(d, SYNTH_BOUND), 2
+    yield "synthetic-2", X, y, np.full(d, -SYNTH_BOUND), np.full(d, SYNTH_BOUND), 2
+    X, y = make_classification(n_samples=10000, n_features=16, n_informative=6, n_redundant=4,
+                               n_classes=4, n_clusters_per_class=1, random_state=11)
+    d = X.shape[1]
+    yield "synthetic-4", X, y, np.full(d, -SYNTH_BOUND), np.full(d, SYNTH_BOUND), 4
 
 
 def write_csv(path, header, rows):
@@ -81,13 +123,16 @@ def write_csv(path, header, rows):
         w.writerows(rows)
 
 
-def release(tool, train_csv, bounds_csv, eps, row_norm, k2, seed, tmp):
+def release(tool, train_csv, bounds_csv, d, eps, options, seed, tmp):
     out = os.path.join(tmp, "released.csv")
     cmd = [tool, "--input", train_csv, "--bounds", bounds_csv, "--epsilon", repr(float(eps)),
-           "--delta", repr(DELTA), "--row-norm", row_norm, "--seed", str(seed), "--output", out,
+           "--delta", repr(DELTA), "--seed", str(seed), "--output", out,
            "--receipt", os.path.join(tmp, "receipt.json")]
-    if k2 is not None:
-        cmd += ["--k2", str(k2)]
+    for key, value in options.items():
+        if key == "clip-scale":
+            cmd += ["--clip-norm", repr(float(value * np.sqrt(d)))]
+        else:
+            cmd += ["--" + key, str(value)]
     subprocess.run(cmd, check=True)
     with open(os.path.join(tmp, "receipt.json")) as f:
         receipt = json.load(f)
@@ -105,9 +150,8 @@ def unit_map(X, lo, hi):
 def decode_unit(v):
     """Unit mode, binary label in [0, 1]: its scaled value is -1 (class 0) or +1 (class 1), and
     dividing the row by its norm keeps the sign, so the class is the sign of the released
-    coordinate (exact without noise). For more classes the scaled label is divided by a per-row
-    norm that is not released, so no class can be read back: unit mode is reported for binary
-    data only."""
+    coordinate. For more classes the scaled label is divided by a per-row norm that is not
+    released, so no class can be read back: unit mode is run on binary data only."""
     return (v > 0).astype(int)
 
 
@@ -132,19 +176,22 @@ def evaluate(Xtr, ytr, Xte, yte, n_classes, jobs):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tool", required=True)
-    ap.add_argument("--splits", type=int, default=20)
-    ap.add_argument("--k2-splits", type=int, default=10, help="splits for the k2 sweep (0: skip)")
-    ap.add_argument("--k2", default="2,4", help="k2 values tried besides the default")
+    ap.add_argument("--splits", type=int, default=20, help="splits for the defaults' table")
+    ap.add_argument("--sweep-splits", type=int, default=5, help="splits for the sweep (0: skip)")
+    ap.add_argument("--sweep", default="one", choices=sorted(SWEEPS), help="which sweep to run")
+    ap.add_argument("--datasets", default="", help="comma-separated subset of the data sets")
     ap.add_argument("--jobs", type=int, default=1, help="n_jobs of the random forest")
     ap.add_argument("--out", default="target/dprp_utility")
     ap.add_argument("--plot", default="docs/img/dprp-utility.png")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    extra_k2 = [int(k) for k in a.k2.split(",") if k]
+    only = set(filter(None, a.datasets.split(",")))
     rows = []  # dict per evaluation
     t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         for di, (name, X, y, lo, hi, C) in enumerate(datasets()):
+            if only and name not in only:
+                continue
             d = X.shape[1] + 1
             header = [f"x{j}" for j in range(X.shape[1])] + ["label"]
             bounds_csv = os.path.join(tmp, "bounds.csv")
@@ -152,45 +199,40 @@ def main():
             clamped = float(((X < lo) | (X > hi)).mean())
             print(f"==> {name}: n = {len(y)}, d = {d} (label included), classes = {C}, "
                   f"values outside the public bounds: {100 * clamped:.2f}%", file=sys.stderr)
-            configs = [("clip", None)] + ([("unit", None)] if C == 2 else [])
-            for si in range(a.splits):
+            sweep = [c for c in SWEEPS[a.sweep] if c[1].get("row-norm") != "unit" or C == 2]
+            for si in range(max(a.splits, a.sweep_splits)):
                 Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, stratify=y, random_state=si)
                 majority = float((yte == np.bincount(ytr).argmax()).mean())
                 base = dict(dataset=name, split=si, majority=majority, chance_ap=float(
                     (yte == 1).mean() if C == 2 else 1.0 / C))
                 acc, aprc = evaluate(Xtr, ytr, Xte, yte, C, a.jobs)
-                rows.append(dict(base, mode="none", eps=0, k2="", acc=acc, ap=aprc, label_agree=1.0))
+                rows.append(dict(base, config="no privacy", eps=0, acc=acc, ap=aprc))
                 train_csv = os.path.join(tmp, "train.csv")
                 write_csv(train_csv, header, np.column_stack([Xtr, ytr]).tolist())
-                cfgs = list(configs)
-                if si < a.k2_splits:
-                    cfgs += [("clip", k) for k in extra_k2 if k <= d]
+                cfgs = ([DEFAULT] if si < a.splits else []) + (sweep if si < a.sweep_splits else [])
                 for ei, eps in enumerate(EPSILONS):
-                    for ci, (mode, k2) in enumerate(cfgs):
-                        seed = ((di * 1000 + si) * 100 + ei) * 100 + ci
-                        R, receipt = release(a.tool, train_csv, bounds_csv, eps, mode, k2, seed, tmp)
-                        if mode == "clip":
-                            Xr = R[:, :-1]
-                            yr = np.clip(np.rint(R[:, -1]), 0, C - 1).astype(int)
-                            Xev = Xte
+                    for ci, (cname, options) in enumerate(cfgs):
+                        seed = ((di * 1000 + si) * 100 + ei) * 100 + ALL_CONFIGS.index((cname, options))
+                        R, receipt = release(a.tool, train_csv, bounds_csv, d, eps, options, seed, tmp)
+                        Xr = R[:, :-1]
+                        if options.get("row-norm") == "unit":
+                            yr, Xev = decode_unit(R[:, -1]), unit_map(Xte, lo, hi)
                         else:
-                            Xr = R[:, :-1]
-                            yr = decode_unit(R[:, -1])
-                            Xev = unit_map(Xte, lo, hi)
+                            yr, Xev = np.clip(np.rint(R[:, -1]), 0, C - 1).astype(int), Xte
                         acc, aprc = evaluate(Xr, yr, Xev, yte, C, a.jobs)
-                        rows.append(dict(base, mode=mode, eps=eps, k2="default" if k2 is None else k2,
-                                         acc=acc, ap=aprc, label_agree=float((yr == ytr).mean()),
-                                         released_classes=len(np.unique(yr)), k2_used=receipt["k2"],
+                        rows.append(dict(base, config=cname, eps=eps, acc=acc, ap=aprc,
+                                         rows_released=receipt["rows_released"], k2_used=receipt["k2"],
                                          sigma_projection=receipt["sigma_projection"]))
-                print(f"    split {si + 1}/{a.splits} done, {time.time() - t0:.0f} s", file=sys.stderr)
-    keys = ["dataset", "split", "mode", "eps", "k2", "acc", "ap", "label_agree", "released_classes",
-            "k2_used", "sigma_projection", "majority", "chance_ap"]
+                print(f"    split {si + 1} done, {time.time() - t0:.0f} s", file=sys.stderr)
+    keys = ["dataset", "split", "config", "eps", "acc", "ap", "rows_released", "k2_used",
+            "sigma_projection", "majority", "chance_ap"]
     with open(os.path.join(a.out, "results.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
+        w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
     report(rows, a, time.time() - t0)
-    plot(rows, a.plot)
+    if a.plot:
+        plot(rows, a.plot)
 
 
 def stat(rows, key):
@@ -204,43 +246,52 @@ def select(rows, **kw):
 
 def report(rows, a, seconds):
     names = list(dict.fromkeys(r["dataset"] for r in rows))
-    print(f"## DPRP utility (Gondara & Wang protocol): random forest on the release, real hold-out\n")
-    print(f"delta = {DELTA:g}; {a.splits} stratified 80/20 splits, one release per split and cell; "
-          f"mean ± sd over splits; default k2 (receipt); orthonormal projection, k1 = d. "
-          f"Run time {seconds:.0f} s.\n")
+    print("## DPRP utility (Gondara & Wang protocol): random forest on the release, real hold-out\n")
+    print(f"delta = {DELTA:g}; defaults on {a.splits} stratified 80/20 splits, sweep on the first "
+          f"{a.sweep_splits}; one release per split and cell; mean ± sd over splits. Run time {seconds:.0f} s.\n")
+    print(f"### Defaults ({DEFAULTS_TEXT}) against no privacy\n")
+    print("| data | ε | accuracy | AUPRC | released rows − n |")
+    print("|---|---|---|---|---|")
     for name in names:
         rs = select(rows, dataset=name)
-        modes = [m for m in ("clip", "unit") if select(rs, mode=m, k2="default")]
-        used = sorted({r["k2_used"] for r in select(rs, k2="default")})
-        print(f"### {name} (default k2 = {', '.join(map(str, used))})\n")
-        cols = []
-        for m in modes:
-            cols += [f"{m}: accuracy", f"{m}: AUPRC", f"{m}: released label = true"]
-        print("| ε | " + " | ".join(cols) + " |")
-        print("|---" * (len(cols) + 1) + "|")
+        base = [r for r in select(rs, config="no privacy") if r["split"] < a.splits]
+        n_train = None
         for eps in EPSILONS:
-            cells = []
-            for m in modes:
-                r = select(rs, mode=m, k2="default", eps=eps)
-                cells += [stat(r, "acc"), stat(r, "ap"), stat(r, "label_agree")]
-            print(f"| {eps} | " + " | ".join(cells) + " |")
-        base = select(rs, mode="none")
-        print(f"| no privacy | {stat(base, 'acc')} | {stat(base, 'ap')} | |" + " | | |" * (len(modes) - 1))
-        print(f"\nMajority class (of the training part) on the hold-out: accuracy {stat(base, 'majority')}; "
-              f"AUPRC of a constant score: {stat(base, 'chance_ap')}.\n")
-    sweep = [r for r in rows if r["mode"] == "clip" and r["k2"] != "default"]
-    if sweep:
-        ks = sorted({r["k2"] for r in sweep})
-        print(f"### k2 (clip mode, accuracy, first {a.k2_splits} splits only)\n")
-        print("| data | ε | default | " + " | ".join(f"k2 = {k}" for k in ks) + " |")
-        print("|---" * (len(ks) + 3) + "|")
-        for name in names:
-            for eps in EPSILONS:
-                dflt = [r for r in select(rows, dataset=name, mode="clip", k2="default", eps=eps)
-                        if r["split"] < a.k2_splits]
-                cells = [stat(dflt, "acc")] + [stat(select(sweep, dataset=name, eps=eps, k2=k), "acc") for k in ks]
-                print(f"| {name} | {eps} | " + " | ".join(cells) + " |")
-        print()
+            r = select(rs, config="default", eps=eps)
+            if not r:
+                continue
+            pad = [x["rows_released"] for x in r]
+            print(f"| {name} | {eps} | {stat(r, 'acc')} | {stat(r, 'ap')} | {np.mean(pad) - n_of(name, rows, a):.0f} |")
+        print(f"| {name} | no privacy | {stat(base, 'acc')} | {stat(base, 'ap')} | |")
+        print(f"| {name} | majority / constant score | {stat(base, 'majority')} | {stat(base, 'chance_ap')} | |")
+    print()
+    if a.sweep_splits:
+        cfgs = [c for c, _ in [DEFAULT] + SWEEPS[a.sweep] if select(rows, config=c)]
+        print(f"### Sweep: accuracy − majority, mean over the first {a.sweep_splits} splits\n")
+        for metric, label in (("acc", "accuracy − majority"), ("ap", "AUPRC − constant score")):
+            print(f"{label}; last column: mean over the data sets and ε\n")
+            print("| configuration | " + " | ".join(f"{n}" for n in names) + " | mean |")
+            print("|---" * (len(names) + 2) + "|")
+            for c in cfgs:
+                cells, allv = [], []
+                for name in names:
+                    rs = [r for r in select(rows, dataset=name, config=c) if r["split"] < a.sweep_splits]
+                    if not rs:
+                        cells.append("")
+                        continue
+                    ref = "majority" if metric == "acc" else "chance_ap"
+                    v = [r[metric] - r[ref] for r in rs]
+                    allv += v
+                    per_eps = [np.mean([r[metric] - r[ref] for r in rs if r["eps"] == e]) for e in EPSILONS]
+                    cells.append(f"{np.mean(v):+.3f} (ε=1: {per_eps[0]:+.3f}, ε=8: {per_eps[-1]:+.3f})")
+                print(f"| {c} | " + " | ".join(cells) + f" | {np.mean(allv):+.3f} |")
+            print()
+
+
+def n_of(name, rows, a):
+    """Training rows of a data set (80% of it, as split)."""
+    sizes = {"wine": 178, "digits": 1797, "synthetic-2": 3000, "synthetic-4": 10000}
+    return int(np.ceil(0.8 * sizes[name])) if name in sizes else 0
 
 
 def plot(rows, path):
@@ -248,17 +299,18 @@ def plot(rows, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     names = list(dict.fromkeys(r["dataset"] for r in rows))
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.6), sharey=True)
+    fig, axes = plt.subplots(1, len(names), figsize=(4.0 * len(names), 3.6), sharey=True)
     for ax, name in zip(np.atleast_1d(axes), names):
         rs = select(rows, dataset=name)
-        for m, style in (("clip", "o-"), ("unit", "s--")):
-            pts = [select(rs, mode=m, k2="default", eps=e) for e in EPSILONS]
-            if not pts[0]:
+        for c, style in (("default", "o-"), (PREVIOUS[0], "s--")):
+            pts = [select(rs, config=c, eps=e) for e in EPSILONS]
+            if not all(pts):
                 continue
             mu = [np.mean([r["acc"] for r in p]) for p in pts]
-            sd = [np.std([r["acc"] for r in p], ddof=1) for p in pts]
-            ax.errorbar(EPSILONS, mu, yerr=sd, fmt=style, capsize=3, label=f"DPRP ({m})")
-        base = select(rs, mode="none")
+            sd = [np.std([r["acc"] for r in p], ddof=1) if len(p) > 1 else 0 for p in pts]
+            label = "DPRP defaults" if c == "default" else "k2 = 1, share 0.8, Z = √d"
+            ax.errorbar(EPSILONS, mu, yerr=sd, fmt=style, capsize=3, label=label)
+        base = select(rs, config="no privacy")
         ax.axhline(np.mean([r["acc"] for r in base]), color="k", label="no privacy (RF on real data)")
         ax.axhline(np.mean([r["majority"] for r in base]), color="gray", ls=":", label="majority class")
         ax.set_title(name)
@@ -267,7 +319,7 @@ def plot(rows, path):
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
     np.atleast_1d(axes)[0].set_ylabel("hold-out accuracy")
-    np.atleast_1d(axes)[-1].legend(loc="lower right", fontsize=8)
+    np.atleast_1d(axes)[-1].legend(loc="lower right", fontsize=7)
     fig.tight_layout()
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fig.savefig(path, dpi=110)

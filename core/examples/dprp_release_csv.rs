@@ -4,20 +4,22 @@
 //!     cargo run -p pg_dp_core --release --example dprp_release_csv -- \
 //!         --input DATA.csv (--bounds BOUNDS.csv | --lower L1,L2,.. --upper U1,U2,..) \
 //!         --epsilon E --delta D [--row-norm clip|unit] [--clip-norm Z] [--k1 K] [--k2 K] \
-//!         [--projection-share S] [--projection orthonormal|gaussian] [--seed SEED] \
-//!         [--output OUT.csv] [--receipt RECEIPT.json]
+//!         [--projection-share S] [--projection orthonormal|gaussian] [--centring mean|midpoint] \
+//!         [--threads T] [--memory-limit BYTES] [--seed SEED] [--output OUT.csv] [--receipt RECEIPT.json]
 //!
-//! DATA.csv: a header line of column names, then one row of numbers per line (comma-separated; no
-//! quoting, no missing values). BOUNDS.csv: the same header (checked), then a line of lower bounds
-//! and a line of upper bounds (`inf`/`-inf` allowed); the bounds must be public, i.e. chosen without
-//! looking at the data. The released table (same header, one row per input row, in input order) goes
-//! to OUT.csv or stdout; the receipt (JSON) goes to RECEIPT.json or stderr.
+//! DATA.csv: a header line of column names, then one row of numbers per line (comma-separated, no
+//! quoting; an empty cell, `NULL` or `nan` is a NULL, released as if it were the midpoint of its
+//! bounds). BOUNDS.csv: the same header (checked), then a line of lower bounds and a line of upper
+//! bounds; the bounds must be public, i.e. chosen without looking at the data. The released table
+//! (same header, the rows of the input plus padding rows, in a random order) goes to OUT.csv or
+//! stdout; the receipt (JSON, with the released row count) goes to RECEIPT.json or stderr.
 //!
-//! Everything goes through `DprpSpec::new(n, &params)?.release(rng, data)`. Without `--seed` the
+//! Everything goes through the calls the SQL layer makes: `DprpSpec::new(&params)`, `describe()`,
+//! `plan_memory(limit, threads)`, `start`, `push_row` per row, `finish`. Without `--seed` the
 //! noise comes from the operating system's entropy (`rng::os_rng`). With `--seed` it is
 //! reproducible, for benchmarks only: anyone who knows the seed can subtract the noise, so a seeded
 //! release has no privacy at all.
-use pg_dp_core::dprp::{DprpParams, DprpSpec, Projection, RowNorm};
+use pg_dp_core::dprp::{Centring, DprpParams, DprpSpec, Projection, RowNorm};
 use pg_dp_core::rng::{os_rng, seeded_rng};
 use std::io::Write;
 
@@ -26,8 +28,8 @@ fn usage(msg: &str) -> ! {
     eprintln!(
         "usage: dprp_release_csv --input DATA.csv (--bounds BOUNDS.csv | --lower L,.. --upper U,..) \
          --epsilon E --delta D [--row-norm clip|unit] [--clip-norm Z] [--k1 K] [--k2 K] \
-         [--projection-share S] [--projection orthonormal|gaussian] [--seed SEED] [--output OUT.csv] \
-         [--receipt RECEIPT.json]"
+         [--projection-share S] [--projection orthonormal|gaussian] [--centring mean|midpoint] \
+         [--threads T] [--memory-limit BYTES] [--seed SEED] [--output OUT.csv] [--receipt RECEIPT.json]"
     );
     std::process::exit(2);
 }
@@ -38,6 +40,16 @@ fn parse<T: std::str::FromStr>(what: &str, s: &str) -> T {
 
 fn numbers(what: &str, line: &str) -> Vec<f64> {
     line.split(',').map(|v| parse::<f64>(what, v)).collect()
+}
+
+/// A data line: empty cells and `NULL` are NULLs (NaN, which the release maps to the midpoint).
+fn cells(what: &str, line: &str) -> Vec<f64> {
+    line.split(',')
+        .map(|v| match v.trim() {
+            "" | "NULL" | "null" => f64::NAN,
+            t => parse::<f64>(what, t),
+        })
+        .collect()
 }
 
 fn header(line: &str) -> Vec<String> {
@@ -53,7 +65,7 @@ fn read_table(path: &str) -> (Vec<String>, Vec<f64>, usize, usize) {
     let mut data = Vec::new();
     let mut n = 0;
     for (i, line) in lines.enumerate() {
-        let row = numbers(path, line);
+        let row = cells(path, line);
         if row.len() != d {
             usage(&format!("{path}: data line {} has {} values, the header has {d}", i + 1, row.len()));
         }
@@ -87,7 +99,7 @@ fn main() {
     let get = |k: &str| opt.get(k).map(String::as_str);
     let known = [
         "input", "bounds", "lower", "upper", "epsilon", "delta", "row-norm", "clip-norm", "k1", "k2",
-        "projection-share", "projection", "seed", "output", "receipt",
+        "projection-share", "projection", "centring", "threads", "memory-limit", "seed", "output", "receipt",
     ];
     if let Some(k) = opt.keys().find(|k| !known.contains(&k.as_str())) {
         usage(&format!("unknown option --{k}"));
@@ -117,6 +129,11 @@ fn main() {
         "gaussian" => Projection::Gaussian,
         other => usage(&format!("--projection: orthonormal or gaussian, not {other:?}")),
     };
+    params.centring = match get("centring").unwrap_or("mean") {
+        "mean" => Centring::Mean,
+        "midpoint" => Centring::Midpoint,
+        other => usage(&format!("--centring: mean or midpoint, not {other:?}")),
+    };
     params.clip_norm = get("clip-norm").map(|v| parse("--clip-norm", v));
     params.k1 = get("k1").map(|v| parse("--k1", v));
     params.k2 = get("k2").map(|v| parse("--k2", v));
@@ -124,32 +141,43 @@ fn main() {
         params.projection_share = parse("--projection-share", s);
     }
 
-    let spec = DprpSpec::new(n, &params).unwrap_or_else(|e| {
+    let fail = |e: &dyn std::fmt::Display| -> ! {
         eprintln!("dprp_release_csv: {e}");
         std::process::exit(1);
-    });
-    let result = match get("seed") {
-        Some(s) => spec.release(&mut seeded_rng(parse("--seed", s)), &data),
-        None => spec.release(&mut os_rng(), &data),
     };
-    let (rows, receipt) = result.unwrap_or_else(|e| {
-        eprintln!("dprp_release_csv: {e}");
-        std::process::exit(1);
-    });
+    let threads: usize = get("threads").map_or(1, |v| parse("--threads", v));
+    let limit: usize = get("memory-limit").map_or(1 << 30, |v| parse("--memory-limit", v));
+    // validate → receipt → memory plan, all before reading a row (the SQL layer charges here)
+    let spec = DprpSpec::new(&params).unwrap_or_else(|e| fail(&e));
+    let plan = spec.plan_memory(limit, threads).unwrap_or_else(|e| fail(&e));
+    let mut rng = match get("seed") {
+        Some(s) => seeded_rng(parse("--seed", s)),
+        None => os_rng(),
+    };
+    let mut no_interrupt = || Ok(());
+    let mut release = spec.start(&mut rng, &plan, &mut no_interrupt).unwrap_or_else(|e| fail(&e));
+    for row in data.chunks_exact(d) {
+        release.push_row(row).unwrap_or_else(|e| fail(&e));
+    }
+    let out = release.finish(&mut rng, &mut no_interrupt).unwrap_or_else(|e| fail(&e));
+    let rows = out.rows;
+    let _ = n;
 
-    let mut out = String::with_capacity(rows.len() * 12 + 64);
-    out.push_str(&head.join(","));
-    out.push('\n');
+    let mut text = String::with_capacity(rows.len() * 12 + 64);
+    text.push_str(&head.join(","));
+    text.push('\n');
     for row in rows.chunks_exact(d) {
         let cells: Vec<String> = row.iter().map(|v| format!("{v}")).collect();
-        out.push_str(&cells.join(","));
-        out.push('\n');
+        text.push_str(&cells.join(","));
+        text.push('\n');
     }
     match get("output") {
-        Some(p) => std::fs::write(p, out).unwrap_or_else(|e| usage(&format!("{p}: {e}"))),
-        None => std::io::stdout().write_all(out.as_bytes()).expect("write stdout"),
+        Some(p) => std::fs::write(p, text).unwrap_or_else(|e| usage(&format!("{p}: {e}"))),
+        None => std::io::stdout().write_all(text.as_bytes()).expect("write stdout"),
     }
-    let json = serde_json::to_string_pretty(&receipt).expect("receipt as JSON");
+    let mut json = serde_json::to_value(&out.receipt).expect("receipt as JSON");
+    json["rows_released"] = out.rows_released.into();
+    let json = serde_json::to_string_pretty(&json).expect("receipt as JSON");
     match get("receipt") {
         Some(p) => std::fs::write(p, json + "\n").unwrap_or_else(|e| usage(&format!("{p}: {e}"))),
         None => eprintln!("{json}"),

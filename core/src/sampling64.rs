@@ -125,3 +125,183 @@ pub fn discrete_gaussian_u64<R: Rng + ?Sized>(rng: &mut R, sigma2: u64) -> i64 {
         }
     }
 }
+
+/// Fair bits from the generator, 64 at a time.
+#[derive(Debug, Default, Clone)]
+pub struct BitPool {
+    word: u64,
+    left: u32,
+}
+
+impl BitPool {
+    pub fn new() -> Self {
+        BitPool { word: 0, left: 0 }
+    }
+
+    /// One uniformly random bit.
+    #[inline]
+    pub fn bit<R: Rng + ?Sized>(&mut self, rng: &mut R) -> bool {
+        if self.left == 0 {
+            self.word = rng.next_u64();
+            self.left = 64;
+        }
+        let b = self.word & 1 == 1;
+        self.word >>= 1;
+        self.left -= 1;
+        b
+    }
+}
+
+/// Bernoulli(n/d), exactly, for n <= d, with d possibly as large as 2^64 − 1.
+#[inline]
+fn bernoulli_ratio<R: Rng + ?Sized>(rng: &mut R, n: u64, d: u64) -> bool {
+    n != 0 && (n == d || uniform_below(rng, d) < n)
+}
+
+/// Bernoulli(2^(−num/den)) for 0 <= num < den, exactly, with the Bernoulli factory for p^a
+/// (p = 1/2, a = num/den < 1): for j = 1, 2, …, a fair bit 1 returns true; otherwise a
+/// Bernoulli(a/j) success returns false. P(true) = Σ_j p·Π_{i<j} (1 − p)(1 − a/i)
+/// = p·Σ_m (1 − p)^m (1 − a)_m / m! = p·p^(a−1) = p^a (docs/privacy/dprp.md, "Sampling").
+#[inline]
+pub fn bernoulli_pow2_frac<R: Rng + ?Sized>(rng: &mut R, bits: &mut BitPool, num: u64, den: u64) -> bool {
+    if num == 0 {
+        return true;
+    }
+    let mut j: u64 = 1;
+    loop {
+        if bits.bit(rng) {
+            return true;
+        }
+        // Bernoulli(num/(den·j)): one draw when den·j fits, else the product of two coins
+        let fail = match den.checked_mul(j) {
+            Some(dj) => uniform_below(rng, dj) < num,
+            None => bernoulli_ratio(rng, num, den) && bernoulli_ratio(rng, 1, j),
+        };
+        if fail {
+            return false;
+        }
+        j += 1;
+    }
+}
+
+/// The discrete Gaussian whose pmf is proportional to 2^(−x²/k²) on ℤ, i.e. variance parameter
+/// σ² = k²/(2 ln 2), sampled exactly from fair bits and uniform integers (no floating point, no
+/// table): x = k·y + z with y ≥ 0 drawn with probability ∝ 2^(−y²) (fair bits only), z uniform in
+/// [0, k), accepted with probability 2^(−z(z + 2ky)/k²), then a random sign (0 kept with probability
+/// 1/2). The structure is the "binary Gaussian" sampler of Ducas, Durmus, Lepoint & Lyubashevsky
+/// (BLISS, 2013), with its table-based acceptance replaced by an exact Bernoulli factory; it needs
+/// about a quarter of the time of [`discrete_gaussian_u64`]. Proof in docs/privacy/dprp.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Base2Gaussian {
+    k: u64,
+    k2: u64,
+}
+
+impl Base2Gaussian {
+    /// Largest accepted k: keeps k·y and k² within 64 bits for every y that can occur.
+    pub const MAX_K: u64 = 1 << 31;
+
+    /// The sampler with pmf ∝ 2^(−x²/k²). Requires 1 <= k <= [`Self::MAX_K`].
+    pub fn new(k: u64) -> Self {
+        assert!((1..=Self::MAX_K).contains(&k), "Base2Gaussian: k out of range");
+        Base2Gaussian { k, k2: k * k }
+    }
+
+    /// The smallest k whose σ² = k²/(2 ln 2) is at least `sigma2` (with a relative margin of 2^-40
+    /// for the floating-point evaluation).
+    pub fn covering(sigma2: f64) -> Self {
+        assert!(sigma2 > 0.0 && sigma2.is_finite());
+        let k = (sigma2 * 2.0 * std::f64::consts::LN_2 * (1.0 + 2f64.powi(-40))).sqrt().ceil() as u64;
+        Self::new(k.max(1))
+    }
+
+    pub fn k(&self) -> u64 {
+        self.k
+    }
+
+    /// σ² = k²/(2 ln 2), rounded down by a relative 2^-50 (a lower bound, for privacy accounting).
+    pub fn sigma2_lower(&self) -> f64 {
+        (self.k2 as f64) / (2.0 * std::f64::consts::LN_2) * (1.0 - 2f64.powi(-50))
+    }
+
+    /// σ² = k²/(2 ln 2), rounded up by a relative 2^-50 (an upper bound, for tail bounds).
+    pub fn sigma2_upper(&self) -> f64 {
+        (self.k2 as f64) / (2.0 * std::f64::consts::LN_2) * (1.0 + 2f64.powi(-50))
+    }
+
+    /// σ² = k²/(2 ln 2) (nearest float, for reporting).
+    pub fn sigma2(&self) -> f64 {
+        (self.k2 as f64) / (2.0 * std::f64::consts::LN_2)
+    }
+
+    /// y ≥ 0 with probability ∝ 2^(−y²): one bit 0 gives y = 0; else, for i = 1, 2, …, 2i − 2 bits
+    /// must all be 0 (otherwise start over) and the next bit 0 returns i, 1 goes on to i + 1. One
+    /// pass returns i with probability (1/2)·2^(−(1 + 3 + … + (2i − 1))) = (1/2)·2^(−i²).
+    #[inline]
+    fn half_binary<R: Rng + ?Sized>(rng: &mut R, bits: &mut BitPool) -> u64 {
+        'restart: loop {
+            if !bits.bit(rng) {
+                return 0;
+            }
+            let mut i = 1u64;
+            loop {
+                for _ in 0..2 * i - 2 {
+                    if bits.bit(rng) {
+                        continue 'restart;
+                    }
+                }
+                if !bits.bit(rng) {
+                    return i;
+                }
+                i += 1;
+            }
+        }
+    }
+
+    /// One draw.
+    #[inline]
+    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R, bits: &mut BitPool) -> i64 {
+        let k = self.k;
+        loop {
+            let y = Self::half_binary(rng, bits);
+            let z = uniform_below(rng, k);
+            // accept with probability 2^(−e/k²), e = z(z + 2ky): whole part by fair bits, the
+            // fraction by the Bernoulli factory
+            let e64 = k.checked_mul(2 * y).and_then(|a| a.checked_add(z)).and_then(|a| a.checked_mul(z));
+            let (whole, frac) = match e64 {
+                // the common case: e < k²(1 + 2y), so the quotient is at most 2y and found by
+                // subtraction (a division costs more than the draws)
+                Some(mut e) if y < 8 => {
+                    let mut whole = 0;
+                    while e >= self.k2 {
+                        e -= self.k2;
+                        whole += 1;
+                    }
+                    (whole, e)
+                }
+                Some(e) => (e / self.k2, e % self.k2),
+                None => {
+                    let e = (z as u128) * (z as u128 + 2 * k as u128 * y as u128);
+                    ((e / self.k2 as u128).min(u64::MAX as u128) as u64, (e % self.k2 as u128) as u64)
+                }
+            };
+            let mut accept = true;
+            for _ in 0..whole {
+                if !bits.bit(rng) {
+                    accept = false;
+                    break;
+                }
+            }
+            if !accept || !bernoulli_pow2_frac(rng, bits, frac, self.k2) {
+                continue;
+            }
+            let Some(x) = k.checked_mul(y).and_then(|ky| ky.checked_add(z)).filter(|&x| x <= i64::MAX as u64) else {
+                continue; // y this large has probability below 2^(−2^60)
+            };
+            if x == 0 && !bits.bit(rng) {
+                continue;
+            }
+            return if bits.bit(rng) { -(x as i64) } else { x as i64 };
+        }
+    }
+}
