@@ -67,18 +67,6 @@ fn views_functions_cursors_and_prepared_statements_cannot_read_raw_rows() {
     );
 }
 
-// The table-release functions read their source with an ordinary query, which the grammar refuses
-// on a protected table for a DP-only role.
-#[pg_test]
-fn the_table_release_functions_cannot_read_a_protected_table() {
-    protected_setup();
-    Spi::run(&format!("GRANT SELECT ON patients TO {ANALYST}")).unwrap();
-    refused_as_analyst(
-        "SELECT count(*) FROM dp.release_projection_rows('patients', ARRAY['income', 'bmi'], ARRAY[0, 0]::float8[], ARRAY[200000, 100]::float8[], 1, 1e-5)",
-        "it is protected by pg_dp",
-    );
-}
-
 #[pg_test]
 fn a_dp_only_role_needs_no_select_grant() {
     protected_setup();

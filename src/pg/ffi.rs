@@ -8,6 +8,7 @@ mod raw {
         pub fn find_all_inheritors(parent: Oid, lockmode: pg_sys::LOCKMODE, numparents: *mut *mut pg_sys::List) -> *mut pg_sys::List;
         pub fn has_subclass(relid: Oid) -> bool;
         pub fn expand_grouping_sets(grouping_sets: *mut pg_sys::List, group_distinct: bool, limit: i32) -> *mut pg_sys::List;
+        pub fn numeric_float8_no_overflow(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
     }
 }
 
@@ -25,4 +26,10 @@ pub unsafe fn has_subclass(relid: Oid) -> bool {
 /// The grouping sets of GROUPING SETS, ROLLUP and CUBE clauses, expanded into a list of sets.
 pub unsafe fn expand_grouping_sets(grouping_sets: *mut pg_sys::List, group_distinct: bool) -> *mut pg_sys::List {
     pg_sys::ffi::pg_guard_ffi_boundary(|| raw::expand_grouping_sets(grouping_sets, group_distinct, -1))
+}
+
+/// A numeric Datum as float8 without any error: ±∞ past the float8 range, NaN for NaN.
+pub unsafe fn numeric_to_f64(d: pg_sys::Datum) -> f64 {
+    let r = pg_sys::DirectFunctionCall1Coll(Some(raw::numeric_float8_no_overflow), pg_sys::InvalidOid, d);
+    f64::from_bits(r.value() as u64)
 }
