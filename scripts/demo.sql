@@ -89,3 +89,24 @@ RESET ROLE;
 SELECT id, role, aggregate, epsilon, round(noise_scale::numeric, 3) AS noise_scale, details->>'source' AS source,
        left(query_text, 50) AS query
   FROM dp.ledger WHERE role = 'analyst'::regrole ORDER BY id;
+
+\echo
+\echo '9. A data steward releases a private copy of the numeric columns (DPRP random projection) at'
+\echo '   epsilon = 2, delta = 1e-5: paid before the table is read, padded to a noisy row count, with a receipt.'
+DROP ROLE IF EXISTS steward;
+CREATE ROLE steward LOGIN;
+GRANT CREATE ON SCHEMA public TO steward;
+SELECT role, epsilon_granted, delta_granted FROM dp.grant_budget('steward', 2, 1e-5);
+SET ROLE steward;
+SELECT r->>'rows_released' AS rows_released, r->>'epsilon' AS epsilon, r->>'delta' AS delta, r->>'k1' AS k1,
+       r->>'k2' AS k2, r->>'neighbours' AS neighbours
+  FROM dp.release_projection('patients', 'patients_private', ARRAY['age', 'bmi', 'systolic', 'income'],
+                             ARRAY[18, 15, 80, 0]::float8[], ARRAY[90, 50, 200, 150000]::float8[], 2, 1e-5) r;
+RESET ROLE;
+\echo 'Column means of the table and of its private copy: every released row carries noise and is clamped to'
+\echo 'the bounds, which pulls means toward the middle of the bounds; the copy serves models fitted on many rows'
+SELECT 'patients' AS source, round(avg(age)::numeric, 1) AS age, round(avg(bmi)::numeric, 1) AS bmi,
+       round(avg(systolic)::numeric, 1) AS systolic, round(avg(income)::numeric) AS income FROM patients
+UNION ALL
+SELECT 'patients_private', round(avg(age)::numeric, 1), round(avg(bmi)::numeric, 1),
+       round(avg(systolic)::numeric, 1), round(avg(income)::numeric) FROM patients_private;

@@ -8,6 +8,8 @@ Each check is a function named check_*; the script prints one line per check and
 """
 import argparse
 import math
+import threading
+import time
 
 import psycopg
 from psycopg import errors as E
@@ -159,6 +161,56 @@ def check_parallel_plan_through_the_client():
         assert "Partial Aggregate" in plan, plan
         v = c.execute("SELECT dp_sum(x, 0, 300000, %s) FROM big", (1.0,)).fetchone()[0]
         assert abs(v - 45000150000.0) < 300000 * 40, v   # |Laplace(300000)| > 40 scales: p = e^-40
+
+
+# A release that would run for a minute: 20,000 rows, 8 columns, a projection 4,096 wide.
+LONG_RELEASE = ("SELECT count(*) FROM dp.release_projection_rows('wide', %s, %s, %s, 1, 1e-5, k1 => 4096)",
+                ([f"c{i}" for i in range(8)], [0.0] * 8, [1.0] * 8))
+
+
+def long_release_setup(c):
+    cols = ", ".join(f"random() AS c{i}" for i in range(8))
+    c.execute(f"CREATE TABLE IF NOT EXISTS wide AS SELECT {cols} FROM generate_series(1, 20000)")
+
+
+def dprp_receipts(c):
+    return c.execute("SELECT count(*) FROM dp.ledger WHERE mechanism = 'dprp'").fetchone()[0]
+
+
+def check_statement_timeout_stops_a_long_table_release():
+    """statement_timeout ends a release within a second of the timeout; the release was charged."""
+    with connect() as c:
+        long_release_setup(c)
+        before = dprp_receipts(c)
+        c.execute("SET statement_timeout = '300ms'")
+        t0 = time.monotonic()
+        expect_error(c, *LONG_RELEASE, E.QueryCanceled, "statement timeout")
+        elapsed = time.monotonic() - t0
+        assert elapsed < 1.3, f"stopped {elapsed:.2f} s after the start, {elapsed - 0.3:.2f} s after the timeout"
+        c.execute("RESET statement_timeout")
+        assert dprp_receipts(c) == before + 1
+        assert c.execute("SELECT 1").fetchone()[0] == 1
+
+
+def check_pg_cancel_backend_stops_a_long_table_release():
+    """pg_cancel_backend from another session ends a release within a second."""
+    with connect() as c, connect() as other:
+        long_release_setup(c)
+        pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
+        sent = {}
+
+        def cancel():
+            time.sleep(0.5)
+            sent["at"] = time.monotonic()
+            other.execute("SELECT pg_cancel_backend(%s)", (pid,))
+
+        t = threading.Thread(target=cancel)
+        t.start()
+        expect_error(c, *LONG_RELEASE, E.QueryCanceled, "canceling statement due to user request")
+        stopped = time.monotonic() - sent["at"]
+        t.join()
+        assert stopped < 1.0, f"stopped {stopped:.2f} s after the cancel"
+        assert c.execute("SELECT 1").fetchone()[0] == 1
 
 
 def main():
