@@ -6,13 +6,63 @@
 -- superusers and members of dp_admin set them. These helpers run as the extension's owner, so that
 -- a dp_admin member who does not own a table can protect it.
 
-CREATE FUNCTION dp.protect_table(tbl regclass) RETURNS void
+CREATE FUNCTION dp.protect_table(tbl regclass, privacy_unit name DEFAULT NULL, max_groups_contributed int DEFAULT 1,
+                                 max_count_per_unit int DEFAULT 1) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    old record;
 BEGIN
     EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON TABLE %s IS %L', tbl, 'protected');
+    IF privacy_unit IS NULL THEN
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a
+                    WHERE a.attrelid = tbl AND a.attname = privacy_unit AND a.attnum > 0 AND NOT a.attisdropped) THEN
+        RAISE EXCEPTION 'column "%" of % does not exist', privacy_unit, tbl USING ERRCODE = '42703';
+    END IF;
+    -- the previous unit column, if another, loses its label first (a table has one unit)
+    FOR old IN SELECT a.attname FROM pg_catalog.pg_seclabel l
+                 JOIN pg_catalog.pg_attribute a ON a.attrelid = l.objoid AND a.attnum = l.objsubid
+                WHERE l.objoid = tbl AND l.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass AND l.provider = 'pg_dp'
+                  AND l.objsubid > 0 AND l.label LIKE '{"privacy_unit"%' AND a.attname <> privacy_unit LOOP
+        EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON COLUMN %s.%I IS NULL', tbl, old.attname);
+    END LOOP;
+    EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON COLUMN %s.%I IS %L', tbl, privacy_unit,
+        pg_catalog.json_build_object('privacy_unit', pg_catalog.json_build_object(
+            'max_groups_contributed', max_groups_contributed, 'max_count_per_unit', max_count_per_unit))::text);
 END
 $$;
-COMMENT ON FUNCTION dp.protect_table(regclass) IS 'pg_dp: protects a table (and its partitions and inheritance children): from now on only admitted DP queries read it, except superusers, its owner and trusted roles (dp_admin)';
+COMMENT ON FUNCTION dp.protect_table(regclass, name, int, int) IS 'pg_dp: protects a table (and its partitions and inheritance children): from now on only admitted DP queries read it, except superusers, its owner and trusted roles. privacy_unit names the column that identifies a person (or a foreign key to a protected table that has one): DP queries then bound each person''s contribution, to at most max_groups_contributed groups and max_count_per_unit counted rows per group. Without it one row is one person (dp_admin)';
+
+CREATE FUNCTION dp.set_domain(tbl regclass, col name, vals anyarray) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON COLUMN %s.%I IS %L', tbl, col,
+        pg_catalog.json_build_object('domain', (SELECT pg_catalog.json_agg(v::text) FROM pg_catalog.unnest(vals) v))::text);
+END
+$$;
+COMMENT ON FUNCTION dp.set_domain(regclass, name, anyarray) IS 'pg_dp: declares the public values of a column of a protected table: a DP query grouped by the column shows one row per value, empty ones included (with noise), never another value, and spends no delta on the choice of groups (dp_admin)';
+
+CREATE FUNCTION dp.set_domain(tbl regclass, col name, keys regclass, key_column name) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON COLUMN %s.%I IS %L', tbl, col,
+        pg_catalog.json_build_object('domain', pg_catalog.json_build_object('table', keys::text, 'column', key_column))::text);
+END
+$$;
+COMMENT ON FUNCTION dp.set_domain(regclass, name, regclass, name) IS 'pg_dp: declares that the public values of a column of a protected table are the distinct values of key_column of the public table keys (read when a query runs, with the caller''s privileges) (dp_admin)';
+
+CREATE FUNCTION dp.drop_domain(tbl regclass, col name) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_seclabel l JOIN pg_catalog.pg_attribute a ON a.attrelid = l.objoid AND a.attnum = l.objsubid
+                WHERE l.objoid = tbl AND l.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass AND l.provider = 'pg_dp'
+                  AND a.attname = col AND l.label LIKE '{"domain"%') THEN
+        EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON COLUMN %s.%I IS NULL', tbl, col);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION dp.drop_domain(regclass, name) IS 'pg_dp: removes the public domain of a column; DP queries grouped by it then choose their groups by DP partition selection (dp_admin)';
 
 CREATE FUNCTION dp.unprotect_table(tbl regclass) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -39,12 +89,32 @@ $$;
 COMMENT ON FUNCTION dp.distrust_role(regrole) IS 'pg_dp: ends the exemption of a role from table protection (dp_admin)';
 
 CREATE VIEW dp.protected_tables AS
-SELECT l.objoid::pg_catalog.regclass AS table_name, c.relowner::pg_catalog.regrole AS owner
+SELECT l.objoid::pg_catalog.regclass AS table_name, c.relowner::pg_catalog.regrole AS owner,
+       u.attname AS privacy_unit,
+       (u.label::pg_catalog.jsonb -> 'privacy_unit' ->> 'max_groups_contributed')::int AS max_groups_contributed,
+       (u.label::pg_catalog.jsonb -> 'privacy_unit' ->> 'max_count_per_unit')::int AS max_count_per_unit
   FROM pg_catalog.pg_seclabel l
   JOIN pg_catalog.pg_class c ON c.oid = l.objoid
+  LEFT JOIN LATERAL (
+       SELECT a.attname, ul.label FROM pg_catalog.pg_seclabel ul
+         JOIN pg_catalog.pg_attribute a ON a.attrelid = ul.objoid AND a.attnum = ul.objsubid
+        WHERE ul.objoid = l.objoid AND ul.classoid = l.classoid AND ul.provider = 'pg_dp' AND ul.objsubid > 0
+          AND ul.label LIKE '{"privacy_unit"%') u ON true
  WHERE l.provider = 'pg_dp' AND l.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass
    AND l.objsubid = 0 AND l.label = 'protected';
-COMMENT ON VIEW dp.protected_tables IS 'pg_dp: the tables of this database protected by pg_dp, and their owners';
+COMMENT ON VIEW dp.protected_tables IS 'pg_dp: the tables of this database protected by pg_dp, their owners and privacy units (NULL: one row is one person)';
+
+CREATE VIEW dp.domains AS
+SELECT l.objoid::pg_catalog.regclass AS table_name, a.attname AS column_name,
+       CASE WHEN pg_catalog.jsonb_typeof(l.label::pg_catalog.jsonb -> 'domain') = 'array'
+            THEN ARRAY(SELECT pg_catalog.jsonb_array_elements_text(l.label::pg_catalog.jsonb -> 'domain')) END AS domain_values,
+       l.label::pg_catalog.jsonb -> 'domain' ->> 'table' AS domain_table,
+       l.label::pg_catalog.jsonb -> 'domain' ->> 'column' AS domain_column
+  FROM pg_catalog.pg_seclabel l
+  JOIN pg_catalog.pg_attribute a ON a.attrelid = l.objoid AND a.attnum = l.objsubid
+ WHERE l.provider = 'pg_dp' AND l.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass
+   AND l.objsubid > 0 AND l.label LIKE '{"domain"%';
+COMMENT ON VIEW dp.domains IS 'pg_dp: the public domains declared for columns of protected tables (a list of values, or a column of a public table)';
 
 CREATE VIEW dp.trusted_roles AS
 SELECT l.objoid::pg_catalog.regrole AS role_name
@@ -52,12 +122,18 @@ SELECT l.objoid::pg_catalog.regrole AS role_name
  WHERE l.provider = 'pg_dp' AND l.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND l.label = 'trusted';
 COMMENT ON VIEW dp.trusted_roles IS 'pg_dp: the roles exempt from table protection (in every database)';
 
-GRANT SELECT ON dp.protected_tables, dp.trusted_roles TO PUBLIC;
-REVOKE EXECUTE ON FUNCTION dp.protect_table(regclass) FROM PUBLIC;
+GRANT SELECT ON dp.protected_tables, dp.trusted_roles, dp.domains TO PUBLIC;
+REVOKE EXECUTE ON FUNCTION dp.protect_table(regclass, name, int, int) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dp.set_domain(regclass, name, anyarray) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dp.set_domain(regclass, name, regclass, name) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dp.drop_domain(regclass, name) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dp.set_domain(regclass, name, anyarray) TO dp_admin;
+GRANT EXECUTE ON FUNCTION dp.set_domain(regclass, name, regclass, name) TO dp_admin;
+GRANT EXECUTE ON FUNCTION dp.drop_domain(regclass, name) TO dp_admin;
 REVOKE EXECUTE ON FUNCTION dp.unprotect_table(regclass) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dp.trust_role(regrole) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dp.distrust_role(regrole) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION dp.protect_table(regclass) TO dp_admin;
+GRANT EXECUTE ON FUNCTION dp.protect_table(regclass, name, int, int) TO dp_admin;
 GRANT EXECUTE ON FUNCTION dp.unprotect_table(regclass) TO dp_admin;
 GRANT EXECUTE ON FUNCTION dp.trust_role(regrole) TO dp_admin;
 GRANT EXECUTE ON FUNCTION dp.distrust_role(regrole) TO dp_admin;

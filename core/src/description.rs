@@ -31,6 +31,41 @@ pub struct DpLevel {
     pub grouping_sets: u32,
     /// The pg_dp aggregates of the level, in the order the grammar met them.
     pub aggregates: Vec<DpAggregate>,
+    /// The privacy unit of the source, if its table declares one: every aggregate then runs over
+    /// per-unit values (docs/privacy/privacy-units.md). None: one row is one person.
+    #[serde(default)]
+    pub unit: Option<PrivacyUnit>,
+    /// How the level releases its GROUP BY keys.
+    #[serde(default)]
+    pub keys: KeyRelease,
+}
+
+/// The privacy unit of a level's source: the column that identifies a person, reached from the
+/// source through many-to-one foreign keys when the source's own unit column references another
+/// protected table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrivacyUnit {
+    /// The column holding the unit, `table.column`, at the end of the foreign-key path.
+    pub column: String,
+    /// The foreign keys followed from the source, each `table.column → table.column`.
+    pub through: Vec<String>,
+    /// A unit contributes to at most this many groups of one grouping set (chosen at random).
+    pub max_groups_contributed: u32,
+    /// A unit's count in a group is clamped to at most this (dp_count).
+    pub max_count_per_unit: u32,
+}
+
+/// How a level's GROUP BY keys are released.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub enum KeyRelease {
+    /// As they are: no GROUP BY, or a source that is not protected.
+    #[default]
+    AsStored,
+    /// Every combination of public key values gets a row (empty ones included, with noise); the
+    /// entries describe where each key's values come from.
+    PublicDomain(Vec<String>),
+    /// Groups are kept by DP partition selection at (ε, δ) per group.
+    Selected { epsilon: f64, delta: f64 },
 }
 
 /// A table, as the grammar saw it.
@@ -80,10 +115,20 @@ pub enum ParamSource {
 }
 
 impl DpLevel {
-    /// How many receipts one aggregate of this level produces: one per grouping set. Disjoint groups
-    /// within a set cost one release (parallel composition over rows).
+    /// How many receipts one aggregate of this level produces: one per grouping set, times the
+    /// number of groups one unit may contribute to. Disjoint groups within a set cost one release
+    /// (parallel composition over units); a unit in k groups is in k of them.
     pub fn releases_per_aggregate(&self) -> u32 {
-        self.grouping_sets.max(1)
+        self.grouping_sets.max(1) * self.groups_per_unit()
+    }
+
+    /// The number of groups of one grouping set a person can contribute to: 1 without GROUP BY or
+    /// without a privacy unit (a row is in one group), else the unit's declared bound.
+    pub fn groups_per_unit(&self) -> u32 {
+        match &self.unit {
+            Some(u) if !self.group_keys.is_empty() => u.max_groups_contributed.max(1),
+            _ => 1,
+        }
     }
 
     /// The aggregate carrying `tag`, if it belongs to this level.

@@ -14,6 +14,7 @@
 //! - [`smooth`]: smooth sensitivity of quantiles (Nissim, Raskhodnikova & Smith 2007), O(n log n);
 //! - [`quantile`]: median and percentile releases (smooth sensitivity, exponential mechanism);
 //! - [`description`]: the description of a DP query that the SQL layer's query grammar admits.
+//! - [`partition`]: DP partition selection (which private GROUP BY keys a release may show).
 pub mod accounting;
 pub mod accum;
 pub mod description;
@@ -23,6 +24,7 @@ pub mod gaussian;
 pub mod grid;
 pub mod mechanisms;
 pub mod params;
+pub mod partition;
 pub mod quantile;
 pub mod rng;
 pub mod sampling;

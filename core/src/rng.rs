@@ -12,3 +12,8 @@ pub fn os_rng() -> DpRng {
 pub fn seeded_rng(seed: u64) -> DpRng {
     DpRng::seed_from_u64(seed)
 }
+
+/// A uniform float in [0, 1): 53 random bits, every multiple of 2^-53 equally likely.
+pub fn uniform01<R: rand::Rng + ?Sized>(rng: &mut R) -> f64 {
+    (rng.random::<u64>() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}

@@ -245,6 +245,7 @@ unsafe fn lookup_kind(aggfnoid: pg_sys::Oid) -> Option<Kind> {
         b"dp_median" => Some(Kind::Median),
         b"dp_percentile" => Some(Kind::Percentile),
         b"dp_percentile_em" => Some(Kind::PercentileEm),
+        b"keep_group" => Some(Kind::KeepGroup),
         _ => None,
     }
 }
@@ -488,6 +489,8 @@ pub enum Kind {
     Median,
     Percentile,
     PercentileEm,
+    /// dp.keep_group: DP partition selection of one group (selection.rs).
+    KeepGroup,
 }
 
 impl Kind {
@@ -500,6 +503,7 @@ impl Kind {
             Kind::Median => "dp_median",
             Kind::Percentile => "dp_percentile",
             Kind::PercentileEm => "dp_percentile_em",
+            Kind::KeepGroup => "dp.keep_group",
         }
     }
 
@@ -515,6 +519,7 @@ impl Kind {
             Kind::Median => &["lower", "upper", "epsilon", "delta"],
             Kind::Percentile => &["p", "lower", "upper", "epsilon", "delta"],
             Kind::PercentileEm => &["p", "lower", "upper", "epsilon"],
+            Kind::KeepGroup => &["epsilon", "delta"],
             _ => BOUNDED_NAMES,
         }
     }
@@ -577,7 +582,9 @@ impl ParamValues {
 
     /// The parameters an aggregate of this kind was paid with (see charge.rs).
     pub unsafe fn paid(&self, kind: Kind) -> Paid {
-        if kind.is_quantile() {
+        if kind == Kind::KeepGroup {
+            Paid::Selection { epsilon: self.f64_at(0, "epsilon").to_bits(), delta: self.f64_at(1, "delta").to_bits() }
+        } else if kind.is_quantile() {
             Paid::Quantile(self.quantile_params(kind))
         } else {
             Paid::Sum(self.params(kind))
@@ -660,6 +667,8 @@ pub unsafe fn final_state(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> Acc {
 pub enum Paid {
     Sum(Params),
     Quantile(QuantileParams),
+    /// ε and δ of a partition selection, as float bits.
+    Selection { epsilon: u64, delta: u64 },
 }
 
 // ----- combine / serialize / deserialize, shared by every pg_dp aggregate -----------------------

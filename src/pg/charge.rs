@@ -24,7 +24,9 @@ use super::error::{raise_with, OrRaise};
 use super::{ledger, protect, release};
 use pg_dp_core::accounting::{charged_decimal, ChargeOutcome, ChargeRequest, ReleaseRecord};
 use pg_dp_core::accum::Acc;
-use pg_dp_core::description::DpLevel;
+use pg_dp_core::description::{DpLevel, KeyRelease};
+use pg_dp_core::mechanisms::ReleaseInfo;
+use pg_dp_core::partition::Selection;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PgSqlErrorCode};
@@ -334,9 +336,9 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
     for r in releases {
         let single = (*(r.agg as *mut pg_sys::Agg)).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN;
         for aggref in release::tagged_aggrefs(r.agg) {
-            if r.level.aggregate((*aggref).location).is_none() {
+            let Some(described) = r.level.aggregate((*aggref).location) else {
                 raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: a released aggregate is missing from its description".into(), None);
-            }
+            };
             let kind = kind_of((*aggref).aggfnoid, first_arg_type(aggref))
                 .unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: a tagged aggregate is not a pg_dp aggregate".into(), None));
             let func = kind.func();
@@ -348,9 +350,15 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
                     let spec = q.spec().or_raise(func);
                     (spec.describe(), spec.details())
                 }
+                Paid::Selection { epsilon, delta } => {
+                    let s = Selection::new(f64::from_bits(epsilon), f64::from_bits(delta)).or_raise(func);
+                    let info = ReleaseInfo { mechanism: "partition_selection", epsilon: s.epsilon, delta: s.delta, sensitivity: 1.0, scale: 0.0, count_scale: None };
+                    (info, s.details())
+                }
             };
-            let details = with_source(&details, &r.level);
-            let name = cstr_or(pg_sys::format_procedure((*aggref).aggfnoid), func);
+            let details = with_level(&details, &r.level);
+            // the call as the query wrote it (a count over privacy units runs as a sum of per-unit counts)
+            let name = described.function.clone();
             let delta = if info.delta > 0.0 { charged_decimal(info.delta) } else { "0".into() };
             for _ in 0..r.level.releases_per_aggregate() {
                 records.push(ReleaseRecord {
@@ -371,11 +379,25 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
     TICKETS.with(|t| t.borrow_mut().extend(tickets));
 }
 
-/// The mechanism details of a receipt with the level's source table added.
-fn with_source(details: &str, level: &DpLevel) -> String {
+/// The mechanism details of a receipt with the level's source table, privacy unit and the way its
+/// GROUP BY keys are released added.
+fn with_level(details: &str, level: &DpLevel) -> String {
     let mut v: serde_json::Value = serde_json::from_str(details).unwrap_or_else(|_| serde_json::json!({}));
     if let Some(o) = v.as_object_mut() {
         o.insert("source".into(), level.source.name.clone().into());
+        if let Some(u) = &level.unit {
+            o.insert("privacy_unit".into(), serde_json::to_value(u).unwrap_or_default());
+            o.insert("groups_per_unit".into(), level.groups_per_unit().into());
+        }
+        match &level.keys {
+            KeyRelease::AsStored => {}
+            KeyRelease::PublicDomain(d) => {
+                o.insert("group_keys".into(), serde_json::json!({ "public_domain": d }));
+            }
+            KeyRelease::Selected { epsilon, delta } => {
+                o.insert("group_keys".into(), serde_json::json!({ "partition_selection": { "epsilon": epsilon, "delta": delta } }));
+            }
+        }
     }
     v.to_string()
 }

@@ -9,6 +9,7 @@ mod raw {
         pub fn has_subclass(relid: Oid) -> bool;
         pub fn expand_grouping_sets(grouping_sets: *mut pg_sys::List, group_distinct: bool, limit: i32) -> *mut pg_sys::List;
         pub fn numeric_float8_no_overflow(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
+        pub fn float8_numeric(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
     }
 }
 
@@ -32,4 +33,9 @@ pub unsafe fn expand_grouping_sets(grouping_sets: *mut pg_sys::List, group_disti
 pub unsafe fn numeric_to_f64(d: pg_sys::Datum) -> f64 {
     let r = pg_sys::DirectFunctionCall1Coll(Some(raw::numeric_float8_no_overflow), pg_sys::InvalidOid, d);
     f64::from_bits(r.value() as u64)
+}
+
+/// A finite float8 as numeric (never an error for a finite value).
+pub unsafe fn f64_to_numeric(x: f64) -> pg_sys::Datum {
+    pg_sys::DirectFunctionCall1Coll(Some(raw::float8_numeric), pg_sys::InvalidOid, pg_sys::Datum::from(x.to_bits()))
 }

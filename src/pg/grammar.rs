@@ -61,7 +61,7 @@ use super::agg::{kind_of, list_iter, Kind};
 use super::protect;
 use super::statistics;
 use super::total;
-use pg_dp_core::description::{tag, DpAggregate, DpLevel, ParamSource, PublicJoin, Relation};
+use pg_dp_core::description::{tag, DpAggregate, DpLevel, KeyRelease, ParamSource, PublicJoin, Relation};
 use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query, RangeTblEntry};
 use std::collections::HashSet;
 use std::ffi::{c_void, CStr};
@@ -74,7 +74,7 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    fn new(message: impl Into<String>) -> Self {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
         Refusal { message: message.into(), hint: None }
     }
 
@@ -85,7 +85,7 @@ impl Refusal {
         Refusal::new("query nested too deeply for pg_dp's query check")
             .hint("write the condition or expression with fewer nested levels")
     }
-    fn hint(mut self, hint: impl Into<String>) -> Self {
+    pub(crate) fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self
     }
@@ -326,6 +326,15 @@ pub unsafe fn check_statement(query: *mut Query) -> Check<Option<Admitted>> {
             return Err(r);
         }
     }
+    // pg_dp admits the reads of protected sources itself (the planner gets a private copy of the
+    // query, so this does not outlive this planning); then the levels over protected tables are
+    // rewritten for privacy units and private GROUP BY keys (rewrite.rs), copying these entries
+    for rte in &waived {
+        (**rte).requiredPerms &= !(pg_sys::ACL_SELECT as pg_sys::AclMode);
+    }
+    for (q, level) in dp_levels.iter().zip(levels.iter_mut()) {
+        super::rewrite::rewrite_level(*q, level, &mut next_tag)?;
+    }
     // The planner may move a condition of an outer query into a DP level (a subquery in FROM, a
     // view, a branch of a UNION, an inlined WITH query), below its aggregates, where it would run on
     // every input row. A security barrier lets only leakproof conditions move; WITH queries that
@@ -531,6 +540,8 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
         group_keys,
         grouping_sets,
         aggregates,
+        unit: None,
+        keys: KeyRelease::AsStored,
     };
     Ok(LevelChecked { level, reads: source.reads })
 }
@@ -558,7 +569,7 @@ unsafe fn first_relation(q: *mut Query, depth: u32) -> Option<Oid> {
 }
 
 /// Whether a condition holds an aggregate (or GROUPING) of its own query level.
-unsafe fn has_level_aggregate(e: *mut Node) -> Check<bool> {
+pub(crate) unsafe fn has_level_aggregate(e: *mut Node) -> Check<bool> {
     struct Walk {
         depth: u32,
         too_deep: bool,
@@ -835,7 +846,7 @@ unsafe fn flatten(cx: &Cx, q: *mut Query, node: *mut Node, items: &mut Vec<Item>
     Ok(())
 }
 
-unsafe fn split_and(n: *mut Node, out: &mut Vec<*mut Node>) {
+pub(crate) unsafe fn split_and(n: *mut Node, out: &mut Vec<*mut Node>) {
     if n.is_null() {
         return;
     }
@@ -1075,7 +1086,7 @@ unsafe fn is_key_equality(q: *mut Query, c: *mut Node, rtindex: i32, attno: i16,
 
 /// (range-table index, attribute) of a plain column of `q`, through relabelling casts and join
 /// aliases.
-unsafe fn resolve_var(q: *mut Query, mut e: *mut Node) -> Option<(i32, i16)> {
+pub(crate) unsafe fn resolve_var(q: *mut Query, mut e: *mut Node) -> Option<(i32, i16)> {
     for _ in 0..64 {
         match (*e).type_ {
             NodeTag::T_RelabelType => e = (*(e as *mut pg_sys::RelabelType)).arg as *mut Node,
@@ -1104,7 +1115,7 @@ unsafe fn resolve_var(q: *mut Query, mut e: *mut Node) -> Option<(i32, i16)> {
     None
 }
 
-unsafe fn attname(relid: Oid, attno: i16) -> String {
+pub(crate) unsafe fn attname(relid: Oid, attno: i16) -> String {
     let n = pg_sys::get_attname(relid, attno, true);
     if n.is_null() {
         format!("column {attno}")
@@ -1521,7 +1532,7 @@ unsafe fn func_name(funcid: Oid) -> String {
     }
 }
 
-unsafe fn func_signature(funcid: Oid) -> String {
+pub(crate) unsafe fn func_signature(funcid: Oid) -> String {
     let p = pg_sys::format_procedure(funcid);
     if p.is_null() {
         func_name(funcid)

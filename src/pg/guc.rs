@@ -3,6 +3,9 @@ use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 /// ε used by a DP aggregate called without an explicit epsilon.
 pub static DEFAULT_EPSILON: GucSetting<f64> = GucSetting::<f64>::new(1.0);
+/// (ε, δ) of the DP partition selection of private GROUP BY keys, per group.
+pub static GROUP_SELECTION_EPSILON: GucSetting<f64> = GucSetting::<f64>::new(1.0);
+pub static GROUP_SELECTION_DELTA: GucSetting<f64> = GucSetting::<f64>::new(1e-6);
 /// Seed for reproducible demonstrations; -1 (the default) means OS entropy.
 pub static SEED: GucSetting<i32> = GucSetting::<i32>::new(-1);
 
@@ -14,6 +17,26 @@ pub fn register() {
         &DEFAULT_EPSILON,
         pg_dp_core::params::EPSILON_MIN,
         pg_dp_core::params::EPSILON_MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"dp.group_selection_epsilon",
+        c"Epsilon of the DP partition selection that chooses which groups of a GROUP BY over a protected table appear.",
+        c"Each group is kept with the optimal probability for (epsilon, delta)-DP given its number of privacy units; a unit in k groups costs k times. Read when a query is planned. Valid range 0.001 to 20.",
+        &GROUP_SELECTION_EPSILON,
+        pg_dp_core::partition::EPSILON_MIN,
+        pg_dp_core::partition::EPSILON_MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"dp.group_selection_delta",
+        c"Delta of the DP partition selection of groups (see dp.group_selection_epsilon).",
+        c"A group of one privacy unit appears with probability at most delta. Valid range 1e-15 to 0.5.",
+        &GROUP_SELECTION_DELTA,
+        pg_dp_core::partition::DELTA_MIN,
+        0.5,
         GucContext::Userset,
         GucFlags::default(),
     );

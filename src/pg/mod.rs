@@ -2,6 +2,7 @@
 pub mod agg;
 pub mod avg;
 pub mod charge;
+pub mod contribution;
 pub mod count;
 pub mod dprp;
 pub mod error;
@@ -15,6 +16,8 @@ pub mod planner;
 pub mod protect;
 pub mod quantile;
 pub mod release;
+pub mod rewrite;
+pub mod selection;
 pub mod statistics;
 pub mod sum;
 pub mod total;

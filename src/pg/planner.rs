@@ -53,11 +53,6 @@ unsafe extern "C-unwind" fn planner(
         Ok(None) => return plan_with_next(parse, query_string, cursor_options, bound),
         Err(r) => raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, r.message, r.hint.as_deref()),
     };
-    // pg_dp admits these reads itself: the planner gets a private copy of the query, so this does
-    // not outlive this planning
-    for rte in &admitted.waived {
-        (**rte).requiredPerms &= !(pg_sys::ACL_SELECT as pg_sys::AclMode);
-    }
     let stmt = if admitted.levels.is_empty() {
         plan_with_next(parse, query_string, cursor_options, bound)
     } else {

@@ -6,12 +6,19 @@
 //! grammar admits (`grammar.rs`), except by the roles exempt from protection: superusers, the
 //! table's owner, and roles labelled `trusted` (`dp.trust_role`), with their members.
 //!
+//! Columns of a protected table carry the table's privacy declarations, as JSON labels of the same
+//! provider: the privacy unit (`{"privacy_unit": {"max_groups_contributed": 1, "max_count_per_unit":
+//! 1}}`, on the column that identifies a person, or on a foreign key to a protected table that has
+//! one) and public domains of GROUP BY keys (`{"domain": ["north", "south"]}`, or `{"domain":
+//! {"table": "public.regions", "column": "name"}}`); see `rewrite.rs` for their use.
+//!
 //! Labels are kept by PostgreSQL (`pg_seclabel`, `pg_shseclabel`), so they follow renames and are
 //! dumped and restored with the objects. Each backend caches what it read; a label change sends a
 //! relcache invalidation (of the table, or of everything for a role), which empties the cache.
 use super::error::raise_with;
 use pgrx::pg_sys::{self, Oid};
 use pgrx::PgSqlErrorCode;
+use serde::Deserialize;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
@@ -44,7 +51,48 @@ struct Cache {
     protected_below: HashMap<Oid, bool>,
     trusted_roles: Option<Vec<Oid>>,
     any_protected: Option<bool>,
+    /// relation → its column labels (attnum, label)
+    columns: HashMap<Oid, std::rc::Rc<Vec<(i16, ColumnLabel)>>>,
 }
+
+/// A pg_dp label on a column.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ColumnLabel {
+    /// The column identifies the person a row belongs to.
+    PrivacyUnit(UnitBounds),
+    /// The column's public values, for GROUP BY keys.
+    Domain(Domain),
+}
+
+/// Contribution bounds of a privacy unit.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnitBounds {
+    #[serde(default = "one")]
+    pub max_groups_contributed: u32,
+    #[serde(default = "one")]
+    pub max_count_per_unit: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Where a column's public values come from.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum Domain {
+    /// The listed values (text input of the column's type).
+    Values(Vec<String>),
+    /// The distinct values of a column of a public table.
+    Table { table: String, column: String },
+}
+
+/// Largest number of groups a unit may contribute to, and of rows it may count in one group.
+pub const MAX_UNIT_BOUND: u32 = 1_000_000;
+/// Most values a domain label may list.
+pub const MAX_DOMAIN_VALUES: usize = 100_000;
 
 pub fn init() {
     unsafe {
@@ -85,6 +133,82 @@ unsafe fn relation_label(relid: Oid) -> Option<String> {
     let addr = pg_sys::ObjectAddress { classId: pg_sys::RelationRelationId, objectId: relid, objectSubId: 0 };
     let l = pg_sys::GetSecurityLabel(&addr, PROVIDER.as_ptr());
     (!l.is_null()).then(|| CStr::from_ptr(l).to_string_lossy().into_owned())
+}
+
+/// Every pg_dp label on a column of `relid`: (attnum, label text), from pg_seclabel.
+unsafe fn column_label_texts(relid: Oid) -> Vec<(i16, String)> {
+    let rel = pg_sys::table_open(SECLABEL_RELATION_ID, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+    let desc = (*rel).rd_att;
+    let natts = (*desc).natts as usize;
+    let scan = pg_sys::systable_beginscan(rel, pg_sys::InvalidOid, false, std::ptr::null_mut(), 0, std::ptr::null_mut());
+    let mut values = vec![pg_sys::Datum::from(0usize); natts];
+    let mut nulls = vec![false; natts];
+    let mut out = Vec::new();
+    loop {
+        let tup = pg_sys::systable_getnext(scan);
+        if tup.is_null() {
+            break;
+        }
+        // pg_seclabel: objoid, classoid, objsubid, provider, label
+        pg_sys::heap_deform_tuple(tup, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+        if nulls[..5].iter().any(|n| *n)
+            || Oid::from(values[0].value() as u32) != relid
+            || Oid::from(values[1].value() as u32) != pg_sys::RelationRelationId
+            || values[2].value() as i32 <= 0
+        {
+            continue;
+        }
+        let text = |d: pg_sys::Datum| CStr::from_ptr(pg_sys::text_to_cstring(d.cast_mut_ptr())).to_string_lossy().into_owned();
+        if text(values[3]) == "pg_dp" {
+            out.push((values[2].value() as i32 as i16, text(values[4])));
+        }
+    }
+    pg_sys::systable_endscan(scan);
+    pg_sys::table_close(rel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+    out
+}
+
+/// The column labels of a relation, parsed (labels that do not parse were refused when set).
+pub fn column_labels(relid: Oid) -> std::rc::Rc<Vec<(i16, ColumnLabel)>> {
+    let now = GENERATION.with(|g| g.get());
+    let hit = CACHE.with(|c| {
+        let c = c.borrow();
+        (c.generation == now).then(|| c.columns.get(&relid).cloned()).flatten()
+    });
+    if let Some(v) = hit {
+        return v;
+    }
+    let parsed: Vec<(i16, ColumnLabel)> = unsafe { column_label_texts(relid) }
+        .into_iter()
+        .filter_map(|(a, t)| serde_json::from_str(&t).ok().map(|l| (a, l)))
+        .collect();
+    let v = std::rc::Rc::new(parsed);
+    if GENERATION.with(|g| g.get()) == now {
+        CACHE.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.generation != now {
+                *c = Cache { generation: now, ..Cache::default() };
+            }
+            c.columns.insert(relid, v.clone());
+        });
+    }
+    v
+}
+
+/// The privacy unit column of a relation and its bounds, if one is declared.
+pub fn privacy_unit(relid: Oid) -> Option<(i16, UnitBounds)> {
+    column_labels(relid).iter().find_map(|(a, l)| match l {
+        ColumnLabel::PrivacyUnit(b) => Some((*a, *b)),
+        _ => None,
+    })
+}
+
+/// The public domain declared for a column, if any.
+pub fn domain_of(relid: Oid, attnum: i16) -> Option<Domain> {
+    column_labels(relid).iter().find_map(|(a, l)| match l {
+        ColumnLabel::Domain(d) if *a == attnum => Some(d.clone()),
+        _ => None,
+    })
 }
 
 /// The direct inheritance parents of a relation (partitioned tables included), from pg_inherits.
@@ -257,7 +381,9 @@ unsafe extern "C-unwind" fn check_relabel(object: *const pg_sys::ObjectAddress, 
     let obj = &*object;
     if obj.classId == pg_sys::RelationRelationId {
         if obj.objectSubId != 0 {
-            raise_with(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, "pg_dp labels whole tables, not columns".into(), None);
+            check_column_label(obj.objectId, obj.objectSubId as i16, label.as_deref());
+            pg_sys::CacheInvalidateRelcacheAll();
+            return;
         }
         let kind = pg_sys::get_rel_relkind(obj.objectId) as u8;
         if label.is_some() && kind != pg_sys::RELKIND_RELATION && kind != pg_sys::RELKIND_PARTITIONED_TABLE {
@@ -290,6 +416,101 @@ unsafe extern "C-unwind" fn check_relabel(object: *const pg_sys::ObjectAddress, 
     } else {
         raise_with(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, "pg_dp labels only tables and roles".into(), None);
     }
+}
+
+fn invalid_label(msg: String) -> ! {
+    raise_with(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        msg,
+        Some(r#"valid column labels: {"privacy_unit": {"max_groups_contributed": 1, "max_count_per_unit": 1}}, {"domain": ["value", ...]}, {"domain": {"table": "schema.table", "column": "name"}}; dp.protect_table and dp.set_domain write them"#),
+    )
+}
+
+/// Checks a column label before PostgreSQL stores it: a table's column, a valid JSON label, one
+/// privacy unit per table on a column whose type can be grouped, domain values that are valid input
+/// for the column's type, domain tables that exist, are not protected and have the column's type.
+unsafe fn check_column_label(relid: Oid, attnum: i16, label: Option<&str>) {
+    let kind = pg_sys::get_rel_relkind(relid) as u8;
+    if kind != pg_sys::RELKIND_RELATION && kind != pg_sys::RELKIND_PARTITIONED_TABLE {
+        raise_with(PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE, "pg_dp labels columns of tables and partitioned tables only".into(), None);
+    }
+    let Some(text) = label else { return };
+    let column = CStr::from_ptr(pg_sys::get_attname(relid, attnum, false)).to_string_lossy().into_owned();
+    let parsed: ColumnLabel = serde_json::from_str(text)
+        .unwrap_or_else(|e| invalid_label(format!("invalid pg_dp label for column \"{column}\": {e}")));
+    let typ = pg_sys::get_atttype(relid, attnum);
+    match parsed {
+        ColumnLabel::PrivacyUnit(b) => {
+            for (arg, v) in [("max_groups_contributed", b.max_groups_contributed), ("max_count_per_unit", b.max_count_per_unit)] {
+                if !(1..=MAX_UNIT_BOUND).contains(&v) {
+                    raise_with(
+                        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                        format!("{arg} must be an integer between 1 and {MAX_UNIT_BOUND}, got {v}"),
+                        None,
+                    );
+                }
+            }
+            let others: Vec<i16> = column_label_texts(relid)
+                .into_iter()
+                .filter(|(a, t)| *a != attnum && matches!(serde_json::from_str::<ColumnLabel>(t), Ok(ColumnLabel::PrivacyUnit(_))))
+                .map(|(a, _)| a)
+                .collect();
+            if let Some(&other) = others.first() {
+                let name = CStr::from_ptr(pg_sys::get_attname(relid, other, false)).to_string_lossy().into_owned();
+                raise_with(
+                    PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                    format!("table {} already has privacy unit column \"{name}\"", relation_short_name(relid)),
+                    Some("a table has one privacy unit; remove the other label first"),
+                );
+            }
+            let tc = pg_sys::lookup_type_cache(typ, (pg_sys::TYPECACHE_EQ_OPR | pg_sys::TYPECACHE_LT_OPR | pg_sys::TYPECACHE_HASH_PROC) as i32);
+            if (*tc).eq_opr == pg_sys::InvalidOid || (*tc).lt_opr == pg_sys::InvalidOid {
+                raise_with(
+                    PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+                    format!("privacy unit column \"{column}\" has a type without equality and ordering"),
+                    Some("a privacy unit is grouped and sorted: use a column of a type with a btree operator class"),
+                );
+            }
+        }
+        ColumnLabel::Domain(Domain::Values(values)) => {
+            if values.is_empty() || values.len() > MAX_DOMAIN_VALUES {
+                invalid_label(format!("a domain must list between 1 and {MAX_DOMAIN_VALUES} values, got {}", values.len()));
+            }
+            let mut infunc = pg_sys::InvalidOid;
+            let mut ioparam = pg_sys::InvalidOid;
+            pg_sys::getTypeInputInfo(typ, &mut infunc, &mut ioparam);
+            for v in &values {
+                let c = std::ffi::CString::new(v.as_str()).unwrap_or_else(|_| invalid_label("a domain value must not contain a zero byte".into()));
+                // raises PostgreSQL's own error for a value that is not valid input of the type
+                pg_sys::OidInputFunctionCall(infunc, c.as_ptr() as *mut c_char, ioparam, -1);
+            }
+        }
+        ColumnLabel::Domain(Domain::Table { table, column: col }) => {
+            let (table_oid, col_attnum) = domain_table_column(&table, &col);
+            if is_protected(table_oid) {
+                invalid_label(format!("domain table {table} is protected: the values of a domain must be public"));
+            }
+            if pg_sys::get_atttype(table_oid, col_attnum) != typ {
+                invalid_label(format!("column {col} of domain table {table} has another type than column \"{column}\""));
+            }
+        }
+    }
+}
+
+/// The table and column of a domain label, resolved (errors name the missing one).
+pub unsafe fn domain_table_column(table: &str, column: &str) -> (Oid, i16) {
+    let t = std::ffi::CString::new(table).unwrap_or_else(|_| invalid_label("a table name must not contain a zero byte".into()));
+    let names = pg_sys::stringToQualifiedNameList(t.as_ptr());
+    let relid = pg_sys::RangeVarGetRelidExtended(pg_sys::makeRangeVarFromNameList(names), pg_sys::NoLock as pg_sys::LOCKMODE, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut());
+    if relid == pg_sys::InvalidOid {
+        raise_with(PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE, format!("domain table {table} does not exist"), None);
+    }
+    let c = std::ffi::CString::new(column).unwrap_or_else(|_| invalid_label("a column name must not contain a zero byte".into()));
+    let attnum = pg_sys::get_attnum(relid, c.as_ptr());
+    if attnum <= 0 {
+        raise_with(PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN, format!("column {column} of domain table {table} does not exist"), None);
+    }
+    (relid, attnum)
 }
 
 /// Schema-qualified, quoted name of a relation, for messages and receipts.

@@ -1,0 +1,1005 @@
+//! The rewrite of admitted DP levels over protected tables: privacy units and private GROUP BY keys
+//! (docs/privacy/privacy-units.md, docs/privacy/partition-selection.md).
+//!
+//! The grammar (`grammar.rs`) admits a level; this module then rewrites it on its analysed query
+//! tree, before planning, so that memory stays with PostgreSQL's own hash and sort aggregation and
+//! parallel plans keep working:
+//!
+//! ```text
+//! level:   SELECT <keys, dp_agg(value, params)…> FROM <from> WHERE <w> GROUP BY <keys> HAVING <h>
+//!
+//! inner:   SELECT <keys>, unit, <per-unit value per aggregate>          -- one row per unit and group
+//!          FROM <from> WHERE <w> AND <h without aggregates> AND unit IS NOT NULL
+//!          GROUP BY <keys>, unit
+//! bounded: SELECT inner.*, row_number() OVER (PARTITION BY unit ORDER BY dp.random_order()) AS rank
+//!          FROM inner                                                    -- when a unit may be in
+//!                                                                        -- more groups than allowed
+//! level':  SELECT <keys', dp_agg(per-unit value, params)…>
+//!          FROM bounded [WHERE rank <= max_groups_contributed]          -- private keys
+//!            or <public domain of the keys> LEFT JOIN bounded ON keys = domain AND rank <= …
+//!          GROUP BY <keys'> HAVING <h> [AND dp.keep_group(unit, ε, δ)]
+//! ```
+//!
+//! - Without a privacy unit (one row is one person) there is no per-unit level: private keys only add
+//!   `dp.keep_group` to HAVING, and public domains join the rows themselves.
+//! - Per-unit values: dp_sum takes the unit's sum clamped to the bounds, dp_count the unit's count
+//!   clamped to `max_count_per_unit` (then summed with noise of that scale), dp_avg and the quantiles
+//!   the mean of the unit's clamped values (`contribution.rs`).
+//! - GROUP BY keys are *public* when each is a column of a public table joined to the source, or a
+//!   column of the source with a declared domain (`dp.set_domain`): every combination of their values
+//!   gets a row, empty ones included. Otherwise the keys are *private*: a group appears only if DP
+//!   partition selection keeps it (`selection.rs`), at `dp.group_selection_epsilon` and `_delta`.
+//! - The selection and every aggregate are charged once per grouping set and per group a unit may
+//!   contribute to (`DpLevel::releases_per_aggregate`).
+//!
+//! Refused (with the reason, before anything is charged): GROUPING SETS, ROLLUP and CUBE when keys
+//! are private or the source has a unit; subqueries in the select list or HAVING of such a level;
+//! dp.keep_group written in a query over a protected table.
+use super::agg::{collect_nodes, kind_of, list_iter, Kind};
+use super::grammar::{attname, func_signature, has_level_aggregate, resolve_var, rt_fetch, split_and, Check, Refusal};
+use super::protect::{self, Domain};
+use pg_dp_core::description::{tag, DpAggregate, DpLevel, KeyRelease, ParamSource, PrivacyUnit};
+use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query, RangeTblEntry};
+use std::ffi::{c_void, CStr, CString};
+
+/// Longest chain of foreign keys followed to reach a privacy unit.
+const MAX_HOPS: usize = 8;
+
+/// How one GROUP BY key is released.
+enum KeyKind {
+    /// A column of a public table joined to the source: its values are the table's.
+    PublicColumn(Oid, i16),
+    /// A column of the source with a declared domain.
+    Declared(Domain, Oid, i16),
+    /// Anything else.
+    Private,
+}
+
+/// One foreign key followed from a table to the table it references.
+struct Hop {
+    fk_attnum: i16,
+    ref_relid: Oid,
+    ref_attnum: i16,
+    /// the constraint's PK = FK operator (arguments: the referenced type, then the referencing one)
+    pfeqop: Oid,
+}
+
+/// The privacy unit of a source: where it is and the bounds the source declares.
+struct UnitPath {
+    source: Oid,
+    attnum: i16,
+    hops: Vec<Hop>,
+    /// the table and column holding the unit at the end of the hops
+    final_relid: Oid,
+    final_attnum: i16,
+    bounds: protect::UnitBounds,
+}
+
+unsafe fn rel_name(relid: Oid) -> String {
+    protect::relation_short_name(relid)
+}
+
+/// The privacy unit of `source`, following foreign keys from its unit column to protected tables
+/// that declare a unit.
+unsafe fn unit_path(source: Oid) -> Check<Option<UnitPath>> {
+    let Some((attnum, bounds)) = protect::privacy_unit(source) else { return Ok(None) };
+    let mut hops = Vec::new();
+    let (mut rel, mut att) = (source, attnum);
+    let mut seen = vec![source];
+    loop {
+        let Some((hop, next_unit)) = foreign_key_to_unit(rel, att) else { break };
+        if next_unit == hop.ref_attnum {
+            // the referenced column is the unit itself: the foreign key's value is the unit
+            break;
+        }
+        if seen.contains(&hop.ref_relid) || hops.len() >= MAX_HOPS {
+            return Err(Refusal::new(format!(
+                "the privacy unit of {} is not reached in at most {MAX_HOPS} foreign keys without a cycle",
+                rel_name(source)
+            ))
+            .hint("declare the privacy unit on a column that identifies the person (dp.protect_table)"));
+        }
+        seen.push(hop.ref_relid);
+        rel = hop.ref_relid;
+        att = next_unit;
+        hops.push(hop);
+    }
+    Ok(Some(UnitPath { source, attnum, hops, final_relid: rel, final_attnum: att, bounds }))
+}
+
+/// A single-column foreign key on (`relid`, `attnum`) to a protected table that declares a privacy
+/// unit: the hop, and the unit column of the referenced table.
+unsafe fn foreign_key_to_unit(relid: Oid, attnum: i16) -> Option<(Hop, i16)> {
+    let rel = pg_sys::RelationIdGetRelation(relid);
+    if rel.is_null() {
+        return None;
+    }
+    let mut found = None;
+    for fk in list_iter::<pg_sys::ForeignKeyCacheInfo>(pg_sys::RelationGetFKeyList(rel)) {
+        if (*fk).nkeys != 1 || (*fk).conkey[0] != attnum || !protect::is_protected((*fk).confrelid) {
+            continue;
+        }
+        if let Some((unit_att, _)) = protect::privacy_unit((*fk).confrelid) {
+            found = Some((Hop { fk_attnum: attnum, ref_relid: (*fk).confrelid, ref_attnum: (*fk).confkey[0], pfeqop: (*fk).conpfeqop[0] }, unit_att));
+            break;
+        }
+    }
+    pg_sys::RelationClose(rel);
+    found
+}
+
+impl UnitPath {
+    unsafe fn describe(&self) -> PrivacyUnit {
+        let column = format!("{}.{}", rel_name(self.final_relid), attname(self.final_relid, self.final_attnum));
+        let mut through = Vec::new();
+        let (mut rel, mut att) = (self.source, self.attnum);
+        for h in &self.hops {
+            through.push(format!("{}.{} → {}.{}", rel_name(rel), attname(rel, att), rel_name(h.ref_relid), attname(h.ref_relid, h.ref_attnum)));
+            rel = h.ref_relid;
+            att = self.final_attnum;
+        }
+        let _ = att;
+        PrivacyUnit {
+            column,
+            through,
+            max_groups_contributed: self.bounds.max_groups_contributed,
+            max_count_per_unit: self.bounds.max_count_per_unit,
+        }
+    }
+}
+
+// ----- node construction --------------------------------------------------------------------
+
+/// A zeroed node of type `T` with tag `tag`, in the current memory context.
+unsafe fn node<T>(tag: NodeTag) -> *mut T {
+    let p = pg_sys::palloc0(std::mem::size_of::<T>()) as *mut Node;
+    (*p).type_ = tag;
+    p as *mut T
+}
+
+unsafe fn copy<T>(n: *mut T) -> *mut T {
+    pg_sys::copyObjectImpl(n as *const c_void) as *mut T
+}
+
+unsafe fn name_list(schema: Option<&str>, name: &str) -> *mut pg_sys::List {
+    let mut l = std::ptr::null_mut();
+    if let Some(s) = schema {
+        l = pg_sys::lappend(l, pg_sys::makeString(pg_sys::pstrdup(CString::new(s).expect("name").as_ptr())) as *mut c_void);
+    }
+    pg_sys::lappend(l, pg_sys::makeString(pg_sys::pstrdup(CString::new(name).expect("name").as_ptr())) as *mut c_void)
+}
+
+unsafe fn function(schema: Option<&str>, name: &str, args: &[Oid]) -> Oid {
+    pg_sys::LookupFuncName(name_list(schema, name), args.len() as i32, args.as_ptr(), false)
+}
+
+unsafe fn oid_list(oids: &[Oid]) -> *mut pg_sys::List {
+    oids.iter().fold(std::ptr::null_mut(), |l, o| pg_sys::lappend_oid(l, *o))
+}
+
+unsafe fn int_list(ints: impl Iterator<Item = i32>) -> *mut pg_sys::List {
+    ints.fold(std::ptr::null_mut(), |l, i| pg_sys::lappend_int(l, i))
+}
+
+unsafe fn ptr_list<T>(items: &[*mut T]) -> *mut pg_sys::List {
+    items.iter().fold(std::ptr::null_mut(), |l, i| pg_sys::lappend(l, *i as *mut c_void))
+}
+
+unsafe fn expr_type(e: *mut Node) -> Oid {
+    pg_sys::exprType(e)
+}
+
+unsafe fn var_for(varno: i32, attno: i16, e: *mut Node) -> *mut Node {
+    pg_sys::makeVar(varno, attno, pg_sys::exprType(e), pg_sys::exprTypmod(e), pg_sys::exprCollation(e), 0) as *mut Node
+}
+
+unsafe fn int_const(typ: Oid, v: i64) -> *mut Node {
+    let (len, d) = match typ {
+        pg_sys::INT4OID => (4, pg_sys::Datum::from(v as i32)),
+        _ => (8, pg_sys::Datum::from(v)),
+    };
+    pg_sys::makeConst(typ, -1, pg_sys::InvalidOid, len, d, false, true) as *mut Node
+}
+
+unsafe fn float8_const(v: f64) -> *mut Node {
+    pg_sys::makeConst(pg_sys::FLOAT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(v.to_bits()), false, true) as *mut Node
+}
+
+/// `left op right` for a binary operator `op`.
+unsafe fn op_expr(op: Oid, left: *mut Node, right: *mut Node, collation: Oid) -> *mut Node {
+    let e = node::<pg_sys::OpExpr>(NodeTag::T_OpExpr);
+    (*e).opno = op;
+    (*e).opfuncid = pg_sys::get_opcode(op);
+    (*e).opresulttype = pg_sys::BOOLOID;
+    (*e).inputcollid = collation;
+    (*e).args = ptr_list(&[left, right]);
+    (*e).location = -1;
+    e as *mut Node
+}
+
+unsafe fn operator(name: &str, left: Oid, right: Oid) -> Oid {
+    pg_sys::OpernameGetOprid(name_list(Some("pg_catalog"), name), left, right)
+}
+
+unsafe fn and(a: *mut Node, b: *mut Node) -> *mut Node {
+    pg_sys::make_and_qual(a, b)
+}
+
+/// An aggregate call over `args`.
+unsafe fn aggref(fnoid: Oid, rettype: Oid, args: &[*mut Node], filter: *mut Node, star: bool) -> *mut pg_sys::Aggref {
+    let a = node::<pg_sys::Aggref>(NodeTag::T_Aggref);
+    (*a).aggfnoid = fnoid;
+    (*a).aggtype = rettype;
+    (*a).aggcollid = pg_sys::InvalidOid;
+    (*a).inputcollid = args.first().map_or(pg_sys::InvalidOid, |e| pg_sys::exprCollation(*e));
+    (*a).aggtranstype = pg_sys::InvalidOid;
+    (*a).aggargtypes = oid_list(&args.iter().map(|e| expr_type(*e)).collect::<Vec<_>>());
+    let tles: Vec<*mut pg_sys::TargetEntry> =
+        args.iter().enumerate().map(|(i, e)| pg_sys::makeTargetEntry(*e as *mut pg_sys::Expr, (i + 1) as i16, std::ptr::null_mut(), false)).collect();
+    (*a).args = ptr_list(&tles);
+    (*a).aggfilter = filter as *mut pg_sys::Expr;
+    (*a).aggstar = star;
+    (*a).aggkind = b'n' as std::ffi::c_char; // AGGKIND_NORMAL
+    (*a).aggsplit = pg_sys::AggSplit::AGGSPLIT_SIMPLE;
+    (*a).aggno = -1;
+    (*a).aggtransno = -1;
+    (*a).location = -1;
+    a
+}
+
+
+/// `CASE WHEN cond THEN value END`.
+unsafe fn case_when(cond: *mut Node, value: *mut Node) -> *mut Node {
+    let w = node::<pg_sys::CaseWhen>(NodeTag::T_CaseWhen);
+    (*w).expr = cond as *mut pg_sys::Expr;
+    (*w).result = value as *mut pg_sys::Expr;
+    (*w).location = -1;
+    let c = node::<pg_sys::CaseExpr>(NodeTag::T_CaseExpr);
+    (*c).casetype = expr_type(value);
+    (*c).casecollid = pg_sys::exprCollation(value);
+    (*c).args = ptr_list(&[w]);
+    (*c).defresult = pg_sys::makeNullConst(expr_type(value), pg_sys::exprTypmod(value), pg_sys::exprCollation(value)) as *mut pg_sys::Expr;
+    (*c).location = -1;
+    c as *mut Node
+}
+
+unsafe fn is_not_null(e: *mut Node) -> *mut Node {
+    let t = node::<pg_sys::NullTest>(NodeTag::T_NullTest);
+    (*t).arg = e as *mut pg_sys::Expr;
+    (*t).nulltesttype = pg_sys::NullTestType::IS_NOT_NULL;
+    (*t).argisrow = false;
+    (*t).location = -1;
+    t as *mut Node
+}
+
+/// A sort/group clause for a target entry of type `typ` with reference `sgref`.
+unsafe fn group_clause(typ: Oid, sgref: u32) -> *mut pg_sys::SortGroupClause {
+    let (mut lt, mut eq, mut hashable) = (pg_sys::InvalidOid, pg_sys::InvalidOid, false);
+    pg_sys::get_sort_group_operators(typ, true, true, false, &mut lt, &mut eq, std::ptr::null_mut(), &mut hashable);
+    let s = node::<pg_sys::SortGroupClause>(NodeTag::T_SortGroupClause);
+    (*s).tleSortGroupRef = sgref;
+    (*s).eqop = eq;
+    (*s).sortop = lt;
+    (*s).nulls_first = false;
+    (*s).hashable = hashable;
+    s
+}
+
+/// A subquery range-table entry for `sq`, with its column names.
+unsafe fn subquery_rte(sq: *mut Query, alias: &str) -> *mut RangeTblEntry {
+    let pstate = pg_sys::make_parsestate(std::ptr::null_mut());
+    let a = pg_sys::makeAlias(pg_sys::pstrdup(CString::new(alias).expect("alias").as_ptr()), std::ptr::null_mut());
+    let item = pg_sys::addRangeTableEntryForSubquery(pstate, sq, a, false, true);
+    let rte = (*item).p_rte;
+    // a level's own rows: nothing from an outer query moves into it unless leakproof
+    (*rte).security_barrier = true;
+    rte
+}
+
+/// A new SELECT query reading `rtes` with `quals`, projecting `tles`.
+unsafe fn select_query(rtes: &[*mut RangeTblEntry], quals: *mut Node, tles: Vec<*mut pg_sys::TargetEntry>) -> *mut Query {
+    let q = node::<Query>(NodeTag::T_Query);
+    (*q).commandType = pg_sys::CmdType::CMD_SELECT;
+    (*q).querySource = pg_sys::QuerySource::QSRC_ORIGINAL;
+    (*q).canSetTag = true;
+    (*q).rtable = ptr_list(rtes);
+    let refs: Vec<*mut pg_sys::RangeTblRef> = (1..=rtes.len())
+        .map(|i| {
+            let r = node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef);
+            (*r).rtindex = i as i32;
+            r
+        })
+        .collect();
+    (*q).jointree = pg_sys::makeFromExpr(ptr_list(&refs), quals);
+    (*q).targetList = ptr_list(&tles);
+    q
+}
+
+unsafe fn tle(e: *mut Node, resno: usize, name: &str, sgref: u32, junk: bool) -> *mut pg_sys::TargetEntry {
+    let t = pg_sys::makeTargetEntry(e as *mut pg_sys::Expr, resno as i16, pg_sys::pstrdup(CString::new(name).expect("name").as_ptr()), junk);
+    (*t).ressortgroupref = sgref;
+    t
+}
+
+// ----- exposing the unit --------------------------------------------------------------------
+
+/// Makes the privacy unit of `path` visible in `q` (a copy of the level): adds the foreign-key joins
+/// next to the source table and projects the unit through every subquery on the way. Returns the
+/// unit expression in `q`'s scope.
+unsafe fn expose_unit(q: *mut Query, path: &UnitPath, depth: u32) -> Option<*mut Node> {
+    if depth > 32 {
+        return None;
+    }
+    let n = list_iter::<RangeTblEntry>((*q).rtable).count();
+    for i in 1..=n {
+        let rte = rt_fetch(q, i as i32);
+        match (*rte).rtekind {
+            pg_sys::RTEKind::RTE_RELATION if (*rte).relid == path.source => {
+                return Some(add_hops(q, i as i32, path));
+            }
+            pg_sys::RTEKind::RTE_SUBQUERY => {
+                let sq = (*rte).subquery;
+                if let Some(e) = expose_unit(sq, path, depth + 1) {
+                    let attno = project(sq, rte, e, "dp_unit");
+                    return Some(var_for(i as i32, attno, e));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Adds `e` as a visible output column of subquery `sq` (before its junk columns), names it in
+/// the range-table entry that holds it, and returns its attribute number.
+unsafe fn project(sq: *mut Query, rte: *mut RangeTblEntry, e: *mut Node, name: &str) -> i16 {
+    let tles: Vec<*mut pg_sys::TargetEntry> = list_iter((*sq).targetList).collect();
+    let visible = tles.iter().filter(|t| !(***t).resjunk).count();
+    let attno = (visible + 1) as i16;
+    let mut out = Vec::with_capacity(tles.len() + 1);
+    for t in &tles[..visible] {
+        out.push(*t);
+    }
+    out.push(tle(e, attno as usize, name, 0, false));
+    for t in &tles[visible..] {
+        (**t).resno += 1;
+        out.push(*t);
+    }
+    (*sq).targetList = ptr_list(&out);
+    let eref = (*rte).eref;
+    (*eref).colnames = pg_sys::lappend((*eref).colnames, pg_sys::makeString(pg_sys::pstrdup(CString::new(name).expect("name").as_ptr())) as *mut c_void);
+    attno
+}
+
+/// A Var for column `attnum` of table `relid` at range-table index `varno`.
+unsafe fn column_var(varno: i32, relid: Oid, attnum: i16) -> *mut Node {
+    let (mut typ, mut typmod, mut coll) = (pg_sys::InvalidOid, -1, pg_sys::InvalidOid);
+    pg_sys::get_atttypetypmodcoll(relid, attnum, &mut typ, &mut typmod, &mut coll);
+    pg_sys::makeVar(varno, attnum, typ, typmod, coll, 0) as *mut Node
+}
+
+/// Joins the referenced tables of the unit's foreign keys to the source `rtindex` of `q`; returns
+/// the unit column at the end.
+unsafe fn add_hops(q: *mut Query, rtindex: i32, path: &UnitPath) -> *mut Node {
+    let src = rt_fetch(q, rtindex);
+    let mut current = column_var(rtindex, (*src).relid, path.attnum);
+    for (h, hop) in path.hops.iter().enumerate() {
+        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+        let rel = pg_sys::table_open(hop.ref_relid, lock);
+        let pstate = pg_sys::make_parsestate(std::ptr::null_mut());
+        let inh = (*(*rel).rd_rel).relkind as u8 == pg_sys::RELKIND_PARTITIONED_TABLE;
+        let alias = pg_sys::makeAlias(pg_sys::pstrdup(CString::new(format!("dp_unit_hop{h}")).expect("alias").as_ptr()), std::ptr::null_mut());
+        let item = pg_sys::addRangeTableEntryForRelation(pstate, rel, lock, alias, inh, true);
+        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        let rte = (*item).p_rte;
+        // read by pg_dp itself to find each row's unit: nothing of it is released
+        (*rte).requiredPerms = 0;
+        (*q).rtable = pg_sys::lappend((*q).rtable, rte as *mut c_void);
+        let idx = list_iter::<RangeTblEntry>((*q).rtable).count() as i32;
+        let r = node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef);
+        (*r).rtindex = idx;
+        let jt = (*q).jointree;
+        (*jt).fromlist = pg_sys::lappend((*jt).fromlist, r as *mut c_void);
+        let referenced = column_var(idx, hop.ref_relid, hop.ref_attnum);
+        let _ = hop.fk_attnum;
+        (*jt).quals = and((*jt).quals, op_expr(hop.pfeqop, referenced, current, pg_sys::exprCollation(current)));
+        let unit_att = if h + 1 < path.hops.len() { path.hops[h + 1].fk_attnum } else { path.final_attnum };
+        current = column_var(idx, hop.ref_relid, unit_att);
+    }
+    current
+}
+
+// ----- keys -----------------------------------------------------------------------------------
+
+/// The table column `e` reads in `q`, through subqueries: (relid, attnum).
+unsafe fn base_of(q: *mut Query, e: *mut Node) -> Option<(Oid, i16)> {
+    let (mut q, mut e) = (q, e);
+    for _ in 0..32 {
+        let (idx, att) = resolve_var(q, e)?;
+        let rte = rt_fetch(q, idx);
+        match (*rte).rtekind {
+            pg_sys::RTEKind::RTE_RELATION if att > 0 => return Some(((*rte).relid, att)),
+            pg_sys::RTEKind::RTE_SUBQUERY if att > 0 => {
+                let sq = (*rte).subquery;
+                let te = list_iter::<pg_sys::TargetEntry>((*sq).targetList).nth(att as usize - 1)?;
+                q = sq;
+                e = (*te).expr as *mut Node;
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+unsafe fn classify_key(q: *mut Query, e: *mut Node, source: Oid) -> KeyKind {
+    let Some((relid, att)) = base_of(q, e) else { return KeyKind::Private };
+    if relid == source {
+        return match protect::domain_of(relid, att) {
+            Some(d) => KeyKind::Declared(d, relid, att),
+            None => KeyKind::Private,
+        };
+    }
+    if protect::reads_protected(relid, false) {
+        KeyKind::Private
+    } else {
+        KeyKind::PublicColumn(relid, att)
+    }
+}
+
+fn quote_literal(s: &str) -> String {
+    let mut out = String::from("'");
+    for c in s.chars() {
+        if c == '\'' {
+            out.push('\'');
+        }
+        out.push(c);
+    }
+    out.push('\'');
+    if s.contains('\\') {
+        format!("E{}", out.replace('\\', "\\\\"))
+    } else {
+        out
+    }
+}
+
+unsafe fn quote_ident(s: &str) -> String {
+    let c = CString::new(s).expect("identifier");
+    CStr::from_ptr(pg_sys::quote_identifier(c.as_ptr())).to_string_lossy().into_owned()
+}
+
+/// The SQL text of one key's public values, as column `v`, and a description for receipts.
+unsafe fn domain_sql(k: &KeyKind, key_type: Oid) -> Check<(String, String)> {
+    let table_sql = |relid: Oid, att: i16| -> Check<(String, String)> {
+        if protect::reads_protected(relid, true) {
+            return Err(Refusal::new(format!("the domain of a GROUP BY key is protected table {}: a domain must be public", rel_name(relid))));
+        }
+        let name = protect::relation_name(relid);
+        let col = attname(relid, att);
+        Ok((format!("SELECT DISTINCT {} AS v FROM {name}", quote_ident(&col)), format!("{name}.{col}")))
+    };
+    match k {
+        KeyKind::PublicColumn(relid, att) => table_sql(*relid, *att),
+        KeyKind::Declared(Domain::Table { table, column }, ..) => {
+            let (relid, att) = protect::domain_table_column(table, column);
+            table_sql(relid, att)
+        }
+        KeyKind::Declared(Domain::Values(values), relid, att) => {
+            let typ = CStr::from_ptr(pg_sys::format_type_be(key_type)).to_string_lossy().into_owned();
+            let list: Vec<String> = values.iter().map(|v| quote_literal(v)).collect();
+            Ok((
+                format!("SELECT pg_catalog.unnest(ARRAY[{}]::{typ}[]) AS v", list.join(", ")),
+                format!("{}.{}: {} values", rel_name(*relid), attname(*relid, *att), values.len()),
+            ))
+        }
+        KeyKind::Private => unreachable!("a private key has no domain"),
+    }
+}
+
+/// Parses and analyses `sql` (written by pg_dp from catalog names and declared values).
+unsafe fn analyse(sql: &str) -> *mut Query {
+    let c = CString::new(sql).expect("SQL without zero bytes");
+    let raw = pg_sys::pg_parse_query(c.as_ptr());
+    let stmt = pg_sys::list_nth(raw, 0) as *mut pg_sys::RawStmt;
+    let queries = pg_sys::pg_analyze_and_rewrite_fixedparams(stmt, pg_sys::pstrdup(c.as_ptr()), std::ptr::null_mut(), 0, std::ptr::null_mut());
+    pg_sys::list_nth(queries, 0) as *mut Query
+}
+
+// ----- the rewrite ------------------------------------------------------------------------------
+
+/// A DP aggregate of the level, with where its per-unit (or per-row) value will be.
+struct DpCall {
+    aggref: *mut pg_sys::Aggref,
+    kind: Kind,
+}
+
+struct Mutate {
+    keys: Vec<*mut Node>,
+    key_vars: Vec<*mut Node>,
+    /// tag → (value column Var, new function and arguments for a count over units)
+    values: Vec<(i32, *mut Node)>,
+    unit_count: Option<UnitCount>,
+}
+
+/// How dp_count over units becomes a sum of per-unit counts: dp_sum(int4, int4, int4 [, float8]).
+struct UnitCount {
+    cap: i64,
+    sum3: Oid,
+    sum4: Oid,
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn mutator(n: *mut Node, ctx: *mut c_void) -> *mut Node {
+    if n.is_null() {
+        return n;
+    }
+    let m = &*(ctx as *mut Mutate);
+    for (k, v) in m.keys.iter().zip(&m.key_vars) {
+        if pg_sys::equal(n as *const c_void, *k as *const c_void) {
+            return copy(*v);
+        }
+    }
+    if (*n).type_ == NodeTag::T_Aggref {
+        let a = n as *mut pg_sys::Aggref;
+        if let Some((_, var)) = m.values.iter().find(|(t, _)| *t == (*a).location) {
+            return dp_call_over_values(a, *var, m.unit_count.as_ref()) as *mut Node;
+        }
+        return n;
+    }
+    // PostgreSQL declares the mutator without its parameters
+    let f: unsafe extern "C-unwind" fn() -> *mut Node =
+        std::mem::transmute(mutator as unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> *mut Node);
+    pg_sys::expression_tree_mutator(n, Some(f), ctx)
+}
+
+/// The DP aggregate `a`, now reading the value column `var` of the rewritten FROM clause.
+unsafe fn dp_call_over_values(a: *mut pg_sys::Aggref, var: *mut Node, unit_count: Option<&UnitCount>) -> *mut pg_sys::Aggref {
+    let kind = kind_of((*a).aggfnoid, super::charge::first_arg_type(a)).expect("a tagged pg_dp aggregate");
+    let params: Vec<*mut Node> = list_iter::<pg_sys::TargetEntry>((*a).args).skip(if (*a).aggstar { 0 } else { 1 }).map(|t| (*t).expr as *mut Node).collect();
+    let new = match (kind, unit_count) {
+        (Kind::Count, Some(uc)) => {
+            // Σ min(count, cap) + noise of scale cap/ε: dp_sum over the per-unit counts in [0, cap]
+            let mut args = vec![var, int_const(pg_sys::INT4OID, 0), int_const(pg_sys::INT4OID, uc.cap)];
+            args.extend(params.iter().copied());
+            let f = if params.is_empty() { uc.sum3 } else { uc.sum4 };
+            aggref(f, pg_sys::INT8OID, &args, std::ptr::null_mut(), false)
+        }
+        (Kind::Count, None) if (*a).aggstar => {
+            let f = function(Some(&namespace_of((*a).aggfnoid)), "dp_count", &[pg_sys::ANYOID]);
+            aggref(f, pg_sys::INT8OID, &[var], std::ptr::null_mut(), false)
+        }
+        _ => {
+            let mut args = vec![var];
+            args.extend(params.iter().copied());
+            aggref((*a).aggfnoid, (*a).aggtype, &args, std::ptr::null_mut(), false)
+        }
+    };
+    (*new).aggcollid = (*a).aggcollid;
+    (*new).location = (*a).location;
+    new
+}
+
+unsafe fn namespace_of(fnoid: Oid) -> String {
+    let ns = pg_sys::get_func_namespace(fnoid);
+    CStr::from_ptr(pg_sys::get_namespace_name(ns)).to_string_lossy().into_owned()
+}
+
+/// The per-unit aggregate that gives `call` one value per unit (unit mode).
+unsafe fn per_unit_value(call: &DpCall, cap: i64) -> *mut Node {
+    let a = call.aggref;
+    let args: Vec<*mut Node> = list_iter::<pg_sys::TargetEntry>((*a).args).map(|t| copy((*t).expr as *mut Node)).collect();
+    let filter = if (*a).aggfilter.is_null() { std::ptr::null_mut() } else { copy((*a).aggfilter as *mut Node) };
+    let cap = int_const(pg_sys::INT4OID, cap);
+    let bounds_at = |lo: usize| (args[lo], args[lo + 1]);
+    let (name, value, lower, upper) = match call.kind {
+        Kind::Count if (*a).aggstar => {
+            let f = function(Some("dp"), "unit_count", &[pg_sys::INT4OID]);
+            return aggref(f, pg_sys::INT4OID, &[cap], filter, false) as *mut Node;
+        }
+        Kind::Count => {
+            let f = function(Some("dp"), "unit_count", &[pg_sys::ANYOID, pg_sys::INT4OID]);
+            let r = aggref(f, pg_sys::INT4OID, &[args[0], cap], filter, false);
+            return r as *mut Node;
+        }
+        Kind::IntSum | Kind::FloatSum => {
+            let (l, u) = bounds_at(1);
+            ("unit_sum", args[0], l, u)
+        }
+        Kind::Avg | Kind::Median => {
+            let (l, u) = bounds_at(1);
+            ("unit_mean", args[0], l, u)
+        }
+        Kind::Percentile | Kind::PercentileEm => {
+            let (l, u) = bounds_at(2);
+            ("unit_mean", args[0], l, u)
+        }
+        Kind::KeepGroup => unreachable!("refused before"),
+    };
+    let t = expr_type(value);
+    let f = function(Some("dp"), name, &[t, t, t]);
+    aggref(f, t, &[value, lower, upper], filter, false) as *mut Node
+}
+
+/// The per-row value that gives `call` one value per row (no unit, public domain).
+unsafe fn per_row_value(call: &DpCall) -> *mut Node {
+    let a = call.aggref;
+    let value = if (*a).aggstar {
+        int_const(pg_sys::INT4OID, 1)
+    } else {
+        copy((*list_iter::<pg_sys::TargetEntry>((*a).args).next().expect("a value")).expr as *mut Node)
+    };
+    if (*a).aggfilter.is_null() {
+        value
+    } else {
+        case_when(copy((*a).aggfilter as *mut Node), value)
+    }
+}
+
+/// Rewrites an admitted level over a protected source (see the module comment); fills in
+/// `level.unit` and `level.keys`, and adds the partition selection to `level.aggregates`.
+pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut usize) -> Check<()> {
+    if !level.source.protected {
+        return Ok(());
+    }
+    let source: Oid = level.source.oid.into();
+    let table = rel_name(source);
+    let mut found: Vec<*mut Node> = Vec::new();
+    collect_nodes((*q).targetList as *mut Node, &[NodeTag::T_Aggref], &mut found);
+    collect_nodes((*q).havingQual, &[NodeTag::T_Aggref], &mut found);
+    let calls: Vec<DpCall> = found
+        .into_iter()
+        .map(|n| n as *mut pg_sys::Aggref)
+        .filter(|a| (**a).agglevelsup == 0 && pg_dp_core::description::is_tag((**a).location))
+        .filter_map(|a| kind_of((*a).aggfnoid, super::charge::first_arg_type(a)).map(|kind| DpCall { aggref: a, kind }))
+        .collect();
+    if calls.iter().any(|c| c.kind == Kind::KeepGroup) {
+        return Err(Refusal::new(format!("dp.keep_group over protected table {table}: pg_dp adds the selection of groups itself"))
+            .hint("leave dp.keep_group out; dp.group_selection_epsilon and dp.group_selection_delta set its parameters"));
+    }
+    let unit = unit_path(source)?;
+    let keys: Vec<(*mut Node, *mut pg_sys::SortGroupClause)> = list_iter::<pg_sys::SortGroupClause>((*q).groupClause)
+        .filter_map(|sgc| {
+            list_iter::<pg_sys::TargetEntry>((*q).targetList)
+                .find(|t| (**t).ressortgroupref == (*sgc).tleSortGroupRef)
+                .map(|t| ((*t).expr as *mut Node, sgc))
+        })
+        .collect();
+    let kinds: Vec<KeyKind> = keys.iter().map(|(e, _)| classify_key(q, *e, source)).collect();
+    let private_keys = kinds.iter().any(|k| matches!(k, KeyKind::Private));
+    if unit.is_none() && keys.is_empty() {
+        return Ok(());
+    }
+    if !(*q).groupingSets.is_null() {
+        return Err(Refusal::new(format!(
+            "GROUPING SETS, ROLLUP or CUBE over protected table {table}: pg_dp does not yet bound privacy units or choose private groups per grouping set"
+        ))
+        .hint("run one query per grouping set"));
+    }
+    let mut sublinks: Vec<*mut Node> = Vec::new();
+    collect_nodes((*q).targetList as *mut Node, &[NodeTag::T_SubLink], &mut sublinks);
+    collect_nodes((*q).havingQual, &[NodeTag::T_SubLink], &mut sublinks);
+    if !sublinks.is_empty() {
+        return Err(Refusal::new(format!("a subquery next to a DP aggregate over protected table {table}: compute it in an outer query"))
+            .hint("wrap the DP query in a subquery and add the other expression outside it"));
+    }
+    let domains = if keys.is_empty() || private_keys {
+        None
+    } else {
+        Some(kinds.iter().zip(&keys).map(|(k, (e, _))| domain_sql(k, expr_type(*e))).collect::<Check<Vec<_>>>()?)
+    };
+    let selection = (!keys.is_empty() && private_keys).then(|| (super::guc::GROUP_SELECTION_EPSILON.get(), super::guc::GROUP_SELECTION_DELTA.get()));
+
+    // keys with a declared list of values also restrict the rows when groups are selected
+    let mut domain_filters = Vec::new();
+    if private_keys {
+        for (k, (e, sgc)) in kinds.iter().zip(&keys) {
+            if let KeyKind::Declared(Domain::Values(values), ..) = k {
+                domain_filters.push(in_values(*e, values, (**sgc).eqop));
+            }
+        }
+    }
+
+    if unit.is_none() && domains.is_none() {
+        // one row per person and private keys: select the groups in place
+        for f in &domain_filters {
+            let jt = (*q).jointree;
+            (*jt).quals = and((*jt).quals, *f);
+        }
+        let (eps, delta) = selection.expect("private keys");
+        add_selection(q, level, next_tag, eps, delta, int_const(pg_sys::INT4OID, 1))?;
+        level.keys = KeyRelease::Selected { epsilon: eps, delta };
+        return Ok(());
+    }
+
+    // ---- the inner level: one row per unit and group (or per row without a unit)
+    let inner = copy(q);
+    let mut having = Vec::new();
+    split_and((*q).havingQual, &mut having);
+    let ijt = (*inner).jointree;
+    for h in &having {
+        if !has_level_aggregate(*h)? {
+            (*ijt).quals = and((*ijt).quals, copy(*h));
+        }
+    }
+    for f in &domain_filters {
+        (*ijt).quals = and((*ijt).quals, copy(*f));
+    }
+    let unit_expr = match &unit {
+        Some(path) => {
+            let e = expose_unit(inner, path, 0).ok_or_else(|| Refusal::new(format!("pg_dp could not find the privacy unit of {table} in the query")))?;
+            (*ijt).quals = and((*ijt).quals, is_not_null(copy(e)));
+            Some(e)
+        }
+        None => None,
+    };
+    let mut itles = Vec::new();
+    let mut igroup = Vec::new();
+    for (i, (e, sgc)) in keys.iter().enumerate() {
+        itles.push(tle(copy(*e), i + 1, &format!("dp_key{}", i + 1), (i + 1) as u32, false));
+        let g = copy(*sgc);
+        (*g).tleSortGroupRef = (i + 1) as u32;
+        igroup.push(g);
+    }
+    let nkeys = keys.len();
+    let unit_col = unit_expr.map(|e| {
+        let sgref = (nkeys + 1) as u32;
+        itles.push(tle(e, nkeys + 1, "dp_unit", sgref, false));
+        igroup.push(group_clause(expr_type(e), sgref));
+        nkeys + 1
+    });
+    let cap = unit.as_ref().map_or(1, |u| u.bounds.max_count_per_unit as i64);
+    let first_value = itles.len() + 1;
+    for (j, c) in calls.iter().enumerate() {
+        let v = if unit.is_some() { per_unit_value(c, cap) } else { per_row_value(c) };
+        itles.push(tle(v, first_value + j, &format!("dp_value{}", j + 1), 0, false));
+    }
+    (*inner).targetList = ptr_list(&itles);
+    (*inner).groupClause = if unit.is_some() { ptr_list(&igroup) } else { std::ptr::null_mut() };
+    (*inner).hasAggs = unit.is_some();
+    (*inner).havingQual = std::ptr::null_mut();
+    (*inner).sortClause = std::ptr::null_mut();
+    (*inner).distinctClause = std::ptr::null_mut();
+    (*inner).hasDistinctOn = false;
+    (*inner).limitCount = std::ptr::null_mut();
+    (*inner).limitOffset = std::ptr::null_mut();
+    (*inner).windowClause = std::ptr::null_mut();
+    (*inner).hasWindowFuncs = false;
+    (*inner).hasTargetSRFs = false;
+    (*inner).groupingSets = std::ptr::null_mut();
+    (*inner).constraintDeps = std::ptr::null_mut();
+    // WITH queries stay with the level (a data-modifying one must run once)
+    (*inner).cteList = std::ptr::null_mut();
+    (*inner).hasModifyingCTE = false;
+    (*inner).hasRecursive = false;
+    let inner_cols: Vec<*mut Node> = itles.iter().map(|t| (**t).expr as *mut Node).collect();
+
+    // ---- bounding: a unit keeps at most max_groups_contributed of its groups, at random
+    let max_groups = unit.as_ref().map_or(1, |u| u.bounds.max_groups_contributed as i64);
+    let bound = unit_col.is_some() && nkeys > 0;
+    let (b_query, rank_col) = if bound {
+        let irte = subquery_rte(inner, "dp_units");
+        let mut wtles = Vec::new();
+        for (i, e) in inner_cols.iter().enumerate() {
+            let sgref = if Some(i + 1) == unit_col { 1 } else { 0 };
+            wtles.push(tle(var_for(1, (i + 1) as i16, *e), i + 1, &format!("c{}", i + 1), sgref, false));
+        }
+        let rn = node::<pg_sys::WindowFunc>(NodeTag::T_WindowFunc);
+        (*rn).winfnoid = pg_sys::Oid::from(pg_sys::F_ROW_NUMBER);
+        (*rn).wintype = pg_sys::INT8OID;
+        (*rn).winref = 1;
+        (*rn).location = -1;
+        let rank_col = inner_cols.len() + 1;
+        wtles.push(tle(rn as *mut Node, rank_col, "dp_rank", 0, false));
+        let random = node::<pg_sys::FuncExpr>(NodeTag::T_FuncExpr);
+        (*random).funcid = function(Some("dp"), "random_order", &[]);
+        (*random).funcresulttype = pg_sys::FLOAT8OID;
+        (*random).funcformat = pg_sys::CoercionForm::COERCE_EXPLICIT_CALL;
+        (*random).location = -1;
+        wtles.push(tle(random as *mut Node, rank_col + 1, "dp_order", 2, true));
+        let w = select_query(&[irte], std::ptr::null_mut(), wtles);
+        let unit_type = expr_type(inner_cols[unit_col.expect("unit") - 1]);
+        let wc = node::<pg_sys::WindowClause>(NodeTag::T_WindowClause);
+        (*wc).partitionClause = ptr_list(&[group_clause(unit_type, 1)]);
+        (*wc).orderClause = ptr_list(&[group_clause(pg_sys::FLOAT8OID, 2)]);
+        (*wc).frameOptions = pg_sys::FRAMEOPTION_DEFAULTS as i32;
+        (*wc).winref = 1;
+        (*w).windowClause = ptr_list(&[wc]);
+        (*w).hasWindowFuncs = true;
+        (w, Some(rank_col))
+    } else {
+        (inner, None)
+    };
+
+    // ---- the level itself, over the per-unit rows
+    let b_rte = subquery_rte(b_query, "dp_units");
+    let mut rtes: Vec<*mut RangeTblEntry> = Vec::new();
+    let b_idx: i32;
+    let mut key_vars = Vec::new();
+    let mut join_quals: *mut Node = std::ptr::null_mut();
+    let mut fromlist: Vec<*mut Node> = Vec::new();
+    let mut where_quals: *mut Node = std::ptr::null_mut();
+    let rank_filter = |b_idx: i32| -> *mut Node {
+        rank_col.map_or(std::ptr::null_mut(), |c| {
+            let rank = pg_sys::makeVar(b_idx, c as i16, pg_sys::INT8OID, -1, pg_sys::InvalidOid, 0) as *mut Node;
+            op_expr(operator("<=", pg_sys::INT8OID, pg_sys::INT8OID), rank, int_const(pg_sys::INT8OID, max_groups), pg_sys::InvalidOid)
+        })
+    };
+    let mut domain_desc = Vec::new();
+    if let Some(ds) = &domains {
+        // every combination of the keys' public values, joined to the per-unit rows
+        let mut sql = String::from("SELECT ");
+        sql.push_str(&(1..=ds.len()).map(|i| format!("d{i}.v")).collect::<Vec<_>>().join(", "));
+        sql.push_str(" FROM ");
+        sql.push_str(&ds.iter().enumerate().map(|(i, (s, _))| format!("({s}) d{}", i + 1)).collect::<Vec<_>>().join(" CROSS JOIN "));
+        domain_desc = ds.iter().map(|(_, d)| d.clone()).collect();
+        let d_query = analyse(&sql);
+        let d_rte = subquery_rte(d_query, "dp_domain");
+        rtes.push(d_rte);
+        rtes.push(b_rte);
+        b_idx = 2;
+        for (i, (e, sgc)) in keys.iter().enumerate() {
+            let dv = var_for(1, (i + 1) as i16, *e);
+            let bv = var_for(2, (i + 1) as i16, *e);
+            join_quals = and(join_quals, op_expr((**sgc).eqop, bv, copy(dv), pg_sys::exprCollation(*e)));
+            key_vars.push(dv);
+        }
+        join_quals = and(join_quals, rank_filter(b_idx));
+        let d_cols = list_iter::<pg_sys::TargetEntry>((*d_query).targetList).filter(|t| !(**t).resjunk).count();
+        let b_cols = list_iter::<pg_sys::TargetEntry>((*b_query).targetList).filter(|t| !(**t).resjunk).count();
+        let join = node::<RangeTblEntry>(NodeTag::T_RangeTblEntry);
+        (*join).rtekind = pg_sys::RTEKind::RTE_JOIN;
+        (*join).jointype = pg_sys::JoinType::JOIN_LEFT;
+        let mut alias_vars = Vec::new();
+        let mut colnames = Vec::new();
+        for (rt, (idx, n)) in [(1i32, d_cols), (2i32, b_cols)].iter().enumerate() {
+            let sq = if rt == 0 { d_query } else { b_query };
+            for (k, t) in list_iter::<pg_sys::TargetEntry>((*sq).targetList).filter(|t| !(**t).resjunk).take(*n).enumerate() {
+                alias_vars.push(var_for(*idx, (k + 1) as i16, (*t).expr as *mut Node));
+                colnames.push(pg_sys::makeString(pg_sys::pstrdup(CString::new(format!("c{rt}_{k}")).expect("name").as_ptr())));
+            }
+        }
+        (*join).joinaliasvars = ptr_list(&alias_vars);
+        (*join).joinleftcols = int_list(1..=d_cols as i32);
+        (*join).joinrightcols = int_list(1..=b_cols as i32);
+        (*join).eref = pg_sys::makeAlias(pg_sys::pstrdup(c"dp_domain_join".as_ptr()), ptr_list(&colnames));
+        (*join).inFromCl = true;
+        rtes.push(join);
+        let je = node::<pg_sys::JoinExpr>(NodeTag::T_JoinExpr);
+        (*je).jointype = pg_sys::JoinType::JOIN_LEFT;
+        let (l, r) = (node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef), node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef));
+        (*l).rtindex = 1;
+        (*r).rtindex = 2;
+        (*je).larg = l as *mut Node;
+        (*je).rarg = r as *mut Node;
+        (*je).quals = join_quals;
+        (*je).rtindex = 3;
+        fromlist.push(je as *mut Node);
+    } else {
+        rtes.push(b_rte);
+        b_idx = 1;
+        for (i, (e, _)) in keys.iter().enumerate() {
+            key_vars.push(var_for(b_idx, (i + 1) as i16, *e));
+        }
+        let r = node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef);
+        (*r).rtindex = 1;
+        fromlist.push(r as *mut Node);
+        where_quals = rank_filter(b_idx);
+    }
+
+    // the values each DP aggregate now reads
+    let mut values = Vec::new();
+    for (j, c) in calls.iter().enumerate() {
+        let col = first_value + j;
+        values.push(((*c.aggref).location, var_for(b_idx, col as i16, inner_cols[col - 1])));
+    }
+    let ns = namespace_of((*calls[0].aggref).aggfnoid);
+    let unit_count = unit.as_ref().map(|u| UnitCount {
+        cap: u.bounds.max_count_per_unit as i64,
+        sum3: function(Some(&ns), "dp_sum", &[pg_sys::INT4OID; 3]),
+        sum4: function(Some(&ns), "dp_sum", &[pg_sys::INT4OID, pg_sys::INT4OID, pg_sys::INT4OID, pg_sys::FLOAT8OID]),
+    });
+    let mut m = Mutate { keys: keys.iter().map(|(e, _)| *e).collect(), key_vars, values, unit_count };
+    let ctx = &mut m as *mut Mutate as *mut c_void;
+    // conditions on the keys alone also filter a public domain's rows
+    let mut key_filters: *mut Node = std::ptr::null_mut();
+    if domains.is_some() {
+        let mut conds = Vec::new();
+        split_and((*(*q).jointree).quals, &mut conds);
+        conds.extend(having.iter().copied().filter(|h| !has_level_aggregate(*h).unwrap_or(true)));
+        for c in conds {
+            if reads_only_keys(c, &m.keys) {
+                key_filters = and(key_filters, mutator(copy(c), ctx));
+            }
+        }
+    }
+    (*q).targetList = mutator((*q).targetList as *mut Node, ctx) as *mut pg_sys::List;
+    let mut new_having = std::ptr::null_mut();
+    for h in having {
+        if has_level_aggregate(h)? {
+            new_having = and(new_having, mutator(h, ctx));
+        }
+    }
+    (*q).havingQual = and(new_having, key_filters);
+    (*q).rtable = ptr_list(&rtes);
+    (*q).jointree = pg_sys::makeFromExpr(ptr_list(&fromlist), where_quals);
+    (*q).hasSubLinks = false;
+    (*q).rowMarks = std::ptr::null_mut();
+    (*q).constraintDeps = std::ptr::null_mut();
+
+    if let Some(u) = &unit {
+        level.unit = Some(u.describe());
+    }
+    if let Some((eps, delta)) = selection {
+        let unit_var = match unit_col {
+            Some(c) => var_for(b_idx, c as i16, inner_cols[c - 1]),
+            None => int_const(pg_sys::INT4OID, 1),
+        };
+        add_selection(q, level, next_tag, eps, delta, unit_var)?;
+        level.keys = KeyRelease::Selected { epsilon: eps, delta };
+    } else if domains.is_some() {
+        level.keys = KeyRelease::PublicDomain(domain_desc);
+    }
+    Ok(())
+}
+
+/// True if `e` reads columns only inside GROUP BY key expressions (and no aggregate, subquery or
+/// parameter): a condition on the keys alone.
+unsafe fn reads_only_keys(e: *mut Node, keys: &[*mut Node]) -> bool {
+    struct Walk<'a> {
+        keys: &'a [*mut Node],
+        other: bool,
+    }
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walker(n: *mut Node, ctx: *mut c_void) -> bool {
+        if n.is_null() {
+            return false;
+        }
+        let w = &mut *(ctx as *mut Walk);
+        if w.keys.iter().any(|k| pg_sys::equal(n as *const c_void, *k as *const c_void)) {
+            return false;
+        }
+        if matches!((*n).type_, NodeTag::T_Var | NodeTag::T_Aggref | NodeTag::T_SubLink | NodeTag::T_Param) {
+            w.other = true;
+            return true;
+        }
+        pg_sys::expression_tree_walker(n, Some(walker), ctx)
+    }
+    let mut w = Walk { keys, other: false };
+    walker(e, &mut w as *mut Walk as *mut c_void);
+    !w.other
+}
+
+/// `e = ANY(ARRAY[values])` with the key's equality operator.
+unsafe fn in_values(e: *mut Node, values: &[String], eqop: Oid) -> *mut Node {
+    let typ = expr_type(e);
+    let typname = CStr::from_ptr(pg_sys::format_type_be(typ)).to_string_lossy().into_owned();
+    let list: Vec<String> = values.iter().map(|v| quote_literal(v)).collect();
+    let q = analyse(&format!("SELECT ARRAY[{}]::{typname}[]", list.join(", ")));
+    let array = (*list_iter::<pg_sys::TargetEntry>((*q).targetList).next().expect("one column")).expr as *mut Node;
+    let s = node::<pg_sys::ScalarArrayOpExpr>(NodeTag::T_ScalarArrayOpExpr);
+    (*s).opno = eqop;
+    (*s).opfuncid = pg_sys::get_opcode(eqop);
+    (*s).useOr = true;
+    (*s).inputcollid = pg_sys::exprCollation(e);
+    (*s).args = ptr_list(&[copy(e), array]);
+    (*s).location = -1;
+    s as *mut Node
+}
+
+/// Adds `dp.keep_group(value, ε, δ)` to the level's HAVING and to its description.
+unsafe fn add_selection(q: *mut Query, level: &mut DpLevel, next_tag: &mut usize, eps: f64, delta: f64, value: *mut Node) -> Check<()> {
+    let f = function(Some("dp"), "keep_group", &[pg_sys::ANYOID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID]);
+    let a = aggref(f, pg_sys::BOOLOID, &[value, float8_const(eps), float8_const(delta)], std::ptr::null_mut(), false);
+    let t = tag(*next_tag);
+    *next_tag += 1;
+    (*a).location = t;
+    (*q).havingQual = and((*q).havingQual, a as *mut Node);
+    (*q).hasAggs = true;
+    level.aggregates.push(DpAggregate {
+        tag: t,
+        function: func_signature(f),
+        value: "privacy units".into(),
+        filtered: false,
+        params: vec![ParamSource::Literal, ParamSource::Literal],
+    });
+    Ok(())
+}
