@@ -179,7 +179,15 @@ fn labels_are_checked() {
     protected_setup();
     refused("SECURITY LABEL FOR pg_dp ON TABLE regions IS 'secret'", "invalid pg_dp label for a table: \"secret\" (the valid label is 'protected')");
     refused(&format!("SECURITY LABEL FOR pg_dp ON ROLE {ANALYST} IS 'protected'"), "invalid pg_dp label for a role");
-    refused("SECURITY LABEL FOR pg_dp ON COLUMN regions.rname IS 'protected'", "pg_dp labels whole tables, not columns");
+    refused("SECURITY LABEL FOR pg_dp ON COLUMN regions.rname IS 'protected'", "invalid pg_dp label for column \"rname\"");
+    refused(r#"SECURITY LABEL FOR pg_dp ON COLUMN regions.rname IS '{"privacy_unit": {"max_groups_contributed": 0}}'"#, "max_groups_contributed must be an integer between 1 and 1000000, got 0");
+    refused(r#"SECURITY LABEL FOR pg_dp ON COLUMN regions.code IS '{"domain": ["1", "x"]}'"#, "invalid input syntax for type integer");
+    refused(r#"SECURITY LABEL FOR pg_dp ON COLUMN regions.code IS '{"domain": []}'"#, "a domain must list between 1 and 100000 values, got 0");
+    refused(r#"SECURITY LABEL FOR pg_dp ON COLUMN regions.code IS '{"domain": {"table": "patients", "column": "region"}}'"#, "domain table patients is protected");
+    refused(r#"SECURITY LABEL FOR pg_dp ON COLUMN regions.code IS '{"domain": {"table": "nowhere", "column": "x"}}'"#, "domain table nowhere does not exist");
+    refused(r#"SECURITY LABEL FOR pg_dp ON COLUMN regions.code IS '{"secret": 1}'"#, "invalid pg_dp label for column \"code\"");
+    Spi::run("SELECT dp.protect_table('patients', privacy_unit => 'id')").unwrap();
+    refused(r#"SECURITY LABEL FOR pg_dp ON COLUMN patients.region IS '{"privacy_unit": {}}'"#, "table patients already has privacy unit column \"id\"");
     Spi::run("CREATE VIEW rv AS SELECT * FROM regions").unwrap();
     refused("SECURITY LABEL FOR pg_dp ON VIEW rv IS 'protected'", "pg_dp can protect only tables and partitioned tables");
     refused("SECURITY LABEL FOR pg_dp ON SCHEMA public IS 'protected'", "pg_dp labels only tables and roles");

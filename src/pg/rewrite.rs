@@ -32,9 +32,9 @@
 //! - The selection and every aggregate are charged once per grouping set and per group a unit may
 //!   contribute to (`DpLevel::releases_per_aggregate`).
 //!
-//! Refused (with the reason, before anything is charged): GROUPING SETS, ROLLUP and CUBE when keys
-//! are private or the source has a unit; subqueries in the select list or HAVING of such a level;
-//! dp.keep_group written in a query over a protected table.
+//! GROUPING SETS, ROLLUP and CUBE select their groups (each set's groups by the selection in HAVING)
+//! and are refused over a table with a privacy unit; dp.keep_group written in a query over a
+//! protected table is refused too (with the reason, before anything is charged).
 use super::agg::{collect_nodes, kind_of, list_iter, Kind};
 use super::grammar::{attname, func_signature, has_level_aggregate, resolve_var, rt_fetch, split_and, Check, Refusal};
 use super::protect::{self, Domain};
@@ -515,6 +515,10 @@ struct DpCall {
 struct Mutate {
     keys: Vec<*mut Node>,
     key_vars: Vec<*mut Node>,
+    /// subquery depth of the node being mutated (a subquery in the select list can read the keys)
+    depth: u32,
+    /// the keys as they appear `depth` levels down (Vars with varlevelsup + depth)
+    keys_below: Vec<Vec<*mut Node>>,
     /// tag → (value column Var, new function and arguments for a count over units)
     values: Vec<(i32, *mut Node)>,
     unit_count: Option<UnitCount>,
@@ -532,13 +536,41 @@ unsafe extern "C-unwind" fn mutator(n: *mut Node, ctx: *mut c_void) -> *mut Node
     if n.is_null() {
         return n;
     }
-    let m = &*(ctx as *mut Mutate);
-    for (k, v) in m.keys.iter().zip(&m.key_vars) {
+    let m = &mut *(ctx as *mut Mutate);
+    if (*n).type_ == NodeTag::T_Query {
+        m.depth += 1;
+        let d = m.depth as usize;
+        while m.keys_below.len() <= d {
+            let level = m.keys_below.len() as i32;
+            let shifted = m
+                .keys
+                .iter()
+                .map(|k| {
+                    let c = copy(*k);
+                    pg_sys::IncrementVarSublevelsUp(c, level, 0);
+                    c
+                })
+                .collect();
+            m.keys_below.push(shifted);
+        }
+        let f: unsafe extern "C-unwind" fn() -> *mut Node =
+            std::mem::transmute(mutator as unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> *mut Node);
+        let r = pg_sys::query_tree_mutator(n as *mut Query, Some(f), ctx, 0) as *mut Node;
+        m.depth -= 1;
+        return r;
+    }
+    let depth = m.depth as usize;
+    let keys = if depth == 0 { &m.keys } else { &m.keys_below[depth] };
+    for (k, v) in keys.iter().zip(&m.key_vars) {
         if pg_sys::equal(n as *const c_void, *k as *const c_void) {
-            return copy(*v);
+            let r = copy(*v);
+            if depth > 0 {
+                pg_sys::IncrementVarSublevelsUp(r, depth as i32, 0);
+            }
+            return r;
         }
     }
-    if (*n).type_ == NodeTag::T_Aggref {
+    if depth == 0 && (*n).type_ == NodeTag::T_Aggref {
         let a = n as *mut pg_sys::Aggref;
         if let Some((_, var)) = m.values.iter().find(|(t, _)| *t == (*a).location) {
             return dp_call_over_values(a, *var, m.unit_count.as_ref()) as *mut Node;
@@ -668,19 +700,15 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
     if unit.is_none() && keys.is_empty() {
         return Ok(());
     }
-    if !(*q).groupingSets.is_null() {
+    let grouping_sets = !(*q).groupingSets.is_null();
+    if grouping_sets && unit.is_some() {
         return Err(Refusal::new(format!(
-            "GROUPING SETS, ROLLUP or CUBE over protected table {table}: pg_dp does not yet bound privacy units or choose private groups per grouping set"
+            "GROUPING SETS, ROLLUP or CUBE over protected table {table}, which has a privacy unit: pg_dp does not yet bound units per grouping set"
         ))
         .hint("run one query per grouping set"));
     }
-    let mut sublinks: Vec<*mut Node> = Vec::new();
-    collect_nodes((*q).targetList as *mut Node, &[NodeTag::T_SubLink], &mut sublinks);
-    collect_nodes((*q).havingQual, &[NodeTag::T_SubLink], &mut sublinks);
-    if !sublinks.is_empty() {
-        return Err(Refusal::new(format!("a subquery next to a DP aggregate over protected table {table}: compute it in an outer query"))
-            .hint("wrap the DP query in a subquery and add the other expression outside it"));
-    }
+    // grouping sets choose their groups by selection (HAVING runs per group of every set)
+    let private_keys = private_keys || grouping_sets;
     let domains = if keys.is_empty() || private_keys {
         None
     } else {
@@ -897,7 +925,8 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
         sum3: function(Some(&ns), "dp_sum", &[pg_sys::INT4OID; 3]),
         sum4: function(Some(&ns), "dp_sum", &[pg_sys::INT4OID, pg_sys::INT4OID, pg_sys::INT4OID, pg_sys::FLOAT8OID]),
     });
-    let mut m = Mutate { keys: keys.iter().map(|(e, _)| *e).collect(), key_vars, values, unit_count };
+    let key_exprs: Vec<*mut Node> = keys.iter().map(|(e, _)| *e).collect();
+    let mut m = Mutate { keys: key_exprs.clone(), key_vars, depth: 0, keys_below: vec![key_exprs], values, unit_count };
     let ctx = &mut m as *mut Mutate as *mut c_void;
     // conditions on the keys alone also filter a public domain's rows
     let mut key_filters: *mut Node = std::ptr::null_mut();
@@ -921,7 +950,6 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
     (*q).havingQual = and(new_having, key_filters);
     (*q).rtable = ptr_list(&rtes);
     (*q).jointree = pg_sys::makeFromExpr(ptr_list(&fromlist), where_quals);
-    (*q).hasSubLinks = false;
     (*q).rowMarks = std::ptr::null_mut();
     (*q).constraintDeps = std::ptr::null_mut();
 
