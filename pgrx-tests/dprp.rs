@@ -369,3 +369,49 @@ fn a_dp_only_role_releases_a_protected_table_without_a_grant() {
         "source bobs is a view, not a table",
     );
 }
+
+// Found by attacking the release as an analyst: sources that would escape a rule of the catalog.
+#[pg_test]
+fn catalog_rules_hold_for_every_way_of_naming_a_source() {
+    protected_setup();
+    // a partition of a table whose row security limits the role
+    Spi::run("CREATE TABLE rp (region text, v float8) PARTITION BY LIST (region)").unwrap();
+    Spi::run("CREATE TABLE rp_north PARTITION OF rp FOR VALUES IN ('north')").unwrap();
+    Spi::run("CREATE TABLE rp_south PARTITION OF rp FOR VALUES IN ('south')").unwrap();
+    Spi::run("INSERT INTO rp SELECT CASE WHEN g % 4 = 0 THEN 'north' ELSE 'south' END, 10 FROM generate_series(1, 400) g").unwrap();
+    Spi::run("ALTER TABLE rp ENABLE ROW LEVEL SECURITY").unwrap();
+    Spi::run(&format!("CREATE POLICY north_only ON rp FOR SELECT TO {ANALYST} USING (region = 'north')")).unwrap();
+    Spi::run(&format!("GRANT SELECT ON rp TO {ANALYST}")).unwrap();
+    Spi::run("SELECT dp.protect_table('rp')").unwrap();
+    let one = "ARRAY['v'], ARRAY[0]::float8[], ARRAY[100]::float8[], 1, 1e-6";
+    refused_as(ANALYST, &format!("SELECT count(*) FROM dp.release_projection_rows('rp_south', {one})"), "public.rp, a parent of source rp_south, has row security that applies to role \"dp_only_t\"");
+    refused_as(ANALYST, &format!("SELECT count(*) FROM dp.release_projection_rows('rp', {one})"), "source rp has row security");
+    // the same hole for DP aggregates
+    refused_as(ANALYST, "SELECT dp_count(v, 1) FROM rp_south", "rp_south is a partition or child of rp, which has row security for role \"dp_only_t\"");
+    // system catalogs (pg_class holds the row counts the statistics rules hide)
+    refused_as(ANALYST, "SELECT count(*) FROM dp.release_projection_rows('pg_catalog.pg_class', ARRAY['reltuples'], ARRAY[0]::float8[], ARRAY[1e6]::float8[], 1, 1e-6)", "source pg_class is a system catalog, not a table");
+    // a table named by its OID in a schema the role may not use
+    Spi::run("CREATE SCHEMA hidden").unwrap();
+    Spi::run("CREATE TABLE hidden.t AS SELECT g::float8 AS v FROM generate_series(1, 10) g").unwrap();
+    Spi::run("SELECT dp.protect_table('hidden.t')").unwrap();
+    let oid = one_i64("SELECT 'hidden.t'::regclass::oid::int8");
+    refused_as(ANALYST, &format!("SELECT count(*) FROM dp.release_projection_rows({oid}::regclass, {one})"), "permission denied for schema hidden");
+}
+
+#[pg_test]
+fn several_row_releases_in_one_query_each_charge_and_return_their_rows() {
+    dprp_source();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    let mark = one_i64("SELECT coalesce(max(id), 0) FROM dp.ledger");
+    let n = one_i64(&format!(
+        "SELECT count(*) FROM (SELECT dp.release_projection_rows('src', {ARGS}, 1e6, 1e-5) a, dp.release_projection_rows('src', {ARGS}, 1e6, 1e-5) b) s"
+    ));
+    assert!(n > 1000, "{n}");
+    assert_eq!(one_i64(&format!("SELECT count(*) FROM dp.ledger WHERE id > {mark}")), 2);
+    // a cursor over a release keeps its rows, read forwards and backwards
+    Spi::run(&format!("DECLARE c SCROLL CURSOR FOR SELECT r[1]::text FROM dp.release_projection_rows('src', {ARGS}, 1e6, 1e-5) r")).unwrap();
+    let first = column("FETCH 5 FROM c");
+    Spi::run("MOVE ABSOLUTE 0 IN c").unwrap();
+    assert_eq!(column("FETCH 5 FROM c"), first);
+    assert_eq!(one_i64(&format!("SELECT count(*) FROM dp.ledger WHERE id > {mark}")), 3);
+}

@@ -21,6 +21,7 @@ include!("protection.rs");
 include!("grammar.rs");
 include!("attacks.rs");
 include!("total_expressions.rs");
+include!("units.rs");
 
 /// Runs a query and returns the first column of every row as text.
 pub fn column(sql: &str) -> Vec<Option<String>> {

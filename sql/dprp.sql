@@ -15,7 +15,7 @@ CREATE FUNCTION dp.release_projection_rows(source regclass, columns text[], lowe
                                            epsilon float8, delta float8, k1 int DEFAULT NULL, k2 int DEFAULT NULL,
                                            projection_share float8 DEFAULT 0.5, row_norm text DEFAULT 'clip',
                                            clip_norm float8 DEFAULT NULL, centring text DEFAULT 'midpoint')
-    RETURNS SETOF float8[] LANGUAGE c VOLATILE ROWS 1000 AS 'MODULE_PATHNAME', 'release_projection_rows_wrapper';
+    RETURNS SETOF float8[] LANGUAGE c VOLATILE ROWS 1000 AS 'MODULE_PATHNAME', 'dp_release_projection_rows';
 COMMENT ON FUNCTION dp.release_projection_rows(regclass, text[], float8[], float8[], float8, float8, int, int, float8, text, float8, text) IS
     'pg_dp: the DPRP release of dp.release_projection as rows (float8[] in column order) instead of a table; charged the same way, receipt in dp.ledger';
 

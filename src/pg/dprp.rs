@@ -22,7 +22,7 @@ use pg_dp_core::dprp::{Centring, DprpOutput, DprpParams, DprpReceipt, DprpSpec, 
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 use pgrx::spi::quote_identifier;
-use pgrx::{JsonB, PgSqlErrorCode};
+use pgrx::{IntoDatum, JsonB, PgSqlErrorCode};
 use std::ffi::CString;
 
 const F: &str = "dp.release_projection";
@@ -154,6 +154,20 @@ unsafe fn open_source(source: Oid, columns: &[String]) -> Source {
         raise_with(PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE, format!("{F}: source relation {} does not exist", source.to_u32()), None);
     }
     let name: String = Spi::get_one_with_args("SELECT $1::regclass::text", &[source.into()]).unwrap().unwrap();
+    // a source named by its OID skips the name lookup and with it the schema's USAGE check
+    let namespace = pg_sys::get_rel_namespace(source);
+    if pg_sys::pg_namespace_aclcheck(namespace, pg_sys::GetUserId(), pg_sys::ACL_USAGE as pg_sys::AclMode) != pg_sys::AclResult::ACLCHECK_OK {
+        let schema = super::charge::cstr_or(pg_sys::get_namespace_name(namespace), "?");
+        raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, format!("{F}: permission denied for schema {schema}"), None);
+    }
+    // system catalogs describe every table (pg_class holds row counts): not a source
+    if source.to_u32() < pg_sys::FirstNormalObjectId {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+            format!("{F}: source {name} is a system catalog, not a table"),
+            None,
+        );
+    }
     if relkind != pg_sys::RELKIND_RELATION && relkind != pg_sys::RELKIND_PARTITIONED_TABLE {
         raise_with(
             PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
@@ -196,12 +210,18 @@ unsafe fn open_source(source: Oid, columns: &[String]) -> Source {
             raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, format!("{F}: permission denied for table {name}"), None);
         }
     }
-    if pg_sys::check_enable_rls(source, pg_sys::InvalidOid, false) == pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32 {
+    // row security of the source, or of a parent whose policies a partition or child read on its
+    // own would escape
+    if let Some(r) = protect::row_security_above(source) {
+        let which = if r == source { format!("source {name}") } else { format!("{}, a parent of source {name},", protect::relation_name(r)) };
         raise_with(
             PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-            format!("{F}: source {name} has row security that applies to role \"{}\"", protect::current_role_name()),
+            format!("{F}: {which} has row security that applies to role \"{}\"", protect::current_role_name()),
             Some("release a table without row security policies for this role, or have its owner release it"),
         );
+    }
+    if is_other_temp(root) {
+        raise_with(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, format!("{F}: source {name} is a temporary table of another session"), None);
     }
     // on an error below, the transaction's resource owner closes what is open
     let mut leaves = Vec::new();
@@ -218,6 +238,11 @@ unsafe fn open_source(source: Oid, columns: &[String]) -> Source {
             );
         }
         let rel = if relid == source { root } else { pg_sys::table_open(relid, lock) };
+        if is_other_temp(rel) {
+            // as the planner does: another session's temporary child is not readable here
+            pg_sys::table_close(rel, lock);
+            continue;
+        }
         let leaf_attnums = columns
             .iter()
             .map(|c| {
@@ -234,6 +259,11 @@ unsafe fn open_source(source: Oid, columns: &[String]) -> Source {
         pg_sys::table_close(root, pg_sys::NoLock as pg_sys::LOCKMODE);
     }
     Source { name, conversions, leaves }
+}
+
+/// True for a temporary table of another session (its pages live in that session's buffers).
+unsafe fn is_other_temp(rel: pg_sys::Relation) -> bool {
+    (*(*rel).rd_rel).relpersistence as u8 == pg_sys::RELPERSISTENCE_TEMP && !(*rel).rd_islocaltemp
 }
 
 fn relkind_name(kind: u8) -> &'static str {
@@ -462,17 +492,47 @@ fn release_projection(
     JsonB(v)
 }
 
-/// The release as rows (float8[] in column order), without creating a table.
-#[pg_extern(sql = false, volatile)]
-#[allow(clippy::too_many_arguments)]
-fn release_projection_rows(
-    source: Option<Oid>, columns: Option<Vec<Option<String>>>, lower: Option<Vec<Option<f64>>>, upper: Option<Vec<Option<f64>>>,
-    epsilon: Option<f64>, delta: Option<f64>, k1: Option<i32>, k2: Option<i32>, projection_share: Option<f64>,
-    row_norm: Option<&str>, clip_norm: Option<f64>, centring: Option<&str>,
-) -> SetOfIterator<'static, Vec<f64>> {
-    let options = Options { lower, upper, epsilon, delta, k1, k2, projection_share, row_norm, clip_norm, centring };
-    let (_, columns, out) = release(source, columns, options, || {});
+// The release as rows (float8[] in column order), without creating a table. The rows go into a
+// tuplestore (materialize mode, on disk past work_mem) and the release's own buffer is freed before
+// the function returns, so open cursors and several calls in one query hold no release memory.
+crate::pg_v1!(pg_finfo_dp_release_projection_rows, dp_release_projection_rows, |fcinfo| {
+    use pgrx::fcinfo::pg_getarg;
+    let options = Options {
+        lower: pg_getarg(fcinfo, 2),
+        upper: pg_getarg(fcinfo, 3),
+        epsilon: pg_getarg(fcinfo, 4),
+        delta: pg_getarg(fcinfo, 5),
+        k1: pg_getarg(fcinfo, 6),
+        k2: pg_getarg(fcinfo, 7),
+        projection_share: pg_getarg(fcinfo, 8),
+        row_norm: pg_getarg(fcinfo, 9),
+        clip_norm: pg_getarg(fcinfo, 10),
+        centring: pg_getarg(fcinfo, 11),
+    };
+    let (_, columns, out) = release(pg_getarg(fcinfo, 0), pg_getarg(fcinfo, 1), options, || {});
     let d = columns.len();
-    let rows = out.rows;
-    SetOfIterator::new((0..rows.len() / d).map(move |i| rows[i * d..(i + 1) * d].to_vec()))
-}
+    pg_sys::InitMaterializedSRF(fcinfo, pg_sys::MAT_SRF_USE_EXPECTED_DESC as pg_sys::bits32);
+    let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
+    let (store, desc) = ((*rsinfo).setResult, (*rsinfo).setDesc);
+    let row_context = pg_sys::AllocSetContextCreateExtended(
+        pg_sys::CurrentMemoryContext,
+        c"pg_dp DPRP output row".as_ptr(),
+        pg_sys::ALLOCSET_SMALL_MINSIZE as usize,
+        pg_sys::ALLOCSET_SMALL_INITSIZE as usize,
+        pg_sys::ALLOCSET_SMALL_MAXSIZE as usize,
+    );
+    for (i, row) in out.rows.chunks_exact(d).enumerate() {
+        if i % CHECK_ROWS == CHECK_ROWS - 1 {
+            pg_sys::check_for_interrupts!();
+        }
+        let old = pg_sys::MemoryContextSwitchTo(row_context);
+        let mut value = row.to_vec().into_datum().expect("a float8[] datum");
+        let mut null = false;
+        pg_sys::MemoryContextSwitchTo(old);
+        pg_sys::tuplestore_putvalues(store, desc, &mut value, &mut null);
+        pg_sys::MemoryContextReset(row_context);
+    }
+    drop(out);
+    pg_sys::MemoryContextDelete(row_context);
+    pg_sys::Datum::from(0usize)
+});

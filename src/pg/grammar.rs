@@ -895,6 +895,20 @@ unsafe fn classify_item(cx: &mut Cx, _q: *mut Query, item: &mut Item, depth: u32
                 .hint(format!("read ONLY {name}, or use a partitioned table")));
             }
             item.protected = protect::reads_protected(relid, (*rte).inh);
+            // pg_dp admits a protected table without SELECT on it: a partition or child read on its
+            // own must not escape the row security of a parent (its own is applied already)
+            if item.protected {
+                if let Some(parent) = protect::ancestors(relid).into_iter().find(|r| {
+                    pg_sys::check_enable_rls(*r, pg_sys::InvalidOid, false) == pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32
+                }) {
+                    return Err(Refusal::new(format!(
+                        "{name} is a partition or child of {}, which has row security for role \"{}\": read it through {}",
+                        protect::relation_short_name(parent),
+                        protect::current_role_name(),
+                        protect::relation_short_name(parent)
+                    )));
+                }
+            }
         }
         pg_sys::RTEKind::RTE_SUBQUERY => {
             let sq = (*rte).subquery;

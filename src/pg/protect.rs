@@ -211,6 +211,27 @@ pub fn domain_of(relid: Oid, attnum: i16) -> Option<Domain> {
     })
 }
 
+/// Every ancestor of a relation (partitioned tables and inheritance parents, at any depth).
+pub unsafe fn ancestors(relid: Oid) -> Vec<Oid> {
+    let mut out: Vec<Oid> = Vec::new();
+    let mut todo = parents(relid);
+    while let Some(p) = todo.pop() {
+        if out.contains(&p) || out.len() > MAX_DEPTH {
+            continue;
+        }
+        out.push(p);
+        todo.extend(parents(p));
+    }
+    out
+}
+
+/// The first of `relid` and its ancestors with row security that applies to the current role.
+pub unsafe fn row_security_above(relid: Oid) -> Option<Oid> {
+    std::iter::once(relid)
+        .chain(ancestors(relid))
+        .find(|r| pg_sys::check_enable_rls(*r, pg_sys::InvalidOid, false) == pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32)
+}
+
 /// The direct inheritance parents of a relation (partitioned tables included), from pg_inherits.
 unsafe fn parents(relid: Oid) -> Vec<Oid> {
     let rel = pg_sys::table_open(INHERITS_RELATION_ID, pg_sys::AccessShareLock as pg_sys::LOCKMODE);

@@ -1,0 +1,330 @@
+// Privacy units and private GROUP BY keys (src/pg/rewrite.rs, docs/privacy/privacy-units.md,
+// docs/privacy/partition-selection.md): per-unit bounding of every aggregate, groups per unit chosen
+// at random, units reached through foreign keys, partition selection of private keys, public domains,
+// the charge, parallel plans, memory with a million units, empirical privacy on unit-neighbours,
+// and what a DP-only role can learn about a dropped key.
+
+/// `visits`: 3000 rows of 1000 patients (patient p has rows in regions p % 3, (p+1) % 3 and (p+2) %
+/// 3: three groups each), cost = p % 100; protected with privacy unit patient_id.
+fn visits_setup(max_groups: i32, max_count: i32) {
+    Spi::run(
+        "CREATE TABLE visits AS
+           SELECT v AS id, p AS patient_id, (ARRAY['north', 'south', 'east'])[1 + (p + v) % 3] AS region,
+                  (p % 100)::float8 AS cost, (p % 100)::int AS icost
+             FROM generate_series(0, 999) p, generate_series(0, 2) v",
+    )
+    .unwrap();
+    Spi::run(&format!("SELECT dp.protect_table('visits', privacy_unit => 'patient_id', max_groups_contributed => {max_groups}, max_count_per_unit => {max_count})")).unwrap();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    Spi::run("SET dp.seed = 7").unwrap();
+}
+
+/// The newest receipt id: receipts after it are this test's (tests run one at a time).
+fn ledger_mark() -> i64 {
+    one_i64("SELECT coalesce(max(id), 0) FROM dp.ledger")
+}
+
+/// Partition selections charged since `mark`.
+fn selections_since(mark: i64) -> i64 {
+    one_i64(&format!("SELECT count(*) FROM dp.ledger WHERE id > {mark} AND mechanism = 'partition_selection'"))
+}
+
+#[pg_test]
+fn counts_are_of_units_and_clamped_per_unit() {
+    visits_setup(1, 1);
+    assert_eq!(one_i64("SELECT dp_count(id, 1e6) FROM visits"), 1000, "a count of patients, not visits");
+    assert_eq!(one_i64("SELECT dp_count(*) FROM visits WHERE icost < 10"), 100);
+    // NULL values are not counted; a unit without a non-NULL value counts 0
+    assert_eq!(one_i64("SELECT dp_count(CASE WHEN patient_id < 300 THEN id END, 1e6) FROM visits"), 300);
+    // max_count_per_unit = 2: each patient counts min(rows, 2)
+    Spi::run("SELECT dp.protect_table('visits', privacy_unit => 'patient_id', max_count_per_unit => 2)").unwrap();
+    assert_eq!(one_i64("SELECT dp_count(id, 1e6) FROM visits"), 2000);
+    assert_eq!(one_i64("SELECT dp_count(id, 1e6) FROM visits WHERE id = 0"), 1000);
+}
+
+#[pg_test]
+fn a_unit_with_a_thousand_rows_moves_dp_sum_by_at_most_its_bound() {
+    visits_setup(1, 1);
+    let before = one_f64("SELECT dp_sum(cost, 0, 50, 1e6) FROM visits");
+    // the exact per-unit computation: each patient's total, clamped to [0, 50]
+    let want = one_f64("SELECT sum(least(s, 50)) FROM (SELECT patient_id, sum(cost) s FROM visits GROUP BY 1) u");
+    assert!((before - want).abs() < 1e-3, "{before} vs {want}");
+    Spi::run("INSERT INTO visits SELECT 10000 + g, 5000, 'north', 100, 100 FROM generate_series(1, 1000) g").unwrap();
+    let after = one_f64("SELECT dp_sum(cost, 0, 50, 1e6) FROM visits");
+    assert!(after - before <= 50.0 + 1e-3 && after - before >= 50.0 - 1e-3, "{before} → {after}");
+    // integer and numeric sums too
+    let i = one_i64("SELECT dp_sum(icost, 0, 50, 1e6) FROM visits") - one_i64("SELECT dp_sum(icost, 0, 50, 1e6) FROM visits WHERE patient_id <> 5000");
+    assert_eq!(i, 50);
+    // without the unit, the same rows move it by 1000 bounds
+    Spi::run("SECURITY LABEL FOR pg_dp ON COLUMN visits.patient_id IS NULL").unwrap();
+    let rows = one_f64("SELECT dp_sum(cost, 0, 50, 1e6) FROM visits") - one_f64("SELECT dp_sum(cost, 0, 50, 1e6) FROM visits WHERE patient_id <> 5000");
+    assert!((rows - 50_000.0).abs() < 1e-2, "{rows}");
+}
+
+#[pg_test]
+fn averages_and_quantiles_are_over_per_unit_means() {
+    visits_setup(1, 1);
+    Spi::run("INSERT INTO visits SELECT 10000 + g, 5000, 'north', 90, 90 FROM generate_series(1, 1000) g").unwrap();
+    let want = one_f64("SELECT avg(m) FROM (SELECT patient_id, avg(cost) m FROM visits GROUP BY 1) u");
+    let got = one_f64("SELECT dp_avg(cost, 0, 100, 1e6) FROM visits");
+    assert!((got - want).abs() < 0.01, "{got} vs {want}");
+    let median = one_f64("SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY m) FROM (SELECT patient_id, avg(cost) m FROM visits GROUP BY 1) u");
+    let got = one_f64("SELECT dp_median(cost, 0, 100, 1e6) FROM visits");
+    assert!((got - median).abs() <= 1.0, "{got} vs {median}");
+}
+
+#[pg_test]
+fn each_unit_contributes_to_at_most_its_groups_chosen_at_random() {
+    // every patient has rows in all three regions; with max_groups_contributed = 1 it counts in one
+    visits_setup(1, 1);
+    Spi::run("SELECT dp.set_domain('visits', 'region', ARRAY['north', 'south', 'east'])").unwrap();
+    let counts: Vec<i64> = column("SELECT dp_count(id, 1e6)::text FROM visits GROUP BY region ORDER BY region")
+        .into_iter()
+        .map(|c| c.unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(counts.iter().sum::<i64>(), 1000);
+    // at random, not the first groups: each count is Binomial(1000, 1/3) (sd 14.9); outside ±7 sd
+    // with probability below 1e-11
+    for c in &counts {
+        assert!((c - 333).abs() < 105, "{counts:?}");
+    }
+    Spi::run("SELECT dp.protect_table('visits', privacy_unit => 'patient_id', max_groups_contributed => 2)").unwrap();
+    let two: i64 = column("SELECT dp_count(id, 1e6)::text FROM visits GROUP BY region").into_iter().map(|c| c.unwrap().parse::<i64>().unwrap()).sum();
+    assert_eq!(two, 2000);
+    Spi::run("SELECT dp.protect_table('visits', privacy_unit => 'patient_id', max_groups_contributed => 5)").unwrap();
+    let all: i64 = column("SELECT dp_count(id, 1e6)::text FROM visits GROUP BY region").into_iter().map(|c| c.unwrap().parse::<i64>().unwrap()).sum();
+    assert_eq!(all, 3000);
+}
+
+#[pg_test]
+fn the_charge_equals_the_documented_formula() {
+    visits_setup(3, 1);
+    // private keys: (2 aggregates + the selection) × 3 groups per unit; δ = 3 × the selection's δ
+    Spi::run("SET dp.group_selection_epsilon = 0.25").unwrap();
+    Spi::run("SET dp.group_selection_delta = 1e-7").unwrap();
+    let mark = ledger_mark();
+    column("SELECT region, dp_count(id, 0.5), dp_sum(cost, 0, 10, 0.125) FROM visits GROUP BY region");
+    let (eps, delta) = Spi::get_two::<String, String>(&format!("SELECT sum(epsilon)::text, sum(delta)::text FROM dp.ledger WHERE id > {mark}")).unwrap();
+    assert_eq!(eps.as_deref(), Some("2.625"), "3 × (0.5 + 0.125 + 0.25)");
+    assert_eq!(delta.as_deref(), Some("0.0000003"));
+    assert_eq!(selections_since(mark), 3);
+    // a public domain spends no δ and selects nothing; no GROUP BY charges each aggregate once
+    Spi::run("SELECT dp.set_domain('visits', 'region', ARRAY['north', 'south', 'east'])").unwrap();
+    let mark = ledger_mark();
+    column("SELECT region, dp_count(id, 0.5) FROM visits GROUP BY region");
+    one_i64("SELECT dp_count(id, 0.5) FROM visits");
+    assert_eq!(selections_since(mark), 0);
+    assert_eq!(one_i64(&format!("SELECT count(*) FROM dp.ledger WHERE id > {mark}")), 3 + 1);
+    let details = one_text("SELECT details::text FROM dp.ledger ORDER BY id DESC LIMIT 1");
+    assert!(details.contains("\"max_groups_contributed\": 3") && details.contains("\"groups_per_unit\": 1"), "{details}");
+}
+
+#[pg_test]
+fn foreign_keys_lead_to_the_unit() {
+    visits_setup(1, 1000);
+    Spi::run("ALTER TABLE visits ADD PRIMARY KEY (id, patient_id)").unwrap();
+    Spi::run("CREATE TABLE visit_ids AS SELECT DISTINCT id * 1000 + patient_id AS vid, patient_id FROM visits").unwrap();
+    Spi::run("ALTER TABLE visit_ids ADD PRIMARY KEY (vid)").unwrap();
+    Spi::run("SELECT dp.protect_table('visit_ids', privacy_unit => 'patient_id')").unwrap();
+    // prescriptions → visit_ids → patient_id: 12 prescriptions per visit
+    Spi::run("CREATE TABLE rx AS SELECT vid, g AS dose FROM visit_ids, generate_series(1, 4) g").unwrap();
+    Spi::run("ALTER TABLE rx ADD FOREIGN KEY (vid) REFERENCES visit_ids (vid)").unwrap();
+    Spi::run("SELECT dp.protect_table('rx', privacy_unit => 'vid', max_count_per_unit => 1)").unwrap();
+    Spi::run("SET dp.default_epsilon = 1e6").unwrap();
+    assert_eq!(one_i64("SELECT dp_count(*) FROM rx"), 1000, "one per patient");
+    let details = one_text("SELECT details->>'privacy_unit' FROM dp.ledger ORDER BY id DESC LIMIT 1");
+    assert!(details.contains("rx.vid → visit_ids.vid") && details.contains("visit_ids.patient_id"), "{details}");
+    // the per-unit sum over all of a patient's prescriptions: 3 visits × (1+2+3+4) = 30, clamped to 20
+    assert_eq!(one_i64("SELECT dp_sum(dose, 0, 20, 1e6) FROM rx"), 20_000);
+}
+
+#[pg_test]
+fn partition_selection_drops_groups_of_few_units_and_keeps_large_ones() {
+    visits_setup(1, 1);
+    // 'west' holds one patient with 500 visits; 'north', 'south', 'east' hold about 333 patients each
+    Spi::run("INSERT INTO visits SELECT 20000 + g, 7777, 'west', 1, 1 FROM generate_series(1, 500) g").unwrap();
+    Spi::run("SET dp.group_selection_delta = 1e-9").unwrap();
+    Spi::run(
+        "CREATE FUNCTION dp_runs(n int) RETURNS SETOF text LANGUAGE plpgsql AS $$
+         BEGIN FOR i IN 1..n LOOP RETURN QUERY SELECT region FROM visits GROUP BY region HAVING dp_count(id, 1) >= 0; END LOOP; END $$",
+    )
+    .unwrap();
+    // 200 releases: 'west' appears with probability at most 200 × 1e-9; the others always (π = 1)
+    let mark = ledger_mark();
+    let seen = column("SELECT r || ':' || count(*) FROM dp_runs(200) r GROUP BY r ORDER BY r");
+    assert_eq!(seen, vec![Some("east:200".into()), Some("north:200".into()), Some("south:200".into())]);
+    // δ is charged: one selection per release, each at δ = 1e-9
+    let delta = one_f64(&format!("SELECT sum(delta)::float8 FROM dp.ledger WHERE id > {mark} AND mechanism = 'partition_selection'"));
+    assert!((delta - 2e-7).abs() < 1e-15, "{delta}");
+}
+
+#[pg_test]
+fn public_domains_show_empty_cells_and_never_other_values() {
+    visits_setup(3, 1);
+    Spi::run("SELECT dp.set_domain('visits', 'region', ARRAY['north', 'south', 'west'])").unwrap();
+    let rows = column("SELECT region || ':' || dp_count(id, 1e6) FROM visits GROUP BY region ORDER BY region");
+    // 'east' is in the data but not in the domain: never shown; 'west' is empty: a noisy zero
+    assert_eq!(rows, vec![Some("north:1000".into()), Some("south:1000".into()), Some("west:0".into())]);
+    // noise on the empty cell at a small ε
+    let zeros: Vec<i64> = (0..20).map(|_| one_i64("SELECT dp_count(id, 0.5) FROM visits WHERE region = 'west' GROUP BY region")).collect();
+    assert!(zeros.iter().any(|z| *z != 0), "{zeros:?}");
+    // a public table of keys, and a 2-way marginal: the cross product of both domains
+    Spi::run("CREATE TABLE bands (band int PRIMARY KEY)").unwrap();
+    Spi::run("INSERT INTO bands SELECT generate_series(0, 9)").unwrap();
+    Spi::run("ALTER TABLE visits ADD COLUMN band int").unwrap();
+    Spi::run("UPDATE visits SET band = (patient_id % 100) / 20").unwrap();
+    Spi::run("SELECT dp.set_domain('visits', 'band', 'bands', 'band')").unwrap();
+    assert_eq!(one_i64("SELECT count(*) FROM (SELECT region, band, dp_count(id, 1e6) FROM visits GROUP BY region, band) s"), 30);
+    // empty: 'west' in every band, and bands 5 to 9 in every region
+    assert_eq!(one_i64("SELECT count(*) FROM (SELECT region, band, dp_count(id, 1e6) c FROM visits GROUP BY region, band) s WHERE c = 0"), 20);
+    // conditions on the keys alone also filter the domain
+    assert_eq!(one_i64("SELECT count(*) FROM (SELECT band, dp_count(id, 1e6) FROM visits WHERE band < 3 GROUP BY band) s"), 3);
+}
+
+#[pg_test]
+fn public_tables_joined_to_the_source_give_their_keys() {
+    visits_setup(3, 1);
+    Spi::run("CREATE TABLE regions (name text PRIMARY KEY, climate text)").unwrap();
+    Spi::run("INSERT INTO regions VALUES ('north', 'cold'), ('south', 'warm'), ('east', 'mild'), ('centre', 'dry')").unwrap();
+    let mark = ledger_mark();
+    let rows = column("SELECT r.climate || ':' || dp_count(v.id, 1e6) FROM visits v JOIN regions r ON r.name = v.region GROUP BY r.climate ORDER BY 1");
+    assert_eq!(rows, vec![Some("cold:1000".into()), Some("dry:0".into()), Some("mild:1000".into()), Some("warm:1000".into())]);
+    assert_eq!(selections_since(mark), 0);
+}
+
+#[pg_test]
+fn parallel_plans_give_the_results_of_serial_ones() {
+    visits_setup(2, 3);
+    Spi::run("INSERT INTO visits SELECT 30000 + g, g % 5000, 'north', (g % 7)::float8, g % 7 FROM generate_series(1, 50000) g").unwrap();
+    Spi::run("ANALYZE visits").unwrap();
+    Spi::run("SELECT dp.set_domain('visits', 'region', ARRAY['north', 'south', 'east'])").unwrap();
+    let queries = [
+        "SELECT dp_count(id, 1e6)::text FROM visits",
+        "SELECT round(dp_sum(cost, 0, 30, 1e6))::text FROM visits",
+        "SELECT dp_sum(icost, 0, 30, 1e6)::text FROM visits",
+        "SELECT round(dp_avg(cost, 0, 30, 1e6)::numeric, 6)::text FROM visits",
+    ];
+    let serial: Vec<String> = queries.iter().map(|q| one_text(q)).collect();
+    for s in ["SET max_parallel_workers_per_gather = 2", "SET parallel_setup_cost = 0", "SET parallel_tuple_cost = 0", "SET min_parallel_table_scan_size = 0"] {
+        Spi::run(s).unwrap();
+    }
+    let plan = column(&format!("EXPLAIN {}", queries[1])).into_iter().flatten().collect::<Vec<_>>().join("\n");
+    assert!(plan.contains("Partial") || plan.contains("Gather"), "{plan}");
+    let parallel: Vec<String> = queries.iter().map(|q| one_text(q)).collect();
+    assert_eq!(serial, parallel);
+}
+
+#[pg_test]
+fn memory_stays_with_postgresql_for_a_million_units() {
+    Spi::run("CREATE TABLE big_units AS SELECT g AS uid, g % 50 AS k, (g % 10)::float8 AS x FROM generate_series(1, 1000000) g").unwrap();
+    Spi::run("SELECT dp.protect_table('big_units', privacy_unit => 'uid', max_groups_contributed => 1)").unwrap();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    Spi::run("SET work_mem = '1MB'").unwrap();
+    Spi::run("SET max_parallel_workers_per_gather = 0").unwrap();
+    let total: i64 = column("SELECT dp_count(*)::text FROM big_units GROUP BY k").into_iter().map(|c| c.unwrap().parse::<i64>().unwrap()).sum();
+    // 50 groups of 20,000 units, each count with Laplace noise of scale 1
+    assert!((total - 1_000_000).abs() < 50 * 40, "{total}");
+    // the per-unit level spills to disk instead of growing: PostgreSQL's own sorts and hashes
+    let plan = column("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) SELECT dp_count(*) FROM big_units GROUP BY k").into_iter().flatten().collect::<Vec<_>>().join("\n");
+    assert!(plan.contains("external merge") || plan.contains("Disk Usage"), "{plan}");
+}
+
+/// Releases of `sql` (one integer column) `n` times, in one call.
+fn repeated(sql: &str, n: usize) -> Vec<i64> {
+    Spi::run(&format!(
+        "CREATE OR REPLACE FUNCTION dp_repeat(n int) RETURNS SETOF bigint LANGUAGE plpgsql AS $$
+         BEGIN FOR i IN 1..n LOOP RETURN QUERY {sql}; END LOOP; END $$"
+    ))
+    .unwrap();
+    column(&format!("SELECT r::text FROM dp_repeat({n}) r")).into_iter().map(|c| c.unwrap().parse().unwrap()).collect()
+}
+
+/// The largest lower confidence bound of ln(P_a(v) / P_b(v)) over values v seen at least `min`
+/// times in both samples (Clopper-free: a normal bound on each frequency at z).
+fn largest_log_ratio(a: &[i64], b: &[i64], min: usize, z: f64) -> f64 {
+    let count = |s: &[i64], v: i64| s.iter().filter(|x| **x == v).count();
+    let mut values: Vec<i64> = a.iter().chain(b).copied().collect();
+    values.sort();
+    values.dedup();
+    let mut worst = f64::NEG_INFINITY;
+    for v in values {
+        let (ca, cb) = (count(a, v), count(b, v));
+        if ca < min && cb < min {
+            continue;
+        }
+        let (na, nb) = (a.len() as f64, b.len() as f64);
+        let (pa, pb) = (ca as f64 / na, cb as f64 / nb);
+        let lo_a = (pa - z * (pa * (1.0 - pa) / na).sqrt()).max(0.0);
+        let hi_b = (pb + z * (pb * (1.0 - pb) / nb).sqrt()).min(1.0);
+        let r = if hi_b <= 0.0 { f64::INFINITY } else { (lo_a / hi_b).ln() };
+        let lo_b = (pb - z * (pb * (1.0 - pb) / nb).sqrt()).max(0.0);
+        let hi_a = (pa + z * (pa * (1.0 - pa) / na).sqrt()).min(1.0);
+        let r2 = if hi_a <= 0.0 { f64::INFINITY } else { (lo_b / hi_a).ln() };
+        worst = worst.max(r).max(r2);
+    }
+    worst
+}
+
+// Neighbours that differ by one whole unit with 40 rows in 2 groups: the released count of a group
+// moves by at most e^ε in distribution. Negative control: the same rows without the unit label
+// (each row a person) move it far beyond.
+#[pg_test]
+fn empirical_privacy_on_neighbours_that_differ_by_one_unit() {
+    visits_setup(2, 1);
+    Spi::run("SELECT dp.set_domain('visits', 'region', ARRAY['north', 'south', 'east'])").unwrap();
+    Spi::run("INSERT INTO visits SELECT 40000 + g, 9999, CASE WHEN g % 2 = 0 THEN 'north' ELSE 'south' END, 1, 1 FROM generate_series(1, 40) g").unwrap();
+    let q = |cond: &str| format!("SELECT dp_count(id, 0.5) FROM visits WHERE region = 'north' AND {cond} GROUP BY region");
+    let n = 1000;
+    let with = repeated(&q("true"), n);
+    let without = repeated(&q("patient_id <> 9999"), n);
+    // the bound holds within sampling error (z = 5: a false failure below 1e-6 per value)
+    let r = largest_log_ratio(&with, &without, 40, 5.0);
+    assert!(r <= 0.5, "ln ratio {r} > ε");
+    // negative control: one row per person, the 20 rows of the unit in 'north' move the count by 20
+    Spi::run("SECURITY LABEL FOR pg_dp ON COLUMN visits.patient_id IS NULL").unwrap();
+    let with = repeated(&q("true"), 300);
+    let without = repeated(&q("patient_id <> 9999"), 300);
+    assert!(largest_log_ratio(&with, &without, 20, 5.0) > 0.5, "the check cannot see a 20-row shift");
+}
+
+// Bob's group holds one patient: whatever query the DP-only role writes around it, the group is
+// absent (partition selection keeps it with probability at most δ = 1e-9 per release).
+#[pg_test]
+fn a_dp_only_role_cannot_see_a_key_that_selection_dropped() {
+    protected_setup();
+    Spi::run("SET dp.group_selection_delta = 1e-9").unwrap();
+    for q in [
+        "SELECT name FROM patients GROUP BY name HAVING dp_count(id, 1e6) > -100 AND name = 'Bob'",
+        "SELECT name FROM (SELECT name, dp_count(id, 1e6) AS n FROM patients GROUP BY name) s WHERE name = 'Bob'",
+        "SELECT name FROM patients WHERE name LIKE 'Bo%' GROUP BY name HAVING dp_count(id, 1e6) IS NOT NULL",
+        "WITH c AS (SELECT name, dp_count(id, 1e6) AS n FROM patients GROUP BY name) SELECT name FROM c WHERE name = 'Bob' UNION ALL SELECT 'x' WHERE false",
+        "SELECT name FROM (SELECT name, dp_count(id, 1e6) AS n FROM patients GROUP BY name ORDER BY name = 'Bob' DESC LIMIT 1) s WHERE name = 'Bob'",
+        "SELECT name FROM patients GROUP BY ROLLUP (name) HAVING dp_count(id, 1e6) > 0 AND name = 'Bob'",
+        "SELECT (SELECT max(name) FROM (SELECT name, dp_count(id, 1e6) FROM patients GROUP BY name) s WHERE name = 'Bob')",
+    ] {
+        for _ in 0..20 {
+            let seen = as_analyst(|| column(q));
+            assert!(seen.iter().all(|v| v.as_deref() != Some("Bob")), "{q}: {seen:?}");
+        }
+    }
+    // a cursor moving over the release sees the same rows
+    as_analyst(|| {
+        Spi::run("DECLARE c SCROLL CURSOR FOR SELECT name FROM patients GROUP BY name HAVING dp_count(id, 1e6) > 0").unwrap();
+        let all = column("FETCH ALL FROM c");
+        assert!(!all.contains(&Some("Bob".into())));
+        assert_eq!(column("FETCH BACKWARD ALL FROM c").len(), all.len());
+        Spi::run("CLOSE c").unwrap();
+    });
+}
+
+#[pg_test]
+fn refusals_of_the_rewrite_name_their_reason() {
+    visits_setup(2, 1);
+    refused("SELECT region, dp_count(id, 1) FROM visits GROUP BY ROLLUP (region)", "GROUPING SETS, ROLLUP or CUBE over protected table visits, which has a privacy unit");
+    refused("SELECT dp.keep_group(id, 1, 1e-6) FROM visits", "dp.keep_group over protected table visits: pg_dp adds the selection of groups itself");
+    // labels that cannot be a unit
+    refused("SELECT dp.protect_table('visits', privacy_unit => 'nope')", "column \"nope\" of public.visits does not exist");
+    Spi::run("ALTER TABLE visits ADD COLUMN pt point").unwrap();
+    refused("SELECT dp.protect_table('visits', privacy_unit => 'pt')", "has a type without equality and ordering");
+    refused("SELECT dp.protect_table('visits', privacy_unit => 'patient_id', max_groups_contributed => 0)", "max_groups_contributed must be an integer between 1 and 1000000, got 0");
+}
