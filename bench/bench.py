@@ -13,6 +13,14 @@ Accuracy: many independent releases of dp_sum/dp_avg on one fixed table (one que
 RMSE against the exact answer, printed next to the RMSE of the continuous Laplace mechanism at the
 same sensitivity and epsilon.
 
+Units: dp_sum over a protected table with a privacy unit (10,000,000 rows by default, 1,000,000 units),
+paired with the native two-level query SELECT sum(least(s, upper)) FROM (SELECT uid, sum(x) s ... GROUP BY
+uid) u, serial and parallel; and the same with GROUP BY over 10 public-domain keys.
+
+Selection: how often DP partition selection keeps a group, against its number of units, at epsilon 1,
+delta 1e-6 (many releases of one query with groups of 1..40 units), beside the exact keep probability and
+the probability of Laplace thresholding at the same (epsilon, delta).
+
 Grammar: the planning time (EXPLAIN's "Planning Time") of admitted DP queries on a protected table,
 against the same queries with PostgreSQL's aggregates on a server without pg_dp (--plain-port), and
 the same native queries on the pg_dp server (what the check costs a query that is not a DP query).
@@ -185,8 +193,10 @@ def main():
     ap.add_argument("--dprp-reps", type=int, default=5)
     ap.add_argument("--plain-port", type=int, default=25436, help="a server of the same PostgreSQL without pg_dp")
     ap.add_argument("--plan-runs", type=int, default=400)
-    ap.add_argument("--sections", default="timing,quantiles,dprp,charge,accuracy,grammar",
-                    help="comma-separated subset of timing,quantiles,dprp,charge,accuracy,grammar")
+    ap.add_argument("--unit-rows", type=int, default=10_000_000)
+    ap.add_argument("--selection-releases", type=int, default=400)
+    ap.add_argument("--sections", default="timing,quantiles,dprp,charge,accuracy,grammar,units,selection",
+                    help="comma-separated subset of timing,quantiles,dprp,charge,accuracy,grammar,units,selection")
     a = ap.parse_args()
     sections = set(a.sections.split(","))
     with psycopg.connect(host=a.host, port=a.port, dbname="postgres", user="postgres", autocommit=True) as c:
@@ -222,6 +232,79 @@ def main():
             accuracy_section(c, a)
         if "grammar" in sections:
             grammar_section(c, a)
+        if "units" in sections:
+            units_section(c, a)
+        if "selection" in sections:
+            selection_section(c, a)
+
+
+def units_section(c, a):
+    """dp_sum with a privacy unit against the native two-level query, serial and parallel."""
+    n = a.unit_rows
+    units = max(1, n // 10)
+    cur = c.cursor()
+    have = cur.execute("SELECT count(*) FROM pg_class WHERE relname = 'bench_units'").fetchone()[0]
+    if not have or cur.execute("SELECT count(*) FROM bench_units").fetchone()[0] != n:
+        print(f"\nloading {n:,} rows of {units:,} units ...", flush=True)
+        cur.execute("DROP TABLE IF EXISTS bench_units")
+        cur.execute(f"""CREATE TABLE bench_units AS
+                        SELECT (abs(hashint4(g)) % {units}) AS uid, g % 10 AS k, (abs(hashint4(g + 1)) % 1000)::float8 / 10 AS x
+                          FROM generate_series(1, {n}) g""")
+        cur.execute("VACUUM ANALYZE bench_units")
+    cur.execute("SELECT dp.protect_table('bench_units', privacy_unit => 'uid', max_groups_contributed => 3)")
+    cur.execute("SELECT dp.set_domain('bench_units', 'k', ARRAY[0, 1, 2, 3, 4, 5, 6, 7, 8, 9])")
+    cases = [
+        ("dp_sum, no GROUP BY",
+         "SELECT sum(least(s, 1000)) FROM (SELECT uid, sum(x) s FROM bench_units GROUP BY uid) u",
+         "SELECT dp_sum(x, 0, 1000, 1.0) FROM bench_units"),
+        ("dp_count, no GROUP BY",
+         "SELECT count(*) FROM (SELECT uid FROM bench_units GROUP BY uid) u",
+         "SELECT dp_count(*) FROM bench_units"),
+        ("dp_sum, GROUP BY 10 keys (3 per unit)",
+         "SELECT k, sum(least(s, 1000)) FROM (SELECT k, uid, sum(x) s, row_number() OVER (PARTITION BY uid ORDER BY random()) r "
+         "FROM bench_units GROUP BY k, uid) u WHERE r <= 3 GROUP BY k",
+         "SELECT k, dp_sum(x, 0, 1000, 1.0) FROM bench_units GROUP BY k"),
+    ]
+    reps = max(3, a.reps // 3)
+    print(f"\nPrivacy units: {n:,} rows, {units:,} units, against the native query computing the same per-unit "
+          f"aggregation ({reps} alternating pairs, medians)\n")
+    print("| plan | query | native ms | pg_dp ms | ratio |")
+    print("|---|---|---:|---:|---:|")
+    for mode in ("serial", "parallel"):
+        set_mode(cur, mode)
+        for name, qn, qd in cases:
+            mn, md, r = pair(cur, qn, qd, reps)
+            print(f"| {mode} | {name} | {mn:.0f} | {md:.0f} | {r:.3f} |")
+    cur.execute("RESET max_parallel_workers_per_gather")
+
+
+def selection_section(c, a):
+    """Fraction of groups kept by partition selection against their size, at ε = 1, δ = 1e-6."""
+    cur = c.cursor()
+    sizes = list(range(1, 41))
+    cur.execute("DROP TABLE IF EXISTS bench_sel")
+    cur.execute("CREATE TABLE bench_sel AS SELECT s AS grp, s * 1000 + j AS uid FROM generate_series(1, 40) s, generate_series(1, s) j")
+    cur.execute("SELECT dp.protect_table('bench_sel', privacy_unit => 'uid')")
+    cur.execute("SET dp.group_selection_epsilon = 1")
+    cur.execute("SET dp.group_selection_delta = 1e-6")
+    cur.execute("""CREATE OR REPLACE FUNCTION bench_sel_runs(n int) RETURNS SETOF int LANGUAGE plpgsql AS $$
+                   BEGIN FOR i IN 1..n LOOP RETURN QUERY SELECT grp FROM bench_sel GROUP BY grp HAVING dp_count(*) > -1e9; END LOOP; END $$""")
+    n = a.selection_releases
+    kept = dict(cur.execute(f"SELECT r, count(*) FROM bench_sel_runs({n}) r GROUP BY r").fetchall())
+    # the exact keep probability (the recursion of docs/privacy/partition-selection.md) and Laplace thresholding
+    eps, delta = 1.0, 1e-6
+    pi, p = [0.0], 0.0
+    for _ in sizes:
+        p = max(p, min(math.exp(eps) * p + delta, 1 - math.exp(-eps) * (1 - p - delta), 1.0))
+        pi.append(p)
+    tau = 1 + math.log(1 / (2 * delta)) / eps
+    lap = lambda m: 1 - 0.5 * math.exp(-eps * (m - tau)) if m >= tau else 0.5 * math.exp(eps * (m - tau))
+    print(f"\nPartition selection at ε = 1, δ = 1e-6: fraction of {n} releases in which a group of m units appears\n")
+    print("| units m | measured | exact π(m) | Laplace thresholding |")
+    print("|---:|---:|---:|---:|")
+    for m in sizes:
+        if m <= 30 or m % 5 == 0:
+            print(f"| {m} | {kept.get(m, 0) / n:.3f} | {pi[m]:.3g} | {lap(m):.3g} |")
 
 
 def dprp_section(c, a):

@@ -1,12 +1,12 @@
 //! Per-unit aggregates: the first level of a DP query over a table with a privacy unit
 //! (`rewrite.rs`). Each computes one value per privacy unit and group, from that unit's rows only,
 //! which the DP aggregate of the second level then treats as one row:
-//! - `dp.unit_sum(value, lower, upper)`: the unit's sum of values clamped to [lower, upper], then
-//!   clamped to [lower, upper] itself, in the value's type (dp_sum);
+//! - `dp.unit_sum(value, lower, upper)`: the unit's sum of values clamped to [lower, upper], in the
+//!   value's type (saturated for int2 and int4); the DP level clamps it to [lower, upper] (dp_sum);
 //! - `dp.unit_mean(value, lower, upper)`: the mean of the unit's clamped values (dp_avg, dp_median,
 //!   dp_percentile), NULL for a unit without values;
-//! - `dp.unit_count(cap)`, `dp.unit_count(value, cap)`: the unit's rows (non-NULL values), at most
-//!   `cap` (dp_count).
+//! - `dp.unit_count()`, `dp.unit_count(value)`: the unit's rows (non-NULL values) as int4, which the
+//!   DP level clamps to `max_count_per_unit` (dp_count).
 //!
 //! NULL and NaN values are skipped. Nothing here can raise an error for a stored value: sums are
 //! exact in i128 for integers, finite in f64 for clamped reals (|bound| ≤ 1e30), and the results are
@@ -91,10 +91,6 @@ impl UnitAcc {
         clamp_f64(self.float_sum, self.lower, self.upper)
     }
 
-    fn clamped_int_sum(&self) -> i64 {
-        self.int_sum().clamp(self.int_lower as i128, self.int_upper as i128) as i64
-    }
-
     fn clamped_mean(&self) -> f64 {
         clamp_f64(self.float_sum / self.n as f64, self.lower, self.upper)
     }
@@ -138,24 +134,6 @@ unsafe fn bound(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> Datum {
     pg_getarg_datum_raw(fcinfo, i)
 }
 
-/// Integer transition: `decode` reads the value and bound datums of the SQL type.
-unsafe fn int_trans(fcinfo: pg_sys::FunctionCallInfo, decode: fn(Datum) -> i64) -> Datum {
-    let acc = state(fcinfo);
-    if !(*acc).bounded {
-        (*acc).int_lower = decode(bound(fcinfo, 2));
-        (*acc).int_upper = decode(bound(fcinfo, 3));
-        (*acc).lower = (*acc).int_lower as f64;
-        (*acc).upper = (*acc).int_upper as f64;
-        (*acc).bounded = true;
-    }
-    if !pg_arg_is_null(fcinfo, 1) {
-        let v = decode(pg_getarg_datum_raw(fcinfo, 1)).clamp((*acc).int_lower, (*acc).int_upper);
-        (*acc).add_int(v as i128);
-        (*acc).n += 1;
-    }
-    Datum::from(acc)
-}
-
 /// Real transition: `decode` reads the value and bound datums of the SQL type as float8.
 unsafe fn float_trans(fcinfo: pg_sys::FunctionCallInfo, decode: unsafe fn(Datum) -> f64) -> Datum {
     let acc = state(fcinfo);
@@ -178,10 +156,105 @@ unsafe fn f64_of_float8(d: Datum) -> f64 {
     f64::from_bits(d.value() as u64)
 }
 
-pg_v1!(pg_finfo_dp_unit_sum_int2_trans, dp_unit_sum_int2_trans, |fcinfo| { int_trans(fcinfo, |d| d.value() as i16 as i64) });
-pg_v1!(pg_finfo_dp_unit_sum_int4_trans, dp_unit_sum_int4_trans, |fcinfo| { int_trans(fcinfo, |d| d.value() as i32 as i64) });
-pg_v1!(pg_finfo_dp_unit_sum_int8_trans, dp_unit_sum_int8_trans, |fcinfo| { int_trans(fcinfo, |d| d.value() as i64) });
-pg_v1!(pg_finfo_dp_unit_float8_trans, dp_unit_float8_trans, |fcinfo| { float_trans(fcinfo, f64_of_float8) });
+/// A V1 function that is plain arithmetic on by-value datums: no allocation, no panic, no call into
+/// PostgreSQL, so it needs no pg_guard (the per-row transitions of the per-unit sums).
+macro_rules! pg_v1_pure {
+    ($finfo:ident, $name:ident, |$fc:ident| $body:block) => {
+        crate::pg_finfo!($finfo);
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C-unwind" fn $name($fc: pg_sys::FunctionCallInfo) -> Datum $body
+    };
+}
+
+/// Argument `i` of a call: (datum, is NULL). Plain memory reads.
+#[inline(always)]
+unsafe fn arg(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> (Datum, bool) {
+    let a = (*fcinfo).args.as_slice((*fcinfo).nargs as usize)[i];
+    (a.value, a.isnull)
+}
+
+/// Per-unit sum of integers (state int8, NULL before the first value): the value clamped to the
+/// bounds (arguments 2 and 3), added with saturation. `decode` reads the SQL type.
+#[inline(always)]
+unsafe fn int_sum_step(fcinfo: pg_sys::FunctionCallInfo, decode: fn(Datum) -> i64) -> Datum {
+    let (state, state_null) = arg(fcinfo, 0);
+    let (v, v_null) = arg(fcinfo, 1);
+    let (lo, lo_null) = arg(fcinfo, 2);
+    let (hi, hi_null) = arg(fcinfo, 3);
+    let total = if state_null { 0 } else { state.value() as i64 };
+    if v_null || lo_null || hi_null {
+        (*fcinfo).isnull = state_null;
+        return Datum::from(total);
+    }
+    let (v, lo, hi) = (decode(v), decode(lo), decode(hi));
+    let c = if v < lo { lo } else if v > hi { hi } else { v };
+    (*fcinfo).isnull = false;
+    Datum::from(total.saturating_add(c))
+}
+
+/// Per-unit sum of float8 (state float8, NULL before the first value): NaN skipped, the value
+/// clamped to the bounds (|bound| ≤ 1e30, so the sum stays finite).
+#[inline(always)]
+unsafe fn float_sum_step(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
+    let (state, state_null) = arg(fcinfo, 0);
+    let (v, v_null) = arg(fcinfo, 1);
+    let (lo, lo_null) = arg(fcinfo, 2);
+    let (hi, hi_null) = arg(fcinfo, 3);
+    let total = if state_null { 0.0 } else { f64::from_bits(state.value() as u64) };
+    let v = f64::from_bits(v.value() as u64);
+    if v_null || lo_null || hi_null || v.is_nan() {
+        (*fcinfo).isnull = state_null;
+        return Datum::from(total.to_bits());
+    }
+    (*fcinfo).isnull = false;
+    Datum::from((total + clamp_f64(v, f64::from_bits(lo.value() as u64), f64::from_bits(hi.value() as u64))).to_bits())
+}
+
+pg_v1_pure!(pg_finfo_dp_unit_sum_int2_step, dp_unit_sum_int2_step, |fcinfo| { int_sum_step(fcinfo, |d| d.value() as i16 as i64) });
+pg_v1_pure!(pg_finfo_dp_unit_sum_int4_step, dp_unit_sum_int4_step, |fcinfo| { int_sum_step(fcinfo, |d| d.value() as i32 as i64) });
+pg_v1_pure!(pg_finfo_dp_unit_sum_int8_step, dp_unit_sum_int8_step, |fcinfo| { int_sum_step(fcinfo, |d| d.value() as i64) });
+pg_v1_pure!(pg_finfo_dp_unit_sum_float8_step, dp_unit_sum_float8_step, |fcinfo| { float_sum_step(fcinfo) });
+
+// Combines two partial per-unit sums (either may be NULL).
+pg_v1_pure!(pg_finfo_dp_unit_int_combine, dp_unit_int_combine, |fcinfo| {
+    let (a, an) = arg(fcinfo, 0);
+    let (b, bn) = arg(fcinfo, 1);
+    (*fcinfo).isnull = an && bn;
+    Datum::from((if an { 0 } else { a.value() as i64 }).saturating_add(if bn { 0 } else { b.value() as i64 }))
+});
+pg_v1_pure!(pg_finfo_dp_unit_float_combine, dp_unit_float_combine, |fcinfo| {
+    let (a, an) = arg(fcinfo, 0);
+    let (b, bn) = arg(fcinfo, 1);
+    (*fcinfo).isnull = an && bn;
+    let f = |d: Datum, null: bool| if null { 0.0 } else { f64::from_bits(d.value() as u64) };
+    Datum::from((f(a, an) + f(b, bn)).to_bits())
+});
+
+// The int8 per-unit sum as int2 or int4, saturated (the DP level clamps it to its bounds, which
+// are of that type).
+pg_v1_pure!(pg_finfo_dp_unit_sum_to_int2, dp_unit_sum_to_int2, |fcinfo| {
+    let (a, _) = arg(fcinfo, 0);
+    Datum::from((a.value() as i64).clamp(i16::MIN as i64, i16::MAX as i64) as i16)
+});
+pg_v1_pure!(pg_finfo_dp_unit_sum_to_int4, dp_unit_sum_to_int4, |fcinfo| {
+    let (a, _) = arg(fcinfo, 0);
+    Datum::from((a.value() as i64).clamp(i32::MIN as i64, i32::MAX as i64) as i32)
+});
+
+#[inline(always)]
+unsafe fn add_float(acc: *mut UnitAcc, v: f64, isnull: bool) -> bool {
+    if !isnull && (*acc).bounded && !v.is_nan() {
+        (*acc).float_sum += clamp_f64(v, (*acc).lower, (*acc).upper);
+        (*acc).n += 1;
+    }
+    (*acc).bounded
+}
+
+// the mean's state is internal (sum and count); its transition has a fast path for a row once the
+// state exists
+crate::pg_v1_trans!(pg_finfo_dp_unit_float8_trans, dp_unit_float8_trans, state = UnitAcc,
+    fast = |acc, val, isnull| { add_float(acc, f64::from_bits(val.value() as u64), isnull) },
+    slow = |fcinfo| { float_trans(fcinfo, f64_of_float8) });
 pg_v1!(pg_finfo_dp_unit_numeric_trans, dp_unit_numeric_trans, |fcinfo| { float_trans(fcinfo, numeric_datum_f64) });
 
 /// The final value of a unit with at least one value, or NULL.
@@ -198,47 +271,18 @@ unsafe fn numeric_of(x: f64) -> Datum {
     super::ffi::f64_to_numeric(x)
 }
 
-pg_v1!(pg_finfo_dp_unit_sum_int2_final, dp_unit_sum_int2_final, |fcinfo| {
-    final_of(fcinfo, |a| Datum::from(a.clamped_int_sum() as i16))
-});
-pg_v1!(pg_finfo_dp_unit_sum_int4_final, dp_unit_sum_int4_final, |fcinfo| {
-    final_of(fcinfo, |a| Datum::from(a.clamped_int_sum() as i32))
-});
-pg_v1!(pg_finfo_dp_unit_sum_int8_final, dp_unit_sum_int8_final, |fcinfo| { final_of(fcinfo, |a| Datum::from(a.clamped_int_sum())) });
-pg_v1!(pg_finfo_dp_unit_sum_float8_final, dp_unit_sum_float8_final, |fcinfo| {
-    final_of(fcinfo, |a| Datum::from(a.clamped_float_sum().to_bits()))
-});
 pg_v1!(pg_finfo_dp_unit_sum_numeric_final, dp_unit_sum_numeric_final, |fcinfo| { final_of(fcinfo, |a| numeric_of(a.clamped_float_sum())) });
 pg_v1!(pg_finfo_dp_unit_mean_float8_final, dp_unit_mean_float8_final, |fcinfo| {
     final_of(fcinfo, |a| Datum::from(a.clamped_mean().to_bits()))
 });
 pg_v1!(pg_finfo_dp_unit_mean_numeric_final, dp_unit_mean_numeric_final, |fcinfo| { final_of(fcinfo, |a| numeric_of(a.clamped_mean())) });
 
-// dp.unit_count(cap) and dp.unit_count(value, cap): rows (non-NULL values), at most cap
-pg_v1!(pg_finfo_dp_unit_count_star_trans, dp_unit_count_star_trans, |fcinfo| {
-    let acc = state(fcinfo);
-    if !(*acc).bounded {
-        (*acc).int_upper = bound(fcinfo, 1).value() as i32 as i64;
-        (*acc).bounded = true;
-    }
-    (*acc).n += 1;
-    Datum::from(acc)
-});
-pg_v1!(pg_finfo_dp_unit_count_trans, dp_unit_count_trans, |fcinfo| {
-    let acc = state(fcinfo);
-    if !(*acc).bounded {
-        (*acc).int_upper = bound(fcinfo, 2).value() as i32 as i64;
-        (*acc).bounded = true;
-    }
-    if !pg_arg_is_null(fcinfo, 1) {
-        (*acc).n += 1;
-    }
-    Datum::from(acc)
-});
+// dp.unit_count(*) and dp.unit_count(value) run on PostgreSQL's own count transitions (int8inc,
+// int8inc_any); the final value is the count as int4, saturated (the DP level clamps it to
+// max_count_per_unit).
 pg_v1!(pg_finfo_dp_unit_count_final, dp_unit_count_final, |fcinfo| {
-    agg_context(fcinfo, F);
-    let n = existing(fcinfo, 0).map_or(0, |a| a.n.min(a.int_upper.max(0)));
-    Datum::from(n as i32)
+    let n = if pg_arg_is_null(fcinfo, 0) { 0 } else { pg_getarg_datum_raw(fcinfo, 0).value() as i64 };
+    Datum::from(n.clamp(0, i32::MAX as i64) as i32)
 });
 
 pg_v1!(pg_finfo_dp_unit_combine, dp_unit_combine, |fcinfo| {

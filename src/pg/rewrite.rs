@@ -620,17 +620,19 @@ unsafe fn per_unit_value(call: &DpCall, cap: i64) -> *mut Node {
     let a = call.aggref;
     let args: Vec<*mut Node> = list_iter::<pg_sys::TargetEntry>((*a).args).map(|t| copy((*t).expr as *mut Node)).collect();
     let filter = if (*a).aggfilter.is_null() { std::ptr::null_mut() } else { copy((*a).aggfilter as *mut Node) };
-    let cap = int_const(pg_sys::INT4OID, cap);
     let bounds_at = |lo: usize| (args[lo], args[lo + 1]);
     let (name, value, lower, upper) = match call.kind {
+        // a unit's group exists only if it has a row: counting it once needs no aggregate
+        Kind::Count if (*a).aggstar && filter.is_null() && cap == 1 => {
+            return int_const(pg_sys::INT4OID, 1);
+        }
         Kind::Count if (*a).aggstar => {
-            let f = function(Some("dp"), "unit_count", &[pg_sys::INT4OID]);
-            return aggref(f, pg_sys::INT4OID, &[cap], filter, false) as *mut Node;
+            let f = function(Some("dp"), "unit_count", &[]);
+            return aggref(f, pg_sys::INT4OID, &[], filter, true) as *mut Node;
         }
         Kind::Count => {
-            let f = function(Some("dp"), "unit_count", &[pg_sys::ANYOID, pg_sys::INT4OID]);
-            let r = aggref(f, pg_sys::INT4OID, &[args[0], cap], filter, false);
-            return r as *mut Node;
+            let f = function(Some("dp"), "unit_count", &[pg_sys::ANYOID]);
+            return aggref(f, pg_sys::INT4OID, &[args[0]], filter, false) as *mut Node;
         }
         Kind::IntSum | Kind::FloatSum => {
             let (l, u) = bounds_at(1);
@@ -782,7 +784,9 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
     }
     (*inner).targetList = ptr_list(&itles);
     (*inner).groupClause = if unit.is_some() { ptr_list(&igroup) } else { std::ptr::null_mut() };
-    (*inner).hasAggs = unit.is_some();
+    let mut inner_aggs: Vec<*mut Node> = Vec::new();
+    collect_nodes((*inner).targetList as *mut Node, &[NodeTag::T_Aggref], &mut inner_aggs);
+    (*inner).hasAggs = !inner_aggs.is_empty();
     (*inner).havingQual = std::ptr::null_mut();
     (*inner).sortClause = std::ptr::null_mut();
     (*inner).distinctClause = std::ptr::null_mut();
