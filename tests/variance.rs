@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use pg_dp_core::accounting::mechanism_epsilon;
 use pg_dp_core::accum::{Acc, Params, Spec};
-use pg_dp_core::mechanisms::{variance_row_loss, VarianceSpec, VAR_KAPPA};
+use pg_dp_core::mechanisms::{variance_row_loss, VarianceSpec, VAR_KAPPA, VAR_WEIGHTS};
 use pg_dp_core::rng::{seeded_rng, DpRng};
 use pg_dp_core::DpError;
 use rand::Rng;
@@ -81,7 +81,7 @@ fn the_joint_row_loss_is_epsilon_at_every_epsilon() {
     eprintln!("separate accounting / joint row loss: {lo:.3} .. {hi:.3}");
     assert!(lo > 1.15, "the joint accounting gains only {lo}");
     // the closed form of max over t of e1·t + e2·|t² − k| against a fine scan
-    for &(e1, e2, k) in &[(0.32, 0.84, VAR_KAPPA), (1.0, 0.1, 0.5), (0.01, 2.0, 0.9), (0.5, 0.5, 0.0), (3.0, 0.2, 1.0)] {
+    for &(e1, e2, k) in &[(0.36, 0.76, VAR_KAPPA), (1.0, 0.1, 0.5), (0.01, 2.0, 0.9), (0.5, 0.5, 0.0), (3.0, 0.2, 1.0)] {
         let scan = (0..=100_000).map(|i| i as f64 / 100_000.0).map(|t| e1 * t + e2 * (t * t - k).abs()).fold(0.0, f64::max);
         let closed = variance_row_loss(e1, e2, k);
         assert!(closed >= scan && closed <= scan * (1.0 + 1e-8), "({e1}, {e2}, {k}): {closed} vs scan {scan}");
@@ -230,10 +230,13 @@ fn receipt_and_state() {
     assert_eq!(info.count_scale, Some(b0));
     let h = spec.half as f64 * step;
     assert!((h - 2.0).abs() < 1e-9 && (info.sensitivity - VAR_KAPPA * 4.0).abs() < 1e-6, "{h} {}", info.sensitivity);
-    // the scales follow the shares: about 1/(0.4ε), 2/(0.32ε) and 4/(0.84ε) in output units
-    let e = 0.5;
-    assert!((b0 * 0.4 * e - 1.0).abs() < 1e-6 && (b1 * step * 0.32 * e / 2.0 - 1.0).abs() < 1e-6, "{b0} {}", b1 * step);
-    assert!((info.scale * 0.84 * e / 4.0 - 1.0).abs() < 1e-6, "{}", info.scale);
+    // the scales follow the weights w, normalised so that w0 + max_t(w1·t + w2·|t² − κ/H²|) = 1:
+    // 1/(w0·ε), H/(w1·ε) and H²/(w2·ε) in output units, with H = 2
+    let (w0, w1, w2) = VAR_WEIGHTS;
+    let norm = w0 + variance_row_loss(w1, w2, VAR_KAPPA);
+    let e = 0.5 / norm;
+    assert!((b0 * w0 * e - 1.0).abs() < 1e-6 && (b1 * step * w1 * e / 2.0 - 1.0).abs() < 1e-6, "{b0} {}", b1 * step);
+    assert!((info.scale * w2 * e / 4.0 - 1.0).abs() < 1e-6, "{}", info.scale);
     let d: serde_json::Value = serde_json::from_str(&Spec::Variance(spec).details()).unwrap();
     assert_eq!(d["estimate"], "sample variance");
     assert!((d["centred_sum"]["scale"].as_f64().unwrap() - b1 * step).abs() < 1e-12);

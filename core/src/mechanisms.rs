@@ -242,9 +242,9 @@ pub const VAR_GRID_BITS: i32 = 31;
 /// Relative privacy-loss weights of dp_variance's three statistics, before normalisation: the count
 /// (per row), the centred sum (per half-width H) and the shifted sum of squares (per H²)
 /// (docs/privacy/variance.md explains the choice).
-pub const VAR_WEIGHTS: (f64, f64, f64) = (0.40, 0.32, 0.84);
+pub const VAR_WEIGHTS: (f64, f64, f64) = (0.40, 0.36, 0.76);
 /// The shift κ of the squares, as a fraction of H²: each row adds (x − c)² − κ to the third statistic.
-pub const VAR_KAPPA: f64 = 2.0 / 3.0;
+pub const VAR_KAPPA: f64 = 0.7;
 
 /// The largest privacy loss of one row, max over t ∈ [0, 1] of e1·t + e2·|t² − k|: the loss of the
 /// centred sum and of the shifted sum of squares together when a row at distance t·H from the centre
