@@ -9,7 +9,7 @@ use common::*;
 use pg_dp_core::accounting::mechanism_epsilon;
 use pg_dp_core::quantile::{
     laplace_calibration, laplace_ln_delta, polynomial_calibration, polynomial_loss, rounded_laplace, rounded_polynomial,
-    Method, QuantileParams, QuantileSpec, U256, MIN_SCALE_STEPS,
+    em_categories, Method, QuantileParams, QuantileSpec, U256, MIN_SCALE_STEPS,
 };
 use pg_dp_core::rng::{seeded_rng, DpRng};
 use pg_dp_core::sampling::{dyadic, LazyUniform};
@@ -560,6 +560,31 @@ fn exponential_mechanism_releases_the_minimum_and_maximum_at_p_0_and_1() {
     let g = chi2_gof(&xs, |i| if (0..probs.len() as i64).contains(&i) { probs[i as usize].2 / total } else { 0.0 }, 0, 20.0);
     eprintln!("EM at p = 0 over a pile at the bound: P(lower) = {:.4}, χ² = {:.1}, df = {}, p-value = {:.3e}", 1.0 / total, g.stat, g.df, g.p_value);
     assert!(!g.rejects(ALPHA), "{g:?}");
+}
+
+#[test]
+fn exponential_mechanism_categories_tile_the_grid_and_the_ranks() {
+    // the categories cover every grid point once, in order, and their rank intervals tile [0, n], so
+    // the smallest distance to any target rank p̃·n is 0 (the mechanism relies on it)
+    let mut rng = seeded_rng(740);
+    for case in 0..3_000 {
+        let n_steps = [0i64, 1, 5, 100][case % 4];
+        let n = rng.random_range(0..12);
+        let mut idx: Vec<f64> = (0..n).map(|_| rng.random_range(0..=n_steps) as f64).collect();
+        idx.sort_by(f64::total_cmp);
+        let p = [0.0, 0.3, 0.5, 1.0, rng.random::<f64>()][case % 5];
+        let pn = (p * (1u128 << 60) as f64).round() as u128 * n as u128;
+        let (mut next, mut best) = (0i64, u128::MAX);
+        em_categories(&idx, n_steps, pn, |start, count, d| {
+            assert_eq!(start, next, "{idx:?}");
+            assert!(count >= 1);
+            next = start + count;
+            best = best.min(d);
+            true
+        });
+        assert_eq!(next, n_steps + 1, "{idx:?}");
+        assert_eq!(best, 0, "{idx:?}, p = {p}");
+    }
 }
 
 #[test]

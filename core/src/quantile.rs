@@ -262,11 +262,11 @@ impl QuantileSpec {
     /// The exponential mechanism over the grid points 0..=N. A point y occupies the ranks
     /// [#{x < y}, #{x ≤ y}], and its distance d(y) = max(#{x < y} − p̃n, p̃n − #{x ≤ y}, 0) is how far
     /// the target rank p̃n lies from them (so a point equal to the minimum is at distance 0 for p = 0,
-    /// and one equal to the maximum for p = 1). With d* the smallest distance, y has weight
-    /// max(exp(−q·(d(y) − d*)), 2^-64), q = (ε/2 − margin)/max(p̃, 1 − p̃), rounded up to an integer
-    /// multiple of 2^-109 ([`em_weight`]). Dividing by exp(−q·d*) does not change the distribution,
-    /// and the floor is relative to the largest weight, which moves by the same factor as every weight
-    /// between neighbours (docs/privacy/percentile-em.md); all floored points together weigh at most
+    /// and one equal to the maximum for p = 1). These rank intervals tile [0, n] (a data value's
+    /// interval ends where the next gap's begins), so some point is at distance 0 and the largest
+    /// weight is exactly 1: y has weight max(exp(−q·d(y)), 2^-64), q = (ε/2 − margin)/max(p̃, 1 − p̃),
+    /// rounded up to an integer multiple of 2^-109 ([`em_weight`]). The floor is relative to that
+    /// largest weight (docs/privacy/percentile-em.md); all floored points together weigh at most
     /// 2^-22 of one best point. The points fall into at most 2n + 1 categories of equal weight
     /// ([`em_categories`]), so one pass computes the exact total (below 2^152, in 256-bit integers), a
     /// uniform integer below it picks the category, and a uniform point of it is released.
@@ -276,12 +276,7 @@ impl QuantileSpec {
         // an absolute margin for the weights' rounding, relative where ε is so large it would vanish
         let q = (half - EM_MARGIN.max(half * EM_MARGIN)) / self.utility_sensitivity();
         let pn = p_numerator(self.p) * idx.len() as u128; // p̃·n·2^60, exact
-        let mut d_min = u128::MAX;
-        em_categories(idx, n_steps, pn, |_, _, d| {
-            d_min = d_min.min(d);
-            true
-        });
-        let weight = |d: u128| em_weight(q * ((d - d_min) as f64 / P_SCALE as f64));
+        let weight = |d: u128| em_weight(q * (d as f64 / P_SCALE as f64));
         let mut total = U256::ZERO;
         em_categories(idx, n_steps, pn, |_, count, d| {
             total = total.add(U256::mul(count as u128, weight(d)));
