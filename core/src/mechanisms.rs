@@ -393,20 +393,29 @@ impl VarianceSpec {
         (pop * m / (m - 1.0) * step * step).clamp(0.0, self.max_variance())
     }
 
-    /// The release from the exact statistics: sum_q = Σ q(x), sum_sq = Σ (q(x) − c)², n rows. The
-    /// variance (or its square root for dp_stddev).
+    /// The mechanism proper, from the exact statistics sum_q = Σ q(x), sum_sq = Σ (q(x) − c)² and n
+    /// rows: the noisy count, centred sum Σ(q(x) − c) and shifted sum of squares Σ((q(x) − c)² − κ).
+    /// Everything after it is post-processing. Requires H > 0.
+    pub fn noisy_statistics<R: Rng + ?Sized>(&self, rng: &mut R, sum_q: i128, sum_sq: i128, n: i64) -> (i128, i128, i128) {
+        let [(t0, s0), (t1, s1), (t2, s2)] = self.scales();
+        let n = n as i128;
+        let centred = sum_q - n * self.center as i128;
+        let shifted = sum_sq - n * self.kappa as i128;
+        (
+            n.saturating_add(discrete_laplace(rng, t0, s0)),
+            centred.saturating_add(discrete_laplace(rng, t1, s1)),
+            shifted.saturating_add(discrete_laplace(rng, t2, s2)),
+        )
+    }
+
+    /// The release from the exact statistics (see [`VarianceSpec::noisy_statistics`]): the sample
+    /// variance, or its square root for dp_stddev.
     pub fn release<R: Rng + ?Sized>(&self, rng: &mut R, sum_q: i128, sum_sq: i128, n: i64) -> Noisy<f64> {
         if self.half == 0 {
             // the bounds fall on one grid point: every row has that value
             return Noisy { value: 0.0, info: self.describe() };
         }
-        let [(t0, s0), (t1, s1), (t2, s2)] = self.scales();
-        let n = n as i128;
-        let centred = sum_q - n * self.center as i128;
-        let shifted = sum_sq - n * self.kappa as i128;
-        let noisy_n = n.saturating_add(discrete_laplace(rng, t0, s0));
-        let noisy_sum = centred.saturating_add(discrete_laplace(rng, t1, s1));
-        let noisy_sq = shifted.saturating_add(discrete_laplace(rng, t2, s2));
+        let (noisy_n, noisy_sum, noisy_sq) = self.noisy_statistics(rng, sum_q, sum_sq, n);
         let var = self.estimate(noisy_n, noisy_sum, noisy_sq);
         Noisy { value: if self.stddev { var.sqrt() } else { var }, info: self.describe() }
     }
