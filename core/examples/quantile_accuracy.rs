@@ -15,6 +15,8 @@
 //! The true quantile is `pg_dp_core::smooth::quantile` on the clamped, sorted data: the rank
 //! convention of the releases (round(p·(n + 1)), bounds as the outermost order statistics).
 //! Seeds make the numbers reproducible; a seeded release is of course not private.
+mod shared;
+
 use pg_dp_core::quantile::{rounded_laplace, QuantileSpec};
 use pg_dp_core::rng::{seeded_rng, DpRng};
 use pg_dp_core::sampling::dyadic;
@@ -25,28 +27,6 @@ const EPSILONS: [f64; 4] = [0.1, 0.5, 1.0, 2.0];
 const DELTA: f64 = 1e-6;
 /// The naive baseline adds noise on a grid of 2^NAIVE_BITS steps across [lower, upper].
 const NAIVE_BITS: i32 = 32;
-
-fn usage() -> ! {
-    eprintln!("usage: quantile_accuracy FILE.csv LOWER UPPER LABEL [--reps R] [--seed S]");
-    std::process::exit(2);
-}
-
-fn read_column(path: &str) -> Vec<f64> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let field = line.split(',').next().unwrap_or("").trim();
-        if field.is_empty() {
-            continue;
-        }
-        match field.parse::<f64>() {
-            Ok(v) if !v.is_nan() => out.push(v),
-            _ if i == 0 => {} // header
-            _ => panic!("{path}:{}: not a number: {field:?}", i + 1),
-        }
-    }
-    out
-}
 
 /// Global-sensitivity Laplace: q + Lap((upper − lower)/ε), rounded to a grid of 2^NAIVE_BITS steps
 /// across the bounds and clamped to them. With ε = m·2^-k the scale in steps is exactly
@@ -98,24 +78,8 @@ fn fmt(x: f64) -> String {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (mut pos, mut reps, mut seed) = (Vec::new(), 1000usize, 20240601u64);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--reps" => reps = it.next().and_then(|s| s.parse().ok()).unwrap_or_else(|| usage()),
-            "--seed" => seed = it.next().and_then(|s| s.parse().ok()).unwrap_or_else(|| usage()),
-            _ => pos.push(a.clone()),
-        }
-    }
-    if pos.len() != 4 || reps == 0 {
-        usage();
-    }
-    let (path, label) = (&pos[0], &pos[3]);
-    let lower: f64 = pos[1].parse().unwrap_or_else(|_| usage());
-    let upper: f64 = pos[2].parse().unwrap_or_else(|_| usage());
-
-    let raw = read_column(path);
+    let shared::Args { path, lower, upper, label, reps, seed } = shared::parse_args("quantile_accuracy", 1000, 20240601);
+    let raw = shared::read_column(&path);
     let n = raw.len();
     let clamped = raw.iter().filter(|&&v| v < lower || v > upper).count();
     // clamped and sorted once: every release gets a copy (release() sorts and overwrites its input)
@@ -123,7 +87,7 @@ fn main() {
 
     println!(
         "**{label}**: n = {n}, bounds [{}, {}] ({clamped} outside, clamped); median / 90th percentile of |error| over {reps} releases per cell\n",
-        pos[1], pos[2]
+        lower, upper
     );
     println!("| p | ε | true quantile | smooth, δ = 1e-6 | smooth, δ = 0 | exponential | naive Laplace |");
     println!("|---:|---:|---:|---:|---:|---:|---:|");

@@ -15,30 +15,13 @@
 //!   of the delta-method variance over typical data (docs/privacy/variance.md);
 //! - pg_dp: `VarianceSpec` (shift 0.7·H², joint accounting of the three statistics per row).
 //! Seeds make the numbers reproducible; a seeded release is of course not private.
+mod shared;
+
 use pg_dp_core::mechanisms::VarianceSpec;
 use pg_dp_core::rng::{seeded_rng, DpRng};
 use pg_dp_core::sampling::{discrete_laplace, laplace_scale};
 
 const EPSILONS: [f64; 4] = [0.1, 0.5, 1.0, 2.0];
-
-fn usage() -> ! {
-    eprintln!("usage: variance_accuracy FILE.csv LOWER UPPER LABEL [--reps R] [--seed S]");
-    std::process::exit(2);
-}
-
-fn read_column(path: &str) -> Vec<f64> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let field = line.split(',').next().unwrap_or("").trim();
-        match field.parse::<f64>() {
-            Ok(v) if !v.is_nan() => out.push(v),
-            _ if i == 0 || field.is_empty() => {}
-            _ => panic!("{path}:{}: not a number: {field:?}", i + 1),
-        }
-    }
-    out
-}
 
 /// A separately accounted alternative: shift κ (fraction of H²) and the shares of ε.
 struct Alt {
@@ -72,29 +55,15 @@ fn fmt(x: f64) -> String {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (mut pos, mut reps, mut seed) = (Vec::new(), 2000usize, 20240607u64);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--reps" => reps = it.next().and_then(|s| s.parse().ok()).unwrap_or_else(|| usage()),
-            "--seed" => seed = it.next().and_then(|s| s.parse().ok()).unwrap_or_else(|| usage()),
-            _ => pos.push(a.clone()),
-        }
-    }
-    if pos.len() != 4 || reps == 0 {
-        usage();
-    }
-    let lower: f64 = pos[1].parse().unwrap_or_else(|_| usage());
-    let upper: f64 = pos[2].parse().unwrap_or_else(|_| usage());
-    let data: Vec<f64> = read_column(&pos[0]).into_iter().map(|v| v.clamp(lower, upper)).collect();
+    let shared::Args { path, lower, upper, label, reps, seed } = shared::parse_args("variance_accuracy", 2000, 20240607);
+    let data: Vec<f64> = shared::read_column(&path).into_iter().map(|v| v.clamp(lower, upper)).collect();
     let n = data.len();
     let mean = data.iter().sum::<f64>() / n as f64;
     let truth = data.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1) as f64;
     let half = (upper - lower) / 2.0;
     println!(
         "**{}**: n = {n}, bounds [{}, {}], sample variance {truth:.4e} (sd {:.4e}; mean {:+.2} half-widths from the centre); RMSE / true variance, {reps} releases per cell\n",
-        pos[3], pos[1], pos[2], truth.sqrt(), (mean - (lower + upper) / 2.0) / half
+        label, lower, upper, truth.sqrt(), (mean - (lower + upper) / 2.0) / half
     );
     println!("| ε | textbook (thirds, uncentred squares) | centred squares, thirds | centred, best split | pg_dp (joint) |");
     println!("|---:|---:|---:|---:|---:|");

@@ -21,7 +21,7 @@ use crate::accounting::mechanism_epsilon;
 use crate::error::{DpError, DpResult};
 use crate::grid::{pow2, Grid};
 use crate::mechanisms::ReleaseInfo;
-use crate::params::{check_delta, check_epsilon, check_float_bounds, fmt_f64};
+use crate::params::{check_delta, check_epsilon, check_float_bounds, fmt_f64, largest_where};
 use crate::sampling::{bernoulli_exp, dyadic, geometric_exp, LazyUniform};
 use crate::smooth::{check_p, p_numerator, rank, smooth_sensitivity_ln, P_SCALE};
 use rand::Rng;
@@ -444,29 +444,11 @@ pub fn laplace_ln_delta(eps: f64, a: f64, beta: f64) -> f64 {
 pub fn laplace_calibration(eps: f64, delta: f64) -> (f64, f64) {
     let a = eps / 2.0;
     let factor = 2.0 / eps * (1.0 + pow2(-50)); // 1/factor ≤ a
-    let bisect = |ok: &dyn Fn(f64) -> bool, hi: f64| -> f64 {
-        if ok(hi) {
-            return hi;
-        }
-        let (mut lo, mut hi) = (0.0f64, hi);
-        for _ in 0..200 {
-            let mid = 0.5 * (lo + hi);
-            if mid <= lo || mid >= hi {
-                break;
-            }
-            if ok(mid) {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
-    };
     // β + a·e^(−β) is convex in β and equals a < ε at 0: the admissible β form an interval [0, b]
     let limit = eps * (1.0 - pow2(-40));
-    let beta_dilate = bisect(&|b: f64| b + a * (-b).exp() <= limit, eps);
+    let beta_dilate = largest_where(|b| b + a * (-b).exp() <= limit, 0.0, eps, 0.0);
     let ln_target = delta.ln() - pow2(-30);
-    let beta = bisect(&|b: f64| laplace_ln_delta(eps, a, b) <= ln_target, beta_dilate);
+    let beta = largest_where(|b| laplace_ln_delta(eps, a, b) <= ln_target, 0.0, beta_dilate, 0.0);
     (beta, factor)
 }
 
