@@ -59,7 +59,7 @@ log "building the example (release)"
 #   incomes:         annual incomes, [0, 1,000,000] (the top is clamped: a rich tail is expected)
 #   pareto_small:    same income-like scale, [0, 1,000,000]
 run() { (cd "$ROOT" && cargo run -q -p pg_dp_core --release --example quantile_accuracy -- "$@" --reps "$REPS"); }
-echo "## Median absolute error of quantile releases (R = $REPS per cell)"
+echo "## Absolute error of quantile releases: median / 90th percentile (R = $REPS per cell)"
 echo
 run "$OUT/diabetes_target.csv" 0 400 "sklearn diabetes: target (disease progression)"
 run "$OUT/diabetes_bmi.csv" 10 60 "sklearn diabetes: bmi (raw, kg/m²)"

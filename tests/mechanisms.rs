@@ -233,9 +233,9 @@ fn grid_quantization_is_nearest_and_monotone() {
     }
 }
 
-/// The exact state of an accumulator: (integer sum, row count).
-fn acc_sum(acc: &Acc) -> (i128, i64) {
-    (acc.sum, acc.n)
+/// The exact state of an accumulator: (integer sum, sum of squared deviations, row count).
+fn acc_sum(acc: &Acc) -> (i128, i128, i64) {
+    (acc.sum, acc.sum_sq, acc.n)
 }
 
 #[test]
@@ -256,6 +256,8 @@ fn exact_accumulation_is_order_and_partition_independent() {
         Params::avg(-1e16, 1e16, 1.0),
         Params::avg(-1.0, 3.0, 2.0),
         Params::int_sum(-1000, 1000, 1.0),
+        Params::variance(-1e16, 1e16, 1.0),
+        Params::stddev(-1.0, 3.0, 2.0),
     ];
     let mut naive_sums = std::collections::HashSet::new();
     for params in all_params {
@@ -271,9 +273,15 @@ fn exact_accumulation_is_order_and_partition_independent() {
                 Spec::Avg(s) => s.quantize(x).unwrap() as i128,
                 Spec::IntSum(s) => s.clamp(x as i64) as i128,
                 Spec::Count(_) => 0,
+                Spec::Variance(s) => s.quantize(x).unwrap() as i128,
             })
             .sum();
-        assert_eq!(acc_sum(&reference), (independent, data.len() as i64));
+        // and, for dp_variance/dp_stddev, the sum of squares is that of the centred integers
+        let squares: i128 = match reference.spec {
+            Spec::Variance(s) => data.iter().map(|&x| (s.quantize(x).unwrap() as i128 - s.center as i128).pow(2)).sum(),
+            _ => 0,
+        };
+        assert_eq!(acc_sum(&reference), (independent, squares, data.len() as i64));
         for _ in 0..40 {
             let mut shuffled = data.clone();
             shuffle(&mut rng, &mut shuffled);
@@ -318,9 +326,9 @@ fn clamping_infinities_and_nan() {
     for x in [1e300, f64::NEG_INFINITY, f64::INFINITY, 2.9] {
         acc.add_f64(x).unwrap();
     }
-    assert_eq!(acc_sum(&acc), (10 - 10 + 5 - 3 + 10 - 10 + 10 + 2, 8));
+    assert_eq!(acc_sum(&acc), (10 - 10 + 5 - 3 + 10 - 10 + 10 + 2, 0, 8));
     assert_eq!(acc.add_f64(f64::NAN), Ok(()), "a NaN value is skipped like NULL, never an error");
-    assert_eq!(acc_sum(&acc), (14, 8), "a NaN row must not change the state");
+    assert_eq!(acc_sum(&acc), (14, 0, 8), "a NaN row must not change the state");
 
     for params in [Params::float_sum(-2.5, 4.0, 1.0), Params::avg(-2.5, 4.0, 1.0)] {
         let mut acc = Acc::new(params).unwrap();
@@ -492,8 +500,14 @@ fn avg_is_nearly_unbiased_for_large_n() {
 
 #[test]
 fn acc_from_bytes_rejects_corrupt_states() {
-    let all_params =
-        [Params::count(0.5), Params::int_sum(-3, 9, 1.0), Params::float_sum(-1.5, 2.0, 2.0), Params::avg(0.0, 1.0, 0.25)];
+    let all_params = [
+        Params::count(0.5),
+        Params::int_sum(-3, 9, 1.0),
+        Params::float_sum(-1.5, 2.0, 2.0),
+        Params::avg(0.0, 1.0, 0.25),
+        Params::variance(0.0, 10.0, 0.5),
+        Params::stddev(-1.0, 1.0, 3.0),
+    ];
     for params in all_params {
         let mut acc = Acc::new(params).unwrap();
         for x in [0.5, 7.0, -1.0] {
@@ -512,17 +526,21 @@ fn acc_from_bytes_rejects_corrupt_states() {
         let mut longer = bytes.to_vec();
         longer.push(0);
         corrupt(Acc::from_bytes(&longer), "bytes");
-        for kind in [4u8, 7, 255] {
+        for kind in [6u8, 7, 255] {
             let mut b = bytes;
             b[0] = kind;
             corrupt(Acc::from_bytes(&b), "unknown kind");
         }
         let mut b = bytes;
-        b[41..49].copy_from_slice(&(-1i64).to_le_bytes());
+        b[57..65].copy_from_slice(&(-1i64).to_le_bytes());
         corrupt(Acc::from_bytes(&b), "negative row count");
         let mut b = bytes;
-        b[41..49].copy_from_slice(&i64::MIN.to_le_bytes());
+        b[57..65].copy_from_slice(&i64::MIN.to_le_bytes());
         corrupt(Acc::from_bytes(&b), "negative row count");
+        // a sum of squares is never negative, and only dp_variance/dp_stddev states hold one
+        let mut b = bytes;
+        b[41..57].copy_from_slice(&(if matches!(acc.spec, Spec::Variance(_)) { -1i128 } else { 1 }).to_le_bytes());
+        corrupt(Acc::from_bytes(&b), "sum of squares");
         // invalid parameters inside a state are re-validated
         let mut b = bytes;
         b[17..25].copy_from_slice(&0f64.to_bits().to_le_bytes());

@@ -1,20 +1,32 @@
-//! Smooth sensitivity of quantiles: the O(n log n) algorithm against the definition, and the
-//! properties the privacy argument needs (docs/privacy/smooth-sensitivity.md), on many random small
-//! inputs with ties, all-equal data, n = 0, 1, 2 and values at the bounds.
+//! Smooth sensitivity of quantiles: the O(n log n) algorithm against the definition, the reachable
+//! range against a brute force over additions and removals, and the properties the privacy argument
+//! needs (docs/privacy/smooth-sensitivity.md), on many random small inputs with ties, all-equal data,
+//! n = 0, 1, 2 and values at the bounds; and the smooth bound against the true smooth sensitivity
+//! computed by exhaustive search over the data sets within a few steps.
 use pg_dp_core::rng::seeded_rng;
-use pg_dp_core::smooth::{local_sensitivity, ls_table, quantile, rank, smooth_sensitivity};
+use pg_dp_core::smooth::{
+    local_sensitivity, ls_table, quantile, range_table, rank, reach, smooth_sensitivity, window_sensitivity,
+};
 use rand::Rng;
+use std::collections::HashSet;
 
 const L: f64 = -3.0;
 const U: f64 = 7.0;
 
-/// The definition: max over k of e^(−kβ)·A^(k); A^(k) = U − L for k ≥ n + 1, so k ≤ n + 1 suffices.
+/// max over k of e^(−kβ)·table[k], for a table that reaches U − L by its last entry.
+fn smooth_of(table: &[f64], beta: f64) -> f64 {
+    table.iter().enumerate().map(|(k, a)| a * (-(k as f64) * beta).exp()).fold(0.0, f64::max)
+}
+
+/// The definition of the window bound: max over k of e^(−kβ)·A^(k); A^(k) = U − L for k ≥ n + 1.
 fn brute(sorted: &[f64], p: f64, beta: f64) -> f64 {
-    ls_table(sorted, p, L, U, sorted.len() + 1)
-        .iter()
-        .enumerate()
-        .map(|(k, a)| a * (-(k as f64) * beta).exp())
-        .fold(0.0, f64::max)
+    smooth_of(&ls_table(sorted, p, L, U, sorted.len() + 1), beta)
+}
+
+/// The definition of the range bound: R^(k) reaches U − L within 2(n + 2) steps (the rank moves by at
+/// least 1/2 a position per step towards each end).
+fn brute_range(sorted: &[f64], p: f64, beta: f64) -> f64 {
+    smooth_of(&range_table(sorted, p, L, U, 2 * sorted.len() + 4), beta)
 }
 
 fn random_data<R: Rng>(rng: &mut R) -> Vec<f64> {
@@ -85,9 +97,13 @@ fn fast_algorithm_equals_the_definition() {
         let x = random_data(&mut rng);
         let p = random_p(&mut rng);
         let beta = [1e-3, 0.05, 0.3, 1.0, 5.0][case % 5] * rng.random_range(0.5..1.5);
-        let fast = smooth_sensitivity(&x, p, L, U, beta);
+        let fast = window_sensitivity(&x, p, L, U, beta);
         let slow = brute(&x, p, beta);
         assert!((fast - slow).abs() <= 1e-12 * slow.max(1.0), "x {x:?} p {p} beta {beta}: fast {fast} brute {slow}");
+        // the release's bound: the smaller of the window and range bounds
+        let both = smooth_sensitivity(&x, p, L, U, beta);
+        let slow = slow.min(brute_range(&x, p, beta));
+        assert!((both - slow).abs() <= 1e-12 * slow.max(1.0), "x {x:?} p {p} beta {beta}: {both} vs {slow}");
     }
 }
 
@@ -104,21 +120,23 @@ fn a0_bounds_the_true_local_sensitivity() {
 }
 
 #[test]
-fn ak_bounds_the_local_sensitivity_at_distance_k() {
+fn window_and_range_bound_the_local_sensitivity_at_distance_k() {
+    // a random walk of k additions and removals: the true local sensitivity at its end never exceeds
+    // A^(k) or R^(k) of its start
     let mut rng = seeded_rng(3);
-    for _ in 0..3_000 {
+    for _ in 0..5_000 {
         let x = random_data(&mut rng);
         let p = random_p(&mut rng);
-        let k = rng.random_range(1..5);
-        let table = ls_table(&x, p, L, U, k);
-        // a random walk of k additions/removals
+        let k = rng.random_range(0..5);
+        let (windows, ranges) = (ls_table(&x, p, L, U, k), range_table(&x, p, L, U, k));
         let mut y = x.clone();
         for _ in 0..k {
             let ns = neighbours(&y);
             y = ns[rng.random_range(0..ns.len())].clone();
         }
         let ls = true_ls(&y, p);
-        assert!(ls <= table[k] + 1e-12, "x {x:?} -> y {y:?}, p {p}, k {k}: LS(y) {ls} > A^(k)(x) {}", table[k]);
+        assert!(ls <= windows[k] + 1e-12, "x {x:?} -> y {y:?}, p {p}, k {k}: LS(y) {ls} > A^(k)(x) {}", windows[k]);
+        assert!(ls <= ranges[k] + 1e-12, "x {x:?} -> y {y:?}, p {p}, k {k}: LS(y) {ls} > R^(k)(x) {}", ranges[k]);
     }
 }
 
@@ -160,9 +178,113 @@ fn degenerate_inputs() {
     let mut rng = seeded_rng(5);
     let mut big: Vec<f64> = (0..200_000).map(|_| rng.random_range(L..U)).collect();
     big.sort_by(f64::total_cmp);
-    let s = smooth_sensitivity(&big, 0.5, L, U, 0.05);
+    let s = window_sensitivity(&big, 0.5, L, U, 0.05);
     let table = ls_table(&big, 0.5, L, U, 600);
     let partial = table.iter().enumerate().map(|(k, a)| a * (-(k as f64) * 0.05).exp()).fold(0.0, f64::max);
     // beyond k = 600 the factor e^(−30)·(U − L) is far below the maximum found
     assert!((s - partial).abs() <= 1e-12 * s, "{s} vs {partial}");
+}
+
+#[test]
+fn reach_equals_the_brute_force_extremes() {
+    // lo_j = min m(n + r − s) − r and hi_j = max m(n + r − s) + s over r + s ≤ j, s ≤ n + r
+    for n in 0..40usize {
+        for p in [0.0, 0.01, 0.1, 0.3, 0.5, 0.5 + 1e-12, 0.7, 0.9, 0.99, 1.0, 1.0 / 3.0] {
+            for j in 0..25usize {
+                let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+                for r in 0..=j {
+                    for s in 0..=(j - r) {
+                        if s > n + r {
+                            continue;
+                        }
+                        let m = rank(n + r - s, p) as i64;
+                        lo = lo.min(m - r as i64);
+                        hi = hi.max(m + s as i64);
+                    }
+                }
+                assert_eq!(reach(n, p, j), (lo, hi), "n {n} p {p} j {j}");
+            }
+        }
+    }
+    // the rank moves by at most max(p, 1 − p) per step, so the range is narrower than the windows'
+    let (lo, hi) = reach(1001, 0.5, 100);
+    assert!(hi - lo <= 102, "{lo}..{hi}");
+    let (lo, hi) = reach(1001, 0.9, 100);
+    assert!((lo, hi) >= (901 - 91, 901 + 89) && hi - lo <= 182, "{lo}..{hi}");
+}
+
+/// Every data set within `k` additions and removals of x (additions at the values that can matter:
+/// the bounds, x's values and the midpoints between them and the bounds), sorted, without duplicates.
+fn ball(x: &[f64], k: usize) -> Vec<Vec<f64>> {
+    let key = |v: &Vec<f64>| v.iter().map(|f| f.to_bits()).collect::<Vec<u64>>();
+    let mut seen: HashSet<Vec<u64>> = HashSet::from([key(&x.to_vec())]);
+    let mut frontier = vec![x.to_vec()];
+    let mut all = frontier.clone();
+    for _ in 0..k {
+        let mut next = Vec::new();
+        for y in &frontier {
+            for z in neighbours(y) {
+                if seen.insert(key(&z)) {
+                    next.push(z);
+                }
+            }
+        }
+        all.extend(next.iter().cloned());
+        frontier = next;
+    }
+    all
+}
+
+#[test]
+fn smooth_bound_dominates_the_exhaustive_smooth_sensitivity() {
+    // The true smooth sensitivity max_k e^(−kβ)·max{LS(y) : y within k steps of x}, by exhaustive
+    // search up to K steps (a lower bound on it: larger k are left out), must never exceed the
+    // release's bound; the bound must be β-smooth on every neighbour; and on skewed small data it
+    // must be much tighter than the window bound alone.
+    const K: usize = 3;
+    let mut rng = seeded_rng(7);
+    let (mut tightest, mut gain) = (f64::INFINITY, 1.0f64);
+    for case in 0..300 {
+        let n = rng.random_range(0..6);
+        let mut x: Vec<f64> = (0..n)
+            .map(|_| match case % 3 {
+                0 => rng.random_range(0..3) as f64,
+                1 => [L, U, -2.9, 6.9][rng.random_range(0..4)],
+                _ => (rng.random_range(0.0..1.0f64)).powi(4) * (U - L) + L, // skewed towards L
+            })
+            .collect();
+        x.sort_by(f64::total_cmp);
+        let p = [0.0, 0.25, 0.5, 0.8, 1.0][case % 5];
+        let beta = [0.1, 0.5, 1.5][case % 3];
+        let mut per_k = vec![0.0f64; K + 1];
+        for (k, slot) in per_k.iter_mut().enumerate() {
+            *slot = ball(&x, k).iter().map(|y| true_ls(y, p)).fold(0.0, f64::max);
+        }
+        let exhaustive = smooth_of(&per_k, beta);
+        let s = smooth_sensitivity(&x, p, L, U, beta);
+        assert!(exhaustive <= s * (1.0 + 1e-12), "x {x:?} p {p} beta {beta}: exhaustive {exhaustive} > bound {s}");
+        if exhaustive > 0.0 {
+            tightest = tightest.min(s / exhaustive);
+        }
+        for y in neighbours(&x) {
+            let sy = smooth_sensitivity(&y, p, L, U, beta);
+            assert!(s <= beta.exp() * sy * (1.0 + 1e-12), "x {x:?} y {y:?} p {p} beta {beta}: {s} vs {sy}");
+        }
+        gain = gain.max(window_sensitivity(&x, p, L, U, beta) / s);
+    }
+    eprintln!("bound / exhaustive smooth sensitivity: at best {tightest:.3}; window bound / bound: up to {gain:.2}");
+    // the exhaustive search reaches the bound somewhere (both can be attained at distance 0 or 1)
+    assert!(tightest < 1.0 + 1e-9, "the bound is never attained: {tightest}");
+    assert!(gain > 2.0, "the range bound never helps: {gain}");
+}
+
+#[test]
+fn range_bound_is_much_tighter_on_skewed_data() {
+    // 200 heavy-tailed values (Pareto-like, dense near 1, sparse up to 1000) in [0, 1000]: the median's
+    // window bound reaches up into the tail one position per step, the range bound half a position
+    let mut x: Vec<f64> = (1..=200).map(|i| (1.0 / (1.0 - i as f64 / 201.0)).powf(1.5)).collect();
+    x.sort_by(f64::total_cmp);
+    let (window, both) = (window_sensitivity(&x, 0.5, 0.0, 1000.0, 0.1 / 3.0), smooth_sensitivity(&x, 0.5, 0.0, 1000.0, 0.1 / 3.0));
+    eprintln!("skewed median, β = 0.1/3: window bound {window:.4}, with the range bound {both:.4}");
+    assert!(window > 5.0 * both, "{window} vs {both}");
 }

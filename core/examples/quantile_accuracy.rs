@@ -4,7 +4,8 @@
 //!
 //! FILE.csv holds one numeric column (a non-numeric first line is taken as a header). For
 //! p ∈ {0.5, 0.9} and ε ∈ {0.1, 0.5, 1, 2}, every method is run R times (default 1000) with fixed
-//! seeds, and the median of |released − true quantile| is printed as a Markdown table:
+//! seeds, and the median and the 90th percentile of |released − true quantile| are printed as a
+//! Markdown table (cells "median / p90"):
 //! - smooth sensitivity, δ = 1e-6 (Laplace noise, (ε, δ)-DP): `QuantileSpec::smooth(.., 1e-6)`;
 //! - smooth sensitivity, δ = 0 (polynomial-tailed noise, ε-DP): `QuantileSpec::smooth(.., 0)`;
 //! - exponential mechanism (ε-DP): `QuantileSpec::exponential`;
@@ -14,6 +15,8 @@
 //! The true quantile is `pg_dp_core::smooth::quantile` on the clamped, sorted data: the rank
 //! convention of the releases (round(p·(n + 1)), bounds as the outermost order statistics).
 //! Seeds make the numbers reproducible; a seeded release is of course not private.
+mod shared;
+
 use pg_dp_core::quantile::{rounded_laplace, QuantileSpec};
 use pg_dp_core::rng::{seeded_rng, DpRng};
 use pg_dp_core::sampling::dyadic;
@@ -24,28 +27,6 @@ const EPSILONS: [f64; 4] = [0.1, 0.5, 1.0, 2.0];
 const DELTA: f64 = 1e-6;
 /// The naive baseline adds noise on a grid of 2^NAIVE_BITS steps across [lower, upper].
 const NAIVE_BITS: i32 = 32;
-
-fn usage() -> ! {
-    eprintln!("usage: quantile_accuracy FILE.csv LOWER UPPER LABEL [--reps R] [--seed S]");
-    std::process::exit(2);
-}
-
-fn read_column(path: &str) -> Vec<f64> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let field = line.split(',').next().unwrap_or("").trim();
-        if field.is_empty() {
-            continue;
-        }
-        match field.parse::<f64>() {
-            Ok(v) if !v.is_nan() => out.push(v),
-            _ if i == 0 => {} // header
-            _ => panic!("{path}:{}: not a number: {field:?}", i + 1),
-        }
-    }
-    out
-}
 
 /// Global-sensitivity Laplace: q + Lap((upper − lower)/ε), rounded to a grid of 2^NAIVE_BITS steps
 /// across the bounds and clamped to them. With ε = m·2^-k the scale in steps is exactly
@@ -59,14 +40,18 @@ fn naive_release(rng: &mut DpRng, q: f64, lower: f64, upper: f64, epsilon: f64) 
     (q + steps as f64 * step).clamp(lower, upper)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
+fn median(v: &[f64]) -> f64 {
     let n = v.len();
     if !n.is_multiple_of(2) {
         v[n / 2]
     } else {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
+}
+
+/// The 90th percentile of sorted values (the value at rank ⌈0.9·n⌉).
+fn p90(v: &[f64]) -> f64 {
+    v[(v.len() * 9).div_ceil(10) - 1]
 }
 
 /// Rounds to 3 significant digits (at least), for the table.
@@ -93,32 +78,16 @@ fn fmt(x: f64) -> String {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (mut pos, mut reps, mut seed) = (Vec::new(), 1000usize, 20240601u64);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--reps" => reps = it.next().and_then(|s| s.parse().ok()).unwrap_or_else(|| usage()),
-            "--seed" => seed = it.next().and_then(|s| s.parse().ok()).unwrap_or_else(|| usage()),
-            _ => pos.push(a.clone()),
-        }
-    }
-    if pos.len() != 4 || reps == 0 {
-        usage();
-    }
-    let (path, label) = (&pos[0], &pos[3]);
-    let lower: f64 = pos[1].parse().unwrap_or_else(|_| usage());
-    let upper: f64 = pos[2].parse().unwrap_or_else(|_| usage());
-
-    let raw = read_column(path);
+    let shared::Args { path, lower, upper, label, reps, seed } = shared::parse_args("quantile_accuracy", 1000, 20240601);
+    let raw = shared::read_column(&path);
     let n = raw.len();
     let clamped = raw.iter().filter(|&&v| v < lower || v > upper).count();
     // clamped and sorted once: every release gets a copy (release() sorts and overwrites its input)
     let sorted = prepare_sorted(raw, lower, upper).expect("valid bounds");
 
     println!(
-        "**{label}**: n = {n}, bounds [{}, {}] ({clamped} outside, clamped); median |error| of {reps} releases per cell\n",
-        pos[1], pos[2]
+        "**{label}**: n = {n}, bounds [{}, {}] ({clamped} outside, clamped); median / 90th percentile of |error| over {reps} releases per cell\n",
+        lower, upper
     );
     println!("| p | ε | true quantile | smooth, δ = 1e-6 | smooth, δ = 0 | exponential | naive Laplace |");
     println!("|---:|---:|---:|---:|---:|---:|---:|");
@@ -135,7 +104,7 @@ fn main() {
             for (mi, spec) in specs.iter().enumerate() {
                 // one fixed seed per (p, ε, method): cells do not depend on each other's draws
                 let mut rng = seeded_rng(seed ^ ((pi as u64) << 32 | (ei as u64) << 16 | mi as u64));
-                let errors: Vec<f64> = (0..reps)
+                let mut errors: Vec<f64> = (0..reps)
                     .map(|_| {
                         let released = match spec {
                             Some(s) => s.release(&mut rng, &mut sorted.clone()),
@@ -144,7 +113,8 @@ fn main() {
                         (released - truth).abs()
                     })
                     .collect();
-                cells.push(fmt(median(errors)));
+                errors.sort_by(f64::total_cmp);
+                cells.push(format!("{} / {}", fmt(median(&errors)), fmt(p90(&errors))));
             }
             println!("| {p} | {eps} | {} | {} |", fmt(truth), cells.join(" | "));
         }

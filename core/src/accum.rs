@@ -3,8 +3,10 @@
 //! The SQL layer keeps one [`Acc`] per group, feeds it rows, merges partial states from parallel
 //! workers ([`Acc::merge`]), ships them as bytes ([`Acc::to_bytes`] / [`Acc::from_bytes`]) and
 //! finally releases the noisy value. Nothing here ever returns the exact sum or count to SQL.
+//! dp_variance and dp_stddev also accumulate the exact sum of squared deviations from the centre
+//! ([`Acc::sum_sq`]).
 use crate::error::{DpError, DpResult};
-use crate::mechanisms::{AvgSpec, CountSpec, FloatSumSpec, IntSumSpec, ReleaseInfo};
+use crate::mechanisms::{AvgSpec, CountSpec, FloatSumSpec, IntSumSpec, ReleaseInfo, VarianceSpec};
 
 /// The mechanism an accumulator feeds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -13,6 +15,8 @@ pub enum Spec {
     IntSum(IntSumSpec),
     FloatSum(FloatSumSpec),
     Avg(AvgSpec),
+    /// dp_variance and dp_stddev (`stddev` tells them apart).
+    Variance(VarianceSpec),
 }
 
 impl Spec {
@@ -23,6 +27,16 @@ impl Spec {
             Spec::IntSum(s) => s.describe(),
             Spec::FloatSum(s) => s.describe(),
             Spec::Avg(s) => s.describe(),
+            Spec::Variance(s) => s.describe(),
+        }
+    }
+
+    /// Mechanism details for the receipt (JSON): the three statistics of dp_variance/dp_stddev,
+    /// nothing beyond [`Spec::describe`] for the others.
+    pub fn details(&self) -> String {
+        match self {
+            Spec::Variance(s) => s.details(),
+            _ => String::from("{}"),
         }
     }
 
@@ -33,6 +47,7 @@ impl Spec {
             Spec::IntSum(s) => s.epsilon,
             Spec::FloatSum(s) => s.epsilon,
             Spec::Avg(s) => s.epsilon,
+            Spec::Variance(s) => s.epsilon,
         }
     }
 }
@@ -59,6 +74,12 @@ impl Params {
     pub fn avg(lower: f64, upper: f64, epsilon: f64) -> Self {
         Params { kind: 3, lower: lower.to_bits(), upper: upper.to_bits(), epsilon: epsilon.to_bits() }
     }
+    pub fn variance(lower: f64, upper: f64, epsilon: f64) -> Self {
+        Params { kind: 4, lower: lower.to_bits(), upper: upper.to_bits(), epsilon: epsilon.to_bits() }
+    }
+    pub fn stddev(lower: f64, upper: f64, epsilon: f64) -> Self {
+        Params { kind: 5, lower: lower.to_bits(), upper: upper.to_bits(), epsilon: epsilon.to_bits() }
+    }
 
     /// Validates the parameters and builds the mechanism.
     pub fn spec(&self) -> DpResult<Spec> {
@@ -69,12 +90,15 @@ impl Params {
             1 => Spec::IntSum(IntSumSpec::new(self.lower as i64, self.upper as i64, eps)?),
             2 => Spec::FloatSum(FloatSumSpec::new(lf, uf, eps)?),
             3 => Spec::Avg(AvgSpec::new(lf, uf, eps)?),
+            4 => Spec::Variance(VarianceSpec::new(lf, uf, eps, false)?),
+            5 => Spec::Variance(VarianceSpec::new(lf, uf, eps, true)?),
             k => return Err(DpError::CorruptState(format!("unknown kind {k}"))),
         })
     }
 }
 
-/// One group's state: parameters, mechanism, exact sum (in integers or grid steps) and row count.
+/// One group's state: parameters, mechanism, exact sum (in integers or grid steps), exact sum of
+/// squared deviations from the centre (dp_variance and dp_stddev only; 0 otherwise) and row count.
 ///
 /// `packed(8)`: PostgreSQL allocates states with 8-byte alignment, less than an i128 needs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -83,15 +107,17 @@ pub struct Acc {
     pub params: Params,
     pub spec: Spec,
     pub sum: i128,
+    /// Σ (q(x) − c)² in grid steps² for dp_variance/dp_stddev: below 2^125 for any i64 row count.
+    pub sum_sq: i128,
     pub n: i64,
 }
 
 /// Size of a serialized [`Acc`].
-pub const ACC_BYTES: usize = 1 + 8 * 3 + 16 + 8;
+pub const ACC_BYTES: usize = 1 + 8 * 3 + 16 + 16 + 8;
 
 impl Acc {
     pub fn new(params: Params) -> DpResult<Acc> {
-        Ok(Acc { spec: params.spec()?, params, sum: 0, n: 0 })
+        Ok(Acc { spec: params.spec()?, params, sum: 0, sum_sq: 0, n: 0 })
     }
 
     /// Checks that a row's parameters equal the ones the state was created with.
@@ -120,7 +146,15 @@ impl Acc {
         self.n += 1;
     }
 
-    /// Adds one real value (float sum and average): clamp, quantize, accumulate. NaN is skipped
+    /// Adds one row of dp_variance/dp_stddev: its grid integer and its squared deviation from the centre.
+    #[inline]
+    fn add_sq(&mut self, q: i64, center: i64) {
+        let y = (q - center) as i128; // |y| ≤ 2^31 + 1
+        self.sum_sq += y * y;
+        self.add(q);
+    }
+
+    /// Adds one real value (float sum, average, variance): clamp, quantize, accumulate. NaN is skipped
     /// like NULL (an error would tell the caller that a selected row holds a NaN); ±Infinity is
     /// clamped to the bounds.
     #[inline]
@@ -133,6 +167,11 @@ impl Acc {
             Spec::Avg(s) => s.quantize(x)?,
             Spec::IntSum(s) => s.clamp(x.clamp(i64::MIN as f64, i64::MAX as f64) as i64),
             Spec::Count(_) => 0,
+            Spec::Variance(s) => {
+                let (q, c) = (s.quantize(x)?, s.center);
+                self.add_sq(q, c);
+                return Ok(());
+            }
         };
         self.add(q);
         Ok(())
@@ -149,6 +188,11 @@ impl Acc {
         let q = match &self.spec {
             Spec::FloatSum(s) => s.grid.quantize_finite(x),
             Spec::Avg(s) => s.grid.quantize_finite(x),
+            Spec::Variance(s) => {
+                let (q, c) = (s.grid.quantize_finite(x), s.center);
+                self.add_sq(q, c);
+                return true;
+            }
             _ => return false,
         };
         self.add(q);
@@ -184,19 +228,21 @@ impl Acc {
         let p = other.params;
         self.check(&p)?;
         self.sum += other.sum;
+        self.sum_sq += other.sum_sq;
         self.n += other.n;
         Ok(())
     }
 
     pub fn to_bytes(&self) -> [u8; ACC_BYTES] {
         let mut b = [0u8; ACC_BYTES];
-        let (p, sum, n) = (self.params, self.sum, self.n);
+        let (p, sum, sum_sq, n) = (self.params, self.sum, self.sum_sq, self.n);
         b[0] = p.kind;
         b[1..9].copy_from_slice(&p.lower.to_le_bytes());
         b[9..17].copy_from_slice(&p.upper.to_le_bytes());
         b[17..25].copy_from_slice(&p.epsilon.to_le_bytes());
         b[25..41].copy_from_slice(&sum.to_le_bytes());
-        b[41..49].copy_from_slice(&n.to_le_bytes());
+        b[41..57].copy_from_slice(&sum_sq.to_le_bytes());
+        b[57..65].copy_from_slice(&n.to_le_bytes());
         b
     }
 
@@ -208,9 +254,13 @@ impl Acc {
         let params = Params { kind: b[0], lower: u(1..9), upper: u(9..17), epsilon: u(17..25) };
         let mut acc = Acc::new(params)?;
         acc.sum = i128::from_le_bytes(b[25..41].try_into().unwrap());
-        acc.n = i64::from_le_bytes(b[41..49].try_into().unwrap());
+        acc.sum_sq = i128::from_le_bytes(b[41..57].try_into().unwrap());
+        acc.n = i64::from_le_bytes(b[57..65].try_into().unwrap());
         if acc.n < 0 {
             return Err(DpError::CorruptState("negative row count".into()));
+        }
+        if acc.sum_sq < 0 || (acc.sum_sq != 0 && !matches!(acc.spec, Spec::Variance(_))) {
+            return Err(DpError::CorruptState("invalid sum of squares".into()));
         }
         Ok(acc)
     }

@@ -37,7 +37,7 @@ use crate::accounting::mechanism_epsilon;
 use crate::error::{DpError, DpResult};
 use crate::gaussian::gaussian_delta;
 use crate::grid::{floor_log2, pow2, round_half_away};
-use crate::params::{check_delta, check_epsilon, check_float_bounds, fmt_f64};
+use crate::params::{check_delta, check_epsilon, check_float_bounds, fmt_f64, largest_where};
 use crate::rng::DpRng;
 use crate::sampling::dyadic;
 use crate::sampling64::{Base2Gaussian, BitPool};
@@ -366,18 +366,7 @@ pub fn gdp_mu(eps: f64, delta: f64) -> f64 {
         lo = hi;
         hi *= 2.0;
     }
-    while hi - lo > hi * 1e-12 {
-        let mid = 0.5 * (lo + hi);
-        if mid <= lo || mid >= hi {
-            break;
-        }
-        if ok(mid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
+    largest_where(ok, lo, hi, 1e-12)
 }
 
 /// P(Z > x) for a standard normal Z.
@@ -419,18 +408,7 @@ pub fn zcdp_rho(eps: f64, delta: f64) -> f64 {
         lo = hi;
         hi *= 2.0;
     }
-    while hi - lo > hi * 1e-12 {
-        let mid = 0.5 * (lo + hi);
-        if mid <= lo || mid >= hi {
-            break;
-        }
-        if ok(mid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
+    largest_where(ok, lo, hi, 1e-12)
 }
 
 // ---------------------------------------------------------------------------------------------

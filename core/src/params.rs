@@ -69,3 +69,26 @@ pub fn fmt_f64(v: f64) -> String {
         format!("{v}")
     }
 }
+
+/// The largest x in [lo, hi] with `ok(x)`, for a predicate true up to some point and false after it
+/// (with `ok(lo)` true): `hi` itself if `ok(hi)`, else bisection until the interval is within `rel_tol`
+/// of hi or cannot be split in floating point. The result always satisfies `ok`. Used by the noise
+/// calibrations, whose constraints are monotone in the calibrated parameter.
+pub fn largest_where(ok: impl Fn(f64) -> bool, lo: f64, hi: f64, rel_tol: f64) -> f64 {
+    if ok(hi) {
+        return hi;
+    }
+    let (mut lo, mut hi) = (lo, hi);
+    while hi - lo > hi * rel_tol {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if ok(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}

@@ -6,13 +6,19 @@
 //! is f(x) = z_m with m = [`rank`](n, p) = round(p̃·(n+1)) (p̃: p on the grid 2^-60), so that m changes
 //! by 0 or 1 when a row is added or removed.
 //!
-//! A^(k)(x) = max_{0 ≤ t ≤ k+1} (Z(m+t) − Z(m+t−k−1)) bounds the local sensitivity at distance k, and
-//! S(x) = max_k e^(−kβ)·A^(k)(x) is a β-smooth upper bound of the local sensitivity. The derivation,
-//! for add/remove neighbours, is in docs/privacy/smooth-sensitivity.md.
+//! Two bounds on the local sensitivity at distance k are each β-smooth, and so is their minimum
+//! (docs/privacy/smooth-sensitivity.md):
+//! - the widest window of k + 1 gaps containing m, A^(k)(x) = max_{0 ≤ t ≤ k+1} (Z(m+t) − Z(m+t−k−1)),
+//!   which gives S_A(x) = max_k e^(−kβ)·A^(k)(x);
+//! - the exactly reachable range R^(k)(x) = Z(hi_{k+1}) − Z(lo_{k+1}), where [lo_j, hi_j] ([`reach`]) holds
+//!   the position of the quantile of every data set within j additions and removals of x. The rank
+//!   moves by at most max(p, 1 − p) positions per step, so this range is narrower than the windows
+//!   wherever the data are sparse on one side of the quantile; it gives S_R(x) = max_k e^(−kβ)·R^(k)(x).
 //!
-//! Over pairs of indices, S(x) = max_{0 ≤ i ≤ m ≤ j ≤ n+1, i < j} (z_j − z_i)·e^(−β(j−i−1)). For a
-//! fixed i the best j is non-decreasing in i (the advantage of a larger j grows with z_i), so a divide
-//! and conquer over i finds every row's best partner in O(n log n) evaluations.
+//! The release uses S(x) = min(S_A(x), S_R(x)). Over pairs of indices,
+//! S_A(x) = max_{0 ≤ i ≤ m ≤ j ≤ n+1, i < j} (z_j − z_i)·e^(−β(j−i−1)); for a fixed i the best j is
+//! non-decreasing in i (the advantage of a larger j grows with z_i), so a divide and conquer over i
+//! finds every row's best partner in O(n log n) evaluations. S_R is one pass over k.
 
 use crate::error::{DpError, DpResult};
 use crate::params::{check_float_bounds, fmt_f64};
@@ -101,15 +107,92 @@ pub fn local_sensitivity(sorted: &[f64], p: f64, lower: f64, upper: f64) -> f64 
     ls_table(sorted, p, lower, upper, 0)[0]
 }
 
-/// The β-smooth sensitivity S(x) = max_k e^(−kβ)·A^(k)(x), in O(n log n). `sorted` must be sorted
-/// ascending and within [lower, upper]; β > 0.
+/// The positions [lo_j, hi_j] between which the p-quantile of every data set within j additions and
+/// removals of a data set of n rows lies, as extended order statistics of that data set:
+/// r additions and s removals (r + s ≤ j) move every extended order statistic from Z(i) into
+/// [Z(i − r), Z(i + s)] and the rank to m(n + r − s), so
+/// lo_j = min m(n + r − s) − r and hi_j = max m(n + r − s) + s over those (r, s), s ≤ n + r.
+/// For a net change d = r − s the best r is ⌊(j + d)/2⌋ (for lo; ⌊(j − d)/2⌋ removals for hi), and over
+/// d of one parity both are monotone (m moves by at most 1 per two rows when p̃ ≤ 1/2 and by at
+/// least 1 when p̃ ≥ 1/2), so only the four extreme d need to be evaluated. Positions may lie outside
+/// [0, n + 1], where Z is the bound.
+pub fn reach(n: usize, p: f64, j: usize) -> (i64, i64) {
+    let (n, j) = (n as i64, j as i64);
+    let d_min = (-j).max(-n);
+    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+    for d in [d_min, d_min + 1, j - 1, j] {
+        if d < d_min || d > j {
+            continue;
+        }
+        let m = rank((n + d) as usize, p) as i64;
+        lo = lo.min(m - (j + d).div_euclid(2));
+        hi = hi.max(m + (j - d).div_euclid(2));
+    }
+    (lo, hi)
+}
+
+/// R^(k)(x) = Z(hi_{k+1}) − Z(lo_{k+1}) for k = 0 ..= kmax: the width of the range the quantile can
+/// reach within k + 1 steps, which bounds the local sensitivity of every data set within k steps.
+pub fn range_table(sorted: &[f64], p: f64, lower: f64, upper: f64, kmax: usize) -> Vec<f64> {
+    (0..=kmax)
+        .map(|k| {
+            let (lo, hi) = reach(sorted.len(), p, k + 1);
+            z(sorted, lower, upper, clamp_pos(hi, sorted.len())) - z(sorted, lower, upper, clamp_pos(lo, sorted.len()))
+        })
+        .collect()
+}
+
+fn clamp_pos(i: i64, n: usize) -> isize {
+    i.clamp(-1, n as i64 + 2) as isize
+}
+
+/// ln max(S_R(x), e^floor_ln) with S_R(x) = max_k e^(−kβ)·R^(k)(x) (see [`range_table`]): one pass over
+/// k, stopped once (upper − lower)·e^(−kβ) cannot beat the best term or the range covers both
+/// bounds (later terms are then (upper − lower)·e^(−kβ), decreasing).
+pub fn range_sensitivity_ln(sorted: &[f64], p: f64, lower: f64, upper: f64, beta: f64, floor_ln: f64) -> f64 {
+    let n = sorted.len();
+    let log_range = if upper > lower { (upper - lower).ln() } else { f64::NEG_INFINITY };
+    let mut best = floor_ln;
+    let mut k = 0usize;
+    loop {
+        if log_range - beta * k as f64 <= best {
+            return best;
+        }
+        let (lo, hi) = reach(n, p, k + 1);
+        let width = z(sorted, lower, upper, clamp_pos(hi, n)) - z(sorted, lower, upper, clamp_pos(lo, n));
+        if width > 0.0 {
+            best = best.max(width.ln() - beta * k as f64);
+        }
+        if lo <= 0 && hi > n as i64 {
+            return best;
+        }
+        k += 1;
+    }
+}
+
+/// The window bound alone, S_A(x) = max_k e^(−kβ)·A^(k)(x), in O(n log n) (see [`smooth_sensitivity_ln`]).
+pub fn window_sensitivity(sorted: &[f64], p: f64, lower: f64, upper: f64, beta: f64) -> f64 {
+    window_sensitivity_ln(sorted, p, lower, upper, beta, f64::NEG_INFINITY, f64::INFINITY).exp()
+}
+
+/// The β-smooth sensitivity S(x) = min(S_A(x), S_R(x)) (module documentation), in O(n log n).
+/// `sorted` must be sorted ascending and within [lower, upper]; β > 0.
 pub fn smooth_sensitivity(sorted: &[f64], p: f64, lower: f64, upper: f64, beta: f64) -> f64 {
     smooth_sensitivity_ln(sorted, p, lower, upper, beta, f64::NEG_INFINITY).exp()
 }
 
 /// ln max(S(x), e^floor_ln): the log of the smooth sensitivity, or `floor_ln` if that is larger.
-/// Terms below the floor are pruned without being evaluated, which is what makes the release fast.
+/// Terms below the floor are pruned without being evaluated, which is what makes the release fast;
+/// the window search also stops as soon as it reaches S_R, the smaller bound then being S_R.
 pub fn smooth_sensitivity_ln(sorted: &[f64], p: f64, lower: f64, upper: f64, beta: f64, floor_ln: f64) -> f64 {
+    assert!(beta > 0.0 && beta.is_finite(), "beta must be positive and finite");
+    let r = range_sensitivity_ln(sorted, p, lower, upper, beta, floor_ln);
+    window_sensitivity_ln(sorted, p, lower, upper, beta, floor_ln, r).min(r)
+}
+
+/// ln max(S_A(x), e^floor_ln), or any value ≥ `cap` once the search finds one (the caller takes the
+/// minimum with `cap`).
+fn window_sensitivity_ln(sorted: &[f64], p: f64, lower: f64, upper: f64, beta: f64, floor_ln: f64, cap: f64) -> f64 {
     assert!(beta > 0.0 && beta.is_finite(), "beta must be positive and finite");
     debug_assert!(sorted.windows(2).all(|w| w[0] <= w[1]));
     let n = sorted.len();
@@ -152,6 +235,9 @@ pub fn smooth_sensitivity_ln(sorted: &[f64], p: f64, lower: f64, upper: f64, bet
         }
         if bv > best {
             best = bv;
+            if best >= cap {
+                return best;
+            }
         }
         if i > ilo {
             stack.push((ilo, i - 1, jlo, bj));
