@@ -157,15 +157,18 @@ fn quantile_receipts_record_mechanism_delta_and_details() {
                           round((details->>'beta')::numeric, 9))
            FROM dp.ledger ORDER BY id DESC LIMIT 1",
     );
-    // scale ≤ 2·2000/0.5; β = ln(1 + 0.5/(2 ln(2e6)))
-    let beta = (0.5f64 / (2.0 * (2e6f64).ln())).ln_1p();
+    // scale ≤ 2·2000/0.5; β calibrated to the exact δ of the Laplace release (core)
+    let beta = pg_dp_core::quantile::laplace_calibration(pg_dp_core::accounting::mechanism_epsilon(0.5), pg_dp_core::accounting::mechanism_epsilon(1e-6)).0;
+    assert!(beta > (0.5f64 / (2.0 * (2e6f64).ln())).ln_1p(), "tighter than the old calibration");
     assert_eq!(
         row,
         format!("dp_median(double precision,double precision,double precision,double precision,double precision)|smooth_sensitivity|2000|8000.000000|0.5|0.000001|laplace|4.000000|{beta:.9}")
     );
     one_f64("SELECT dp_percentile(x, 0.25, 0, 2000, 0.5) FROM s");
     let row = one_text("SELECT concat_ws('|', mechanism, delta, details->>'noise', round((details->>'beta')::numeric, 9)) FROM dp.ledger ORDER BY id DESC LIMIT 1");
-    assert_eq!(row, format!("smooth_sensitivity|0|polynomial (1+|z|)^-4|{:.9}", 0.5f64 / 6.0));
+    // β of the exact-loss calibration of the polynomial noise (core)
+    let beta = pg_dp_core::quantile::polynomial_calibration(pg_dp_core::accounting::mechanism_epsilon(0.5)).0;
+    assert_eq!(row, format!("smooth_sensitivity|0|polynomial (1+|z|)^-4|{beta:.9}"));
     one_f64("SELECT dp_percentile_em(x, 0.25, 0, 2000, 0.5) FROM s");
     let row = one_text("SELECT concat_ws('|', mechanism, sensitivity, delta, details->>'utility_sensitivity') FROM dp.ledger ORDER BY id DESC LIMIT 1");
     assert_eq!(row, "exponential|0.75|0|0.75");

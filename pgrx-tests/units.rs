@@ -328,3 +328,102 @@ fn refusals_of_the_rewrite_name_their_reason() {
     refused("SELECT dp.protect_table('visits', privacy_unit => 'pt')", "has a type without equality and ordering");
     refused("SELECT dp.protect_table('visits', privacy_unit => 'patient_id', max_groups_contributed => 0)", "max_groups_contributed must be an integer between 1 and 1000000, got 0");
 }
+
+// Found by attacking privacy units and private keys as an analyst.
+
+// A select-list column that equals a GROUP BY key only once join aliases are flattened (a USING
+// join with a widening cast) is the key, never a column of the per-unit rows.
+#[pg_test]
+fn a_join_alias_of_a_key_is_the_key() {
+    visits_setup(1, 1);
+    Spi::run("CREATE TABLE mk (icost int8 PRIMARY KEY)").unwrap();
+    Spi::run("INSERT INTO mk SELECT generate_series(0, 99)").unwrap();
+    Spi::run("SET dp.group_selection_epsilon = 5").unwrap();
+    let rows = column(
+        "SELECT (visits.icost::int8 = icost)::text FROM visits LEFT JOIN mk USING (icost)
+          WHERE patient_id >= 500 GROUP BY icost HAVING dp_count(id, 0.01) > -1e9",
+    );
+    assert!(!rows.is_empty() && rows.iter().all(|r| r.as_deref() == Some("true")), "{rows:?}");
+    let keys = column("SELECT visits.icost::int8::text FROM visits LEFT JOIN mk USING (icost) WHERE patient_id >= 500 GROUP BY icost HAVING dp_count(id, 0.01) > -1e9 ORDER BY 1 LIMIT 3");
+    assert!(keys.iter().all(|k| k.as_deref().unwrap().parse::<i64>().unwrap() < 100), "{keys:?}");
+}
+
+// A partition or child read on its own keeps its parent's unit; a partition cannot declare its own.
+#[pg_test]
+fn partitions_and_children_keep_the_unit_of_their_parent() {
+    Spi::run("CREATE TABLE pv (region text, pid int, cost float8) PARTITION BY LIST (region)").unwrap();
+    Spi::run("CREATE TABLE pv_north PARTITION OF pv FOR VALUES IN ('north')").unwrap();
+    Spi::run("CREATE TABLE pv_south (cost float8, pid int, region text)").unwrap();
+    Spi::run("ALTER TABLE pv ATTACH PARTITION pv_south FOR VALUES IN ('south')").unwrap();
+    Spi::run("INSERT INTO pv SELECT CASE WHEN g % 2 = 0 THEN 'north' ELSE 'south' END, g % 100, 1 FROM generate_series(1, 2000) g").unwrap();
+    Spi::run("SELECT dp.protect_table('pv', privacy_unit => 'pid')").unwrap();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    Spi::run("SET dp.default_epsilon = 1e6").unwrap();
+    assert_eq!(one_i64("SELECT dp_count(*) FROM pv"), 100);
+    assert_eq!(one_i64("SELECT dp_count(*) FROM pv_north"), 50, "units, not the 1000 rows");
+    assert_eq!(one_i64("SELECT dp_count(*) FROM pv_south"), 50, "another column order, the same unit");
+    assert!((one_f64("SELECT dp_sum(cost, 0, 5, 1e6) FROM pv_south") - 250.0).abs() < 1e-3);
+    refused(
+        "SELECT dp.protect_table('pv_north', privacy_unit => 'pid')",
+        "table pv_north is a partition or inheritance child: declare the privacy unit on its parent",
+    );
+    // an inheritance child read on its own
+    Spi::run("CREATE TABLE ip (pid int, cost float8)").unwrap();
+    Spi::run("CREATE TABLE ic () INHERITS (ip)").unwrap();
+    Spi::run("INSERT INTO ic SELECT 7, 1 FROM generate_series(1, 500)").unwrap();
+    Spi::run("SELECT dp.protect_table('ip', privacy_unit => 'pid')").unwrap();
+    assert_eq!(one_i64("SELECT dp_count(*) FROM ic"), 1);
+    // a table with its own unit attached under a parent without one: refused through the parent
+    Spi::run("CREATE TABLE rp2 (pid int) PARTITION BY RANGE (pid)").unwrap();
+    Spi::run("CREATE TABLE rp2_a (pid int)").unwrap();
+    Spi::run("SELECT dp.protect_table('rp2_a', privacy_unit => 'pid')").unwrap();
+    Spi::run("ALTER TABLE rp2 ATTACH PARTITION rp2_a FOR VALUES FROM (0) TO (10)").unwrap();
+    Spi::run("SELECT dp.protect_table('rp2')").unwrap();
+    refused("SELECT dp_count(*) FROM rp2", "rp2_a declares its own privacy unit but is read through rp2");
+}
+
+// The selection decides before the rest of HAVING runs: nothing in HAVING can raise an error, or do
+// anything else observable, for a group the selection drops.
+#[pg_test]
+fn having_runs_only_for_groups_the_selection_keeps() {
+    protected_setup();
+    Spi::run("SET dp.group_selection_delta = 1e-9").unwrap();
+    let q = "SELECT name FROM patients WHERE name = 'Bob' GROUP BY name
+             HAVING ARRAY[ARRAY[1], CASE WHEN dp_count(id, 1) IS NULL THEN ARRAY[1] ELSE ARRAY[1, 2] END] IS NOT NULL";
+    for _ in 0..20 {
+        assert_eq!(error_of(q), None);
+        assert!(as_analyst(|| column(q)).is_empty());
+    }
+    // for a kept group the same HAVING runs (and fails, on released values only)
+    Spi::run("SET dp.group_selection_epsilon = 20").unwrap();
+    Spi::run("SET dp.group_selection_delta = 0.5").unwrap();
+    let kept = "SELECT region FROM patients GROUP BY region
+                HAVING ARRAY[ARRAY[1], CASE WHEN dp_count(id, 1) IS NULL THEN ARRAY[1] ELSE ARRAY[1, 2] END] IS NOT NULL";
+    assert!(error_of(kept).unwrap_or_default().contains("multidimensional arrays"));
+}
+
+#[pg_test]
+fn domains_are_public_tables_and_count_each_value_once() {
+    visits_setup(1, 1);
+    // duplicate values under the key's equality: one group, each unit once
+    Spi::run("SELECT dp.set_domain('visits', 'region', ARRAY['north', 'north', 'south'])").unwrap();
+    let rows = column("SELECT region || ':' || dp_count(id, 1e6) FROM visits GROUP BY region ORDER BY 1");
+    let north: Vec<_> = rows.iter().flatten().filter(|r| r.starts_with("north")).collect();
+    assert_eq!(north.len(), 1, "{rows:?}");
+    let n: i64 = north[0].split(':').nth(1).unwrap().parse().unwrap();
+    assert!(n <= 400, "north counted more than once per unit: {rows:?}");
+    Spi::run("ALTER TABLE visits ADD COLUMN band numeric").unwrap();
+    Spi::run("UPDATE visits SET band = patient_id % 2").unwrap();
+    Spi::run("SELECT dp.set_domain('visits', 'band', ARRAY['0', '0.0', '0.00', '1'])").unwrap();
+    let total: i64 = column("SELECT dp_count(id, 1e6)::text FROM visits GROUP BY band").into_iter().map(|c| c.unwrap().parse::<i64>().unwrap()).sum();
+    assert_eq!(total, 1000);
+    // a view as the domain: refused when labelled, and when a table is later replaced by one
+    Spi::run("CREATE VIEW names AS SELECT DISTINCT region FROM visits").unwrap();
+    refused("SELECT dp.set_domain('visits', 'region', 'names', 'region')", "domain table public.names is not a plain table");
+    Spi::run("CREATE TABLE keys (region text)").unwrap();
+    Spi::run("INSERT INTO keys VALUES ('north')").unwrap();
+    Spi::run("SELECT dp.set_domain('visits', 'region', 'keys', 'region')").unwrap();
+    Spi::run("DROP TABLE keys").unwrap();
+    Spi::run("CREATE VIEW keys AS SELECT DISTINCT region FROM visits").unwrap();
+    refused("SELECT region, dp_count(id, 1) FROM visits GROUP BY region", "is not a public table");
+}

@@ -9,7 +9,7 @@ COMMENT ON FUNCTION dp.local_sensitivity_percentile(float8[], float8, float8, fl
 CREATE FUNCTION dp.smooth_sensitivity_percentile(vals float8[], p float8, lower float8, upper float8, beta float8)
     RETURNS float8 LANGUAGE c IMMUTABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_smooth_sensitivity_percentile';
 COMMENT ON FUNCTION dp.smooth_sensitivity_percentile(float8[], float8, float8, float8, float8) IS
-    'pg_dp: beta-smooth sensitivity max_k e^(-k beta) A^(k) of the p-quantile, computed in O(n log n) (exact, not private: dp_admin)';
+    'pg_dp: beta-smooth sensitivity of the p-quantile as dp_median and dp_percentile use it: the smaller of max_k e^(-k beta) A^(k) and the reachable-range bound, computed in O(n log n) (exact, not private: dp_admin)';
 
 CREATE FUNCTION dp.local_sensitivity_array(vals float8[], p float8, lower float8, upper float8, kmax int)
     RETURNS float8[] LANGUAGE c IMMUTABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_local_sensitivity_array';

@@ -16,6 +16,7 @@ extension_sql_file!("../sql/quantile.sql", name = "pg_dp_quantile", requires = [
 extension_sql_file!("../sql/dprp.sql", name = "pg_dp_dprp", requires = ["pg_dp_quantile"]);
 extension_sql_file!("../sql/protect.sql", name = "pg_dp_protect", requires = ["pg_dp_dprp"]);
 extension_sql_file!("../sql/units.sql", name = "pg_dp_units", requires = ["pg_dp_protect"]);
+extension_sql_file!("../sql/variance.sql", name = "pg_dp_variance", requires = ["pg_dp_units"]);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {

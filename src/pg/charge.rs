@@ -345,7 +345,10 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
             let params = params_of(kind, aggref, r.agg, qd);
             // validates every parameter before anything is charged
             let (info, details) = match params {
-                Paid::Sum(p) => (Acc::new(p).or_raise(func).spec.describe(), String::from("{}")),
+                Paid::Sum(p) => {
+                    let spec = Acc::new(p).or_raise(func).spec;
+                    (spec.describe(), spec.details())
+                }
                 Paid::Quantile(q) => {
                     let spec = q.spec().or_raise(func);
                     (spec.describe(), spec.details())

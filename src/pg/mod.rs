@@ -21,3 +21,4 @@ pub mod selection;
 pub mod statistics;
 pub mod sum;
 pub mod total;
+pub mod variance;

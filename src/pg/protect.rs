@@ -195,7 +195,59 @@ pub fn column_labels(relid: Oid) -> std::rc::Rc<Vec<(i16, ColumnLabel)>> {
     v
 }
 
-/// The privacy unit column of a relation and its bounds, if one is declared.
+/// The privacy unit that applies to a relation: its own label, or the nearest ancestor's (a
+/// partition or inheritance child read on its own keeps its parent's unit), as (attnum in `relid`,
+/// bounds).
+pub fn effective_privacy_unit(relid: Oid) -> Option<(i16, UnitBounds)> {
+    if let Some(u) = privacy_unit(relid) {
+        return Some(u);
+    }
+    unsafe {
+        for a in ancestors(relid) {
+            if let Some((att, b)) = privacy_unit(a) {
+                return Some((same_column(a, att, relid)?, b));
+            }
+        }
+    }
+    None
+}
+
+/// The public domain that applies to column `attnum` of a relation: its own, or the nearest
+/// ancestor's for the column of the same name.
+pub fn effective_domain(relid: Oid, attnum: i16) -> Option<Domain> {
+    if let Some(d) = domain_of(relid, attnum) {
+        return Some(d);
+    }
+    unsafe {
+        for a in ancestors(relid) {
+            let Some(att) = same_column(relid, attnum, a) else { continue };
+            if let Some(d) = domain_of(a, att) {
+                return Some(d);
+            }
+        }
+    }
+    None
+}
+
+/// The attnum in `to` of the column named like column `attnum` of `from`.
+unsafe fn same_column(from: Oid, attnum: i16, to: Oid) -> Option<i16> {
+    let name = pg_sys::get_attname(from, attnum, true);
+    if name.is_null() {
+        return None;
+    }
+    let a = pg_sys::get_attnum(to, name);
+    (a > 0).then_some(a)
+}
+
+/// A partition or inheritance child of `relid` (not itself) that declares its own privacy unit.
+pub unsafe fn descendant_with_unit(relid: Oid) -> Option<Oid> {
+    if !super::ffi::has_subclass(relid) {
+        return None;
+    }
+    super::agg::list_oids(super::ffi::find_all_inheritors(relid)).into_iter().find(|r| *r != relid && privacy_unit(*r).is_some())
+}
+
+/// The privacy unit column of a relation and its bounds, if one is declared on it.
 pub fn privacy_unit(relid: Oid) -> Option<(i16, UnitBounds)> {
     column_labels(relid).iter().find_map(|(a, l)| match l {
         ColumnLabel::PrivacyUnit(b) => Some((*a, *b)),
@@ -461,6 +513,13 @@ unsafe fn check_column_label(relid: Oid, attnum: i16, label: Option<&str>) {
         .unwrap_or_else(|e| invalid_label(format!("invalid pg_dp label for column \"{column}\": {e}")));
     let typ = pg_sys::get_atttype(relid, attnum);
     match parsed {
+        ColumnLabel::PrivacyUnit(_) if !parents(relid).is_empty() => {
+            raise_with(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("table {} is a partition or inheritance child: declare the privacy unit on its parent", relation_short_name(relid)),
+                Some("partitions and children use the privacy unit of their parent"),
+            );
+        }
         ColumnLabel::PrivacyUnit(b) => {
             for (arg, v) in [("max_groups_contributed", b.max_groups_contributed), ("max_count_per_unit", b.max_count_per_unit)] {
                 if !(1..=MAX_UNIT_BOUND).contains(&v) {
@@ -508,7 +567,11 @@ unsafe fn check_column_label(relid: Oid, attnum: i16, label: Option<&str>) {
         }
         ColumnLabel::Domain(Domain::Table { table, column: col }) => {
             let (table_oid, col_attnum) = domain_table_column(&table, &col);
-            if is_protected(table_oid) {
+            let kind = pg_sys::get_rel_relkind(table_oid) as u8;
+            if kind != pg_sys::RELKIND_RELATION && kind != pg_sys::RELKIND_PARTITIONED_TABLE || table_oid.to_u32() < pg_sys::FirstNormalObjectId {
+                invalid_label(format!("domain table {table} is not a plain table: a domain's values come from a table"));
+            }
+            if reads_protected(table_oid, true) {
                 invalid_label(format!("domain table {table} is protected: the values of a domain must be public"));
             }
             if pg_sys::get_atttype(table_oid, col_attnum) != typ {

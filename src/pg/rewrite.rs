@@ -82,7 +82,15 @@ unsafe fn rel_name(relid: Oid) -> String {
 /// The privacy unit of `source`, following foreign keys from its unit column to protected tables
 /// that declare a unit.
 unsafe fn unit_path(source: Oid) -> Check<Option<UnitPath>> {
-    let Some((attnum, bounds)) = protect::privacy_unit(source) else { return Ok(None) };
+    if let Some(child) = protect::descendant_with_unit(source) {
+        return Err(Refusal::new(format!(
+            "{} declares its own privacy unit but is read through {}: declare the unit on {}",
+            rel_name(child),
+            rel_name(source),
+            rel_name(source)
+        )));
+    }
+    let Some((attnum, bounds)) = protect::effective_privacy_unit(source) else { return Ok(None) };
     let mut hops = Vec::new();
     let (mut rel, mut att) = (source, attnum);
     let mut seen = vec![source];
@@ -119,7 +127,7 @@ unsafe fn foreign_key_to_unit(relid: Oid, attnum: i16) -> Option<(Hop, i16)> {
         if (*fk).nkeys != 1 || (*fk).conkey[0] != attnum || !protect::is_protected((*fk).confrelid) {
             continue;
         }
-        if let Some((unit_att, _)) = protect::privacy_unit((*fk).confrelid) {
+        if let Some((unit_att, _)) = protect::effective_privacy_unit((*fk).confrelid) {
             found = Some((Hop { fk_attnum: attnum, ref_relid: (*fk).confrelid, ref_attnum: (*fk).confkey[0], pfeqop: (*fk).conpfeqop[0] }, unit_att));
             break;
         }
@@ -133,12 +141,11 @@ impl UnitPath {
         let column = format!("{}.{}", rel_name(self.final_relid), attname(self.final_relid, self.final_attnum));
         let mut through = Vec::new();
         let (mut rel, mut att) = (self.source, self.attnum);
-        for h in &self.hops {
+        for (i, h) in self.hops.iter().enumerate() {
             through.push(format!("{}.{} → {}.{}", rel_name(rel), attname(rel, att), rel_name(h.ref_relid), attname(h.ref_relid, h.ref_attnum)));
             rel = h.ref_relid;
-            att = self.final_attnum;
+            att = self.hops.get(i + 1).map_or(self.final_attnum, |next| next.fk_attnum);
         }
-        let _ = att;
         PrivacyUnit {
             column,
             through,
@@ -434,15 +441,15 @@ unsafe fn base_of(q: *mut Query, e: *mut Node) -> Option<(Oid, i16)> {
 unsafe fn classify_key(q: *mut Query, e: *mut Node, source: Oid) -> KeyKind {
     let Some((relid, att)) = base_of(q, e) else { return KeyKind::Private };
     if relid == source {
-        return match protect::domain_of(relid, att) {
+        return match protect::effective_domain(relid, att) {
             Some(d) => KeyKind::Declared(d, relid, att),
             None => KeyKind::Private,
         };
     }
-    if protect::reads_protected(relid, false) {
-        KeyKind::Private
-    } else {
+    if public_table(relid) {
         KeyKind::PublicColumn(relid, att)
+    } else {
+        KeyKind::Private
     }
 }
 
@@ -467,15 +474,40 @@ unsafe fn quote_ident(s: &str) -> String {
     CStr::from_ptr(pg_sys::quote_identifier(c.as_ptr())).to_string_lossy().into_owned()
 }
 
-/// The SQL text of one key's public values, as column `v`, and a description for receipts.
-unsafe fn domain_sql(k: &KeyKind, key_type: Oid) -> Check<(String, String)> {
+/// True for a table whose rows are public values: a plain or partitioned table created by a user,
+/// protected neither itself nor through a partition or child.
+unsafe fn public_table(relid: Oid) -> bool {
+    let kind = pg_sys::get_rel_relkind(relid) as u8;
+    (kind == pg_sys::RELKIND_RELATION || kind == pg_sys::RELKIND_PARTITIONED_TABLE)
+        && relid.to_u32() >= pg_sys::FirstNormalObjectId
+        && !protect::reads_protected(relid, true)
+}
+
+/// The SQL text of one key's public values, as column `v` without duplicates under the key's own
+/// equality and collation (a duplicate would join the same rows twice), and a description for
+/// receipts.
+unsafe fn domain_sql(k: &KeyKind, key: *mut Node) -> Check<(String, String)> {
+    let key_type = expr_type(key);
+    let typ = CStr::from_ptr(pg_sys::format_type_be(key_type)).to_string_lossy().into_owned();
+    let coll = pg_sys::exprCollation(key);
+    let collate = if coll == pg_sys::InvalidOid {
+        String::new()
+    } else {
+        let name = pg_sys::get_collation_name(coll);
+        let ns = pg_sys::get_namespace_name((*collation_form(coll)).collnamespace);
+        format!(" COLLATE {}", CStr::from_ptr(pg_sys::quote_qualified_identifier(ns, name)).to_string_lossy())
+    };
+    let distinct = |inner: String| format!("SELECT DISTINCT v::{typ}{collate} AS v FROM ({inner}) s");
     let table_sql = |relid: Oid, att: i16| -> Check<(String, String)> {
-        if protect::reads_protected(relid, true) {
-            return Err(Refusal::new(format!("the domain of a GROUP BY key is protected table {}: a domain must be public", rel_name(relid))));
+        if !public_table(relid) {
+            return Err(Refusal::new(format!(
+                "the domain of a GROUP BY key is {}, which is not a public table: a domain must be a plain table that is not protected",
+                protect::relation_name(relid)
+            )));
         }
         let name = protect::relation_name(relid);
         let col = attname(relid, att);
-        Ok((format!("SELECT DISTINCT {} AS v FROM {name}", quote_ident(&col)), format!("{name}.{col}")))
+        Ok((distinct(format!("SELECT {} AS v FROM {name}", quote_ident(&col))), format!("{name}.{col}")))
     };
     match k {
         KeyKind::PublicColumn(relid, att) => table_sql(*relid, *att),
@@ -484,15 +516,27 @@ unsafe fn domain_sql(k: &KeyKind, key_type: Oid) -> Check<(String, String)> {
             table_sql(relid, att)
         }
         KeyKind::Declared(Domain::Values(values), relid, att) => {
-            let typ = CStr::from_ptr(pg_sys::format_type_be(key_type)).to_string_lossy().into_owned();
             let list: Vec<String> = values.iter().map(|v| quote_literal(v)).collect();
             Ok((
-                format!("SELECT pg_catalog.unnest(ARRAY[{}]::{typ}[]) AS v", list.join(", ")),
+                distinct(format!("SELECT pg_catalog.unnest(ARRAY[{}]::{typ}[]) AS v", list.join(", "))),
                 format!("{}.{}: {} values", rel_name(*relid), attname(*relid, *att), values.len()),
             ))
         }
         KeyKind::Private => unreachable!("a private key has no domain"),
     }
+}
+
+/// The pg_collation row of a collation.
+unsafe fn collation_form(coll: Oid) -> *mut pg_sys::FormData_pg_collation {
+    let tup = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::COLLOID as i32, pg_sys::Datum::from(coll));
+    if tup.is_null() {
+        pgrx::error!("pg_dp: collation {} not found", coll.to_u32());
+    }
+    let form = pg_sys::GETSTRUCT(tup) as *mut pg_sys::FormData_pg_collation;
+    let copy = pg_sys::palloc(std::mem::size_of::<pg_sys::FormData_pg_collation>()) as *mut pg_sys::FormData_pg_collation;
+    std::ptr::copy_nonoverlapping(form, copy, 1);
+    pg_sys::ReleaseSysCache(tup);
+    copy
 }
 
 /// Parses and analyses `sql` (written by pg_dp from catalog names and declared values).
@@ -638,7 +682,7 @@ unsafe fn per_unit_value(call: &DpCall, cap: i64) -> *mut Node {
             let (l, u) = bounds_at(1);
             ("unit_sum", args[0], l, u)
         }
-        Kind::Avg | Kind::Median => {
+        Kind::Avg | Kind::Variance | Kind::Stddev | Kind::Median => {
             let (l, u) = bounds_at(1);
             ("unit_mean", args[0], l, u)
         }
@@ -676,6 +720,12 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
     }
     let source: Oid = level.source.oid.into();
     let table = rel_name(source);
+    // PostgreSQL matched the select list and HAVING against the GROUP BY keys with join aliases
+    // flattened; so does the rewrite (a column of a join would otherwise keep its old meaning)
+    if list_iter::<RangeTblEntry>((*q).rtable).any(|r| (*r).rtekind == pg_sys::RTEKind::RTE_JOIN) {
+        (*q).targetList = pg_sys::flatten_join_alias_vars(q, (*q).targetList as *mut Node) as *mut pg_sys::List;
+        (*q).havingQual = pg_sys::flatten_join_alias_vars(q, (*q).havingQual);
+    }
     let mut found: Vec<*mut Node> = Vec::new();
     collect_nodes((*q).targetList as *mut Node, &[NodeTag::T_Aggref], &mut found);
     collect_nodes((*q).havingQual, &[NodeTag::T_Aggref], &mut found);
@@ -714,7 +764,7 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
     let domains = if keys.is_empty() || private_keys {
         None
     } else {
-        Some(kinds.iter().zip(&keys).map(|(k, (e, _))| domain_sql(k, expr_type(*e))).collect::<Check<Vec<_>>>()?)
+        Some(kinds.iter().zip(&keys).map(|(k, (e, _))| domain_sql(k, *e)).collect::<Check<Vec<_>>>()?)
     };
     let selection = (!keys.is_empty() && private_keys).then(|| (super::guc::GROUP_SELECTION_EPSILON.get(), super::guc::GROUP_SELECTION_DELTA.get()));
 
@@ -952,6 +1002,21 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
         }
     }
     (*q).havingQual = and(new_having, key_filters);
+    // every column the level reads now is a key, a per-unit value or the unit: anything else would
+    // read a column of the rewritten FROM clause under its old meaning
+    let mut allowed: Vec<(i32, i16)> = m.key_vars.iter().chain(m.values.iter().map(|(_, v)| v)).map(|v| {
+        let v = *v as *mut pg_sys::Var;
+        ((*v).varno, (*v).varattno)
+    }).collect();
+    if let Some(c) = unit_col {
+        allowed.push((b_idx, c as i16));
+    }
+    if stray_column((*q).targetList as *mut Node, &allowed) || stray_column((*q).havingQual, &allowed) {
+        return Err(Refusal::new(format!(
+            "a column of {table} next to a DP aggregate that is neither a GROUP BY key nor inside the aggregate"
+        ))
+        .hint("group by the expression itself, or compute it in an outer query"));
+    }
     (*q).rtable = ptr_list(&rtes);
     (*q).jointree = pg_sys::makeFromExpr(ptr_list(&fromlist), where_quals);
     (*q).rowMarks = std::ptr::null_mut();
@@ -971,6 +1036,43 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
         level.keys = KeyRelease::PublicDomain(domain_desc);
     }
     Ok(())
+}
+
+/// True if `e` reads a column of its level (at any subquery depth) that is not one of `allowed`
+/// (range-table index, attribute number).
+unsafe fn stray_column(e: *mut Node, allowed: &[(i32, i16)]) -> bool {
+    struct Walk<'a> {
+        allowed: &'a [(i32, i16)],
+        depth: u32,
+        stray: bool,
+    }
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walker(n: *mut Node, ctx: *mut c_void) -> bool {
+        if n.is_null() {
+            return false;
+        }
+        let w = &mut *(ctx as *mut Walk);
+        match (*n).type_ {
+            NodeTag::T_Query => {
+                w.depth += 1;
+                let r = pg_sys::query_tree_walker(n as *mut Query, Some(walker), ctx, 0);
+                w.depth -= 1;
+                return r;
+            }
+            NodeTag::T_Var => {
+                let v = n as *mut pg_sys::Var;
+                if (*v).varlevelsup == w.depth && !w.allowed.contains(&((*v).varno, (*v).varattno)) {
+                    w.stray = true;
+                    return true;
+                }
+            }
+            _ => {}
+        }
+        pg_sys::expression_tree_walker(n, Some(walker), ctx)
+    }
+    let mut w = Walk { allowed, depth: 0, stray: false };
+    walker(e, &mut w as *mut Walk as *mut c_void);
+    w.stray
 }
 
 /// True if `e` reads columns only inside GROUP BY key expressions (and no aggregate, subquery or
@@ -1024,7 +1126,23 @@ unsafe fn add_selection(q: *mut Query, level: &mut DpLevel, next_tag: &mut usize
     let t = tag(*next_tag);
     *next_tag += 1;
     (*a).location = t;
-    (*q).havingQual = and((*q).havingQual, a as *mut Node);
+    // the selection decides first: the rest of HAVING (whatever it computes, and any error it could
+    // raise) runs only for groups the selection keeps. One expression, so the planner neither
+    // reorders its parts nor moves any of them into WHERE.
+    (*q).havingQual = if (*q).havingQual.is_null() {
+        a as *mut Node
+    } else {
+        let w = node::<pg_sys::CaseWhen>(NodeTag::T_CaseWhen);
+        (*w).expr = a as *mut pg_sys::Expr;
+        (*w).result = (*q).havingQual as *mut pg_sys::Expr;
+        (*w).location = -1;
+        let c = node::<pg_sys::CaseExpr>(NodeTag::T_CaseExpr);
+        (*c).casetype = pg_sys::BOOLOID;
+        (*c).args = ptr_list(&[w]);
+        (*c).defresult = pg_sys::makeBoolConst(false, false) as *mut pg_sys::Expr;
+        (*c).location = -1;
+        c as *mut Node
+    };
     (*q).hasAggs = true;
     level.aggregates.push(DpAggregate {
         tag: t,
