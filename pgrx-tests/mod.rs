@@ -22,6 +22,7 @@ include!("grammar.rs");
 include!("attacks.rs");
 include!("total_expressions.rs");
 include!("units.rs");
+include!("variance.rs");
 
 /// Runs a query and returns the first column of every row as text.
 pub fn column(sql: &str) -> Vec<Option<String>> {
