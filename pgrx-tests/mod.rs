@@ -23,6 +23,7 @@ include!("attacks.rs");
 include!("total_expressions.rs");
 include!("units.rs");
 include!("variance.rs");
+include!("levels.rs");
 
 /// Runs a query and returns the first column of every row as text.
 pub fn column(sql: &str) -> Vec<Option<String>> {

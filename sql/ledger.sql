@@ -27,7 +27,8 @@ CREATE TABLE dp.role_budget (
     delta_granted         numeric NOT NULL DEFAULT 0 CHECK (delta_granted >= 0 AND delta_granted < 1),
     delta_spent           numeric NOT NULL DEFAULT 0 CHECK (delta_spent >= 0),
     max_epsilon_per_query numeric CHECK (max_epsilon_per_query > 0),
-    updated_at            timestamptz NOT NULL DEFAULT pg_catalog.now()
+    updated_at            timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    privacy_level         text
 );
 COMMENT ON TABLE dp.role_budget IS 'pg_dp: privacy budget of each role (exact numeric); read it through dp.budgets';
 
@@ -67,9 +68,10 @@ SELECT b.role::regrole                                   AS role,
        b.delta_spent,
        b.delta_granted - b.delta_spent                   AS delta_remaining,
        b.max_epsilon_per_query,
-       b.updated_at
+       b.updated_at,
+       b.privacy_level                                   AS pinned_privacy_level
   FROM dp.role_budget b;
-COMMENT ON VIEW dp.budgets IS 'pg_dp: granted, spent and remaining epsilon and delta of every role, and its per-query cap (superusers and dp_admin)';
+COMMENT ON VIEW dp.budgets IS 'pg_dp: granted, spent and remaining epsilon and delta of every role, its per-query cap and its pinned privacy level (superusers and dp_admin)';
 
 CREATE VIEW dp.ledger AS
 SELECT l.id, l.charged_at, l.role::regrole AS role, l.role_name, l.database_user, l.query_id, l.query_text,
@@ -79,7 +81,7 @@ COMMENT ON VIEW dp.ledger IS 'pg_dp: every paid release, with its role, query, m
 
 CREATE VIEW dp.my_budget WITH (security_barrier) AS
 SELECT role, epsilon_granted, epsilon_spent, epsilon_remaining, delta_granted, delta_spent, delta_remaining,
-       max_epsilon_per_query
+       max_epsilon_per_query, pinned_privacy_level
   FROM dp.budgets
  WHERE role::oid = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER);
 COMMENT ON VIEW dp.my_budget IS 'pg_dp: the current role''s privacy budget';
@@ -154,6 +156,49 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 $$;
 COMMENT ON FUNCTION dp.revoke_budget(regrole) IS 'pg_dp: removes a role''s budget; its receipts stay in the ledger (dp_admin)';
 
+-- Named privacy levels (core/src/levels.rs holds the mapping).
+CREATE FUNCTION dp.privacy_level_epsilon(level text) RETURNS float8
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_privacy_level_epsilon';
+COMMENT ON FUNCTION dp.privacy_level_epsilon(text) IS 'pg_dp: the epsilon per query of a named privacy level (very_high, high, medium, low, very_low)';
+
+CREATE FUNCTION dp.privacy_level_names() RETURNS text[]
+    LANGUAGE c IMMUTABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_privacy_level_names';
+COMMENT ON FUNCTION dp.privacy_level_names() IS 'pg_dp: the named privacy levels, from the most private to the least';
+
+CREATE VIEW dp.privacy_levels AS
+SELECT l.level, dp.privacy_level_epsilon(l.level) AS epsilon_per_query, l.level = pg_catalog.current_setting('dp.privacy_level') AS current
+  FROM pg_catalog.unnest(dp.privacy_level_names()) WITH ORDINALITY AS l(level, n)
+ ORDER BY l.n;
+COMMENT ON VIEW dp.privacy_levels IS 'pg_dp: the named privacy levels, their epsilon per query, and which one dp.privacy_level selects in this session';
+GRANT SELECT ON dp.privacy_levels TO PUBLIC;
+
+CREATE FUNCTION dp.pin_privacy_level(role regrole, level text) RETURNS SETOF dp.budgets
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must be an existing role, got NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF level IS NOT NULL THEN
+        PERFORM dp.privacy_level_epsilon(level);  -- an unknown level: an error that lists the valid ones
+    END IF;
+    INSERT INTO dp.role_budget AS b (role, privacy_level)
+    VALUES (role, level)
+    ON CONFLICT ON CONSTRAINT role_budget_pkey DO UPDATE
+       SET privacy_level = EXCLUDED.privacy_level,
+           updated_at    = pg_catalog.now();
+    -- the role's sessions in this database start at its level (from their next connection)
+    IF level IS NULL THEN
+        EXECUTE pg_catalog.format('ALTER ROLE %s IN DATABASE %I RESET dp.privacy_level', role, pg_catalog.current_database());
+    ELSE
+        EXECUTE pg_catalog.format('ALTER ROLE %s IN DATABASE %I SET dp.privacy_level = %L', role, pg_catalog.current_database(), level);
+    END IF;
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role = pin_privacy_level.role;
+END
+$$;
+COMMENT ON FUNCTION dp.pin_privacy_level(regrole, text) IS 'pg_dp: pins a named privacy level to a role in this database: each of its queries may spend at most the level''s epsilon (with any per-query cap), and its sessions start at that level; NULL unpins (dp_admin)';
+REVOKE EXECUTE ON FUNCTION dp.pin_privacy_level(regrole, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dp.pin_privacy_level(regrole, text) TO dp_admin;
+
 -- The debit. Called only by the ledger worker, in its own transaction; never by users.
 -- One array element per release: aggregate, mechanism, sensitivity, noise scale, epsilon, delta, details.
 CREATE FUNCTION dp.debit(role oid, database_user name, unlimited bool, query_id bigint, query_text text,
@@ -173,6 +218,11 @@ BEGIN
         IF b.max_epsilon_per_query IS NOT NULL AND eps_total > b.max_epsilon_per_query THEN
             granted := false;
             reason := 'cap:' || b.max_epsilon_per_query::text;
+            RETURN;
+        END IF;
+        IF b.privacy_level IS NOT NULL AND eps_total > dp.privacy_level_epsilon(b.privacy_level)::numeric THEN
+            granted := false;
+            reason := 'level:' || b.privacy_level || ':' || dp.privacy_level_epsilon(b.privacy_level)::numeric::text;
             RETURN;
         END IF;
         IF eps_total > epsilon_remaining OR del_total > delta_remaining THEN

@@ -33,13 +33,13 @@ CREATE AGGREGATE dp_count(*) (
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_count(*) IS 'epsilon-DP row count (epsilon = dp.default_epsilon): count + discrete Laplace noise of scale 1/epsilon; never NULL';
+COMMENT ON AGGREGATE dp_count(*) IS 'epsilon-DP row count (epsilon = dp.default_epsilon or dp.privacy_level): count + discrete Laplace noise of scale 1/epsilon; never NULL';
 CREATE AGGREGATE dp_count("any") (
     SFUNC = dp.count_trans, STYPE = internal, FINALFUNC = dp.count_final,
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_count("any") IS 'epsilon-DP count of non-NULL values (epsilon = dp.default_epsilon); never NULL';
+COMMENT ON AGGREGATE dp_count("any") IS 'epsilon-DP count of non-NULL values (epsilon = dp.default_epsilon or dp.privacy_level); never NULL';
 CREATE AGGREGATE dp_count("any", float8) (
     SFUNC = dp.count_trans, STYPE = internal, FINALFUNC = dp.count_final,
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
@@ -81,7 +81,7 @@ CREATE AGGREGATE dp_sum(int2, int2, int2) (
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_sum(int2, int2, int2) IS 'dp_sum(value, lower, upper): epsilon-DP exact integer sum (epsilon = dp.default_epsilon) of values clamped to [lower, upper], noise scale max(|lower|,|upper|)/epsilon; returns int8';
+COMMENT ON AGGREGATE dp_sum(int2, int2, int2) IS 'dp_sum(value, lower, upper): epsilon-DP exact integer sum (epsilon = dp.default_epsilon or dp.privacy_level) of values clamped to [lower, upper], noise scale max(|lower|,|upper|)/epsilon; returns int8';
 CREATE AGGREGATE dp_sum(int2, int2, int2, float8) (
     SFUNC = dp.sum_int2_trans, STYPE = internal, FINALFUNC = dp.sum_int_final,
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
@@ -93,7 +93,7 @@ CREATE AGGREGATE dp_sum(int4, int4, int4) (
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_sum(int4, int4, int4) IS 'dp_sum(value, lower, upper): epsilon-DP exact integer sum (epsilon = dp.default_epsilon) of values clamped to [lower, upper], noise scale max(|lower|,|upper|)/epsilon; returns int8';
+COMMENT ON AGGREGATE dp_sum(int4, int4, int4) IS 'dp_sum(value, lower, upper): epsilon-DP exact integer sum (epsilon = dp.default_epsilon or dp.privacy_level) of values clamped to [lower, upper], noise scale max(|lower|,|upper|)/epsilon; returns int8';
 CREATE AGGREGATE dp_sum(int4, int4, int4, float8) (
     SFUNC = dp.sum_int4_trans, STYPE = internal, FINALFUNC = dp.sum_int_final,
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
@@ -105,7 +105,7 @@ CREATE AGGREGATE dp_sum(int8, int8, int8) (
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_sum(int8, int8, int8) IS 'dp_sum(value, lower, upper): epsilon-DP exact integer sum (epsilon = dp.default_epsilon) of values clamped to [lower, upper], noise scale max(|lower|,|upper|)/epsilon; returns numeric';
+COMMENT ON AGGREGATE dp_sum(int8, int8, int8) IS 'dp_sum(value, lower, upper): epsilon-DP exact integer sum (epsilon = dp.default_epsilon or dp.privacy_level) of values clamped to [lower, upper], noise scale max(|lower|,|upper|)/epsilon; returns numeric';
 CREATE AGGREGATE dp_sum(int8, int8, int8, float8) (
     SFUNC = dp.sum_int8_trans, STYPE = internal, FINALFUNC = dp.sum_int8_final,
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
@@ -117,7 +117,7 @@ CREATE AGGREGATE dp_sum(float8, float8, float8) (
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_sum(float8, float8, float8) IS 'dp_sum(value, lower, upper): epsilon-DP sum on a power-of-two grid (epsilon = dp.default_epsilon) of values clamped to [lower, upper], noise scale max(|lower|,|upper|)/epsilon; returns float8';
+COMMENT ON AGGREGATE dp_sum(float8, float8, float8) IS 'dp_sum(value, lower, upper): epsilon-DP sum on a power-of-two grid (epsilon = dp.default_epsilon or dp.privacy_level) of values clamped to [lower, upper], noise scale max(|lower|,|upper|)/epsilon; returns float8';
 CREATE AGGREGATE dp_sum(float8, float8, float8, float8) (
     SFUNC = dp.sum_float8_trans, STYPE = internal, FINALFUNC = dp.sum_float8_final,
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
@@ -129,7 +129,7 @@ CREATE AGGREGATE dp_sum(numeric, numeric, numeric) (
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_sum(numeric, numeric, numeric) IS 'dp_sum(value, lower, upper): epsilon-DP sum on a power-of-two grid (epsilon = dp.default_epsilon) of values clamped to [lower, upper], noise scale max(|lower|,|upper|)/epsilon; returns numeric';
+COMMENT ON AGGREGATE dp_sum(numeric, numeric, numeric) IS 'dp_sum(value, lower, upper): epsilon-DP sum on a power-of-two grid (epsilon = dp.default_epsilon or dp.privacy_level) of values clamped to [lower, upper], noise scale max(|lower|,|upper|)/epsilon; returns numeric';
 CREATE AGGREGATE dp_sum(numeric, numeric, numeric, float8) (
     SFUNC = dp.sum_numeric_trans, STYPE = internal, FINALFUNC = dp.sum_numeric_final,
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
@@ -155,7 +155,7 @@ CREATE AGGREGATE dp_avg(float8, float8, float8) (
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_avg(float8, float8, float8) IS 'dp_avg(value, lower, upper): epsilon-DP mean (epsilon = dp.default_epsilon) of values clamped to [lower, upper]: noisy centred sum (70% of epsilon) over noisy count (30%); result within [lower, upper]';
+COMMENT ON AGGREGATE dp_avg(float8, float8, float8) IS 'dp_avg(value, lower, upper): epsilon-DP mean (epsilon = dp.default_epsilon or dp.privacy_level) of values clamped to [lower, upper]: noisy centred sum (70% of epsilon) over noisy count (30%); result within [lower, upper]';
 CREATE AGGREGATE dp_avg(float8, float8, float8, float8) (
     SFUNC = dp.avg_float8_trans, STYPE = internal, FINALFUNC = dp.avg_float8_final,
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
@@ -167,7 +167,7 @@ CREATE AGGREGATE dp_avg(numeric, numeric, numeric) (
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_avg(numeric, numeric, numeric) IS 'dp_avg(value, lower, upper): epsilon-DP mean (epsilon = dp.default_epsilon) of values clamped to [lower, upper]: noisy centred sum (70% of epsilon) over noisy count (30%); result within [lower, upper]';
+COMMENT ON AGGREGATE dp_avg(numeric, numeric, numeric) IS 'dp_avg(value, lower, upper): epsilon-DP mean (epsilon = dp.default_epsilon or dp.privacy_level) of values clamped to [lower, upper]: noisy centred sum (70% of epsilon) over noisy count (30%); result within [lower, upper]';
 CREATE AGGREGATE dp_avg(numeric, numeric, numeric, float8) (
     SFUNC = dp.avg_numeric_trans, STYPE = internal, FINALFUNC = dp.avg_numeric_final,
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,

@@ -13,7 +13,7 @@ CREATE AGGREGATE dp_variance(float8, float8, float8) (
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_variance(float8, float8, float8) IS 'dp_variance(value, lower, upper): epsilon-DP sample variance (n - 1, as variance()) (epsilon = dp.default_epsilon) of values clamped to [lower, upper], from a noisy count, a noisy centred sum and a noisy shifted sum of squares accounted jointly; result within [0, ((upper - lower)/2)^2]';
+COMMENT ON AGGREGATE dp_variance(float8, float8, float8) IS 'dp_variance(value, lower, upper): epsilon-DP sample variance (n - 1, as variance()) (epsilon = dp.default_epsilon or dp.privacy_level) of values clamped to [lower, upper], from a noisy count, a noisy centred sum and a noisy shifted sum of squares accounted jointly; result within [0, ((upper - lower)/2)^2]';
 CREATE AGGREGATE dp_variance(float8, float8, float8, float8) (
     SFUNC = dp.variance_float8_trans, STYPE = internal, FINALFUNC = dp.variance_float8_final,
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
@@ -36,7 +36,7 @@ CREATE AGGREGATE dp_variance(numeric, numeric, numeric) (
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_variance(numeric, numeric, numeric) IS 'dp_variance(value, lower, upper): epsilon-DP sample variance (n - 1, as variance()) (epsilon = dp.default_epsilon) of values clamped to [lower, upper], from a noisy count, a noisy centred sum and a noisy shifted sum of squares accounted jointly; result within [0, ((upper - lower)/2)^2]';
+COMMENT ON AGGREGATE dp_variance(numeric, numeric, numeric) IS 'dp_variance(value, lower, upper): epsilon-DP sample variance (n - 1, as variance()) (epsilon = dp.default_epsilon or dp.privacy_level) of values clamped to [lower, upper], from a noisy count, a noisy centred sum and a noisy shifted sum of squares accounted jointly; result within [0, ((upper - lower)/2)^2]';
 CREATE AGGREGATE dp_variance(numeric, numeric, numeric, float8) (
     SFUNC = dp.variance_numeric_trans, STYPE = internal, FINALFUNC = dp.variance_numeric_final,
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
@@ -59,7 +59,7 @@ CREATE AGGREGATE dp_stddev(float8, float8, float8) (
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_stddev(float8, float8, float8) IS 'dp_stddev(value, lower, upper): epsilon-DP sample standard deviation (n - 1, as stddev()) (epsilon = dp.default_epsilon) of values clamped to [lower, upper], from a noisy count, a noisy centred sum and a noisy shifted sum of squares accounted jointly; result within [0, (upper - lower)/2]';
+COMMENT ON AGGREGATE dp_stddev(float8, float8, float8) IS 'dp_stddev(value, lower, upper): epsilon-DP sample standard deviation (n - 1, as stddev()) (epsilon = dp.default_epsilon or dp.privacy_level) of values clamped to [lower, upper], from a noisy count, a noisy centred sum and a noisy shifted sum of squares accounted jointly; result within [0, (upper - lower)/2]';
 CREATE AGGREGATE dp_stddev(float8, float8, float8, float8) (
     SFUNC = dp.stddev_float8_trans, STYPE = internal, FINALFUNC = dp.stddev_float8_final,
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
@@ -82,7 +82,7 @@ CREATE AGGREGATE dp_stddev(numeric, numeric, numeric) (
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_stddev(numeric, numeric, numeric) IS 'dp_stddev(value, lower, upper): epsilon-DP sample standard deviation (n - 1, as stddev()) (epsilon = dp.default_epsilon) of values clamped to [lower, upper], from a noisy count, a noisy centred sum and a noisy shifted sum of squares accounted jointly; result within [0, (upper - lower)/2]';
+COMMENT ON AGGREGATE dp_stddev(numeric, numeric, numeric) IS 'dp_stddev(value, lower, upper): epsilon-DP sample standard deviation (n - 1, as stddev()) (epsilon = dp.default_epsilon or dp.privacy_level) of values clamped to [lower, upper], from a noisy count, a noisy centred sum and a noisy shifted sum of squares accounted jointly; result within [0, (upper - lower)/2]';
 CREATE AGGREGATE dp_stddev(numeric, numeric, numeric, float8) (
     SFUNC = dp.stddev_numeric_trans, STYPE = internal, FINALFUNC = dp.stddev_numeric_final,
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,

@@ -15,6 +15,7 @@
 //! - [`quantile`]: median and percentile releases (smooth sensitivity, exponential mechanism);
 //! - [`description`]: the description of a DP query that the SQL layer's query grammar admits.
 //! - [`partition`]: DP partition selection (which private GROUP BY keys a release may show).
+//! - [`levels`]: named privacy levels and their ε per query.
 pub mod accounting;
 pub mod accum;
 pub mod description;
@@ -22,6 +23,7 @@ pub mod dprp;
 pub mod error;
 pub mod gaussian;
 pub mod grid;
+pub mod levels;
 pub mod mechanisms;
 pub mod params;
 pub mod partition;

@@ -447,7 +447,14 @@ unsafe fn refuse(req: &ChargeRequest, role: pg_sys::Oid, reason: &str, remaining
         raise_with(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             format!("query needs epsilon {need}, more than the per-query cap {cap} of role \"{name}\"; nothing was charged"),
-            None,
+            Some("use a smaller epsilon per aggregate, or fewer aggregates per query; dp.my_budget shows the cap"),
+        );
+    }
+    if let Some((level, eps)) = reason.strip_prefix("level:").and_then(|r| r.split_once(':')) {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("query needs epsilon {need}, more than the {eps} per query of privacy level \"{level}\", which is pinned to role \"{name}\"; nothing was charged"),
+            Some(&format!("SET dp.privacy_level = '{level}' and leave epsilon out, or use a smaller epsilon")),
         );
     }
     let deltas: Vec<&str> = req.releases.iter().map(|r| r.delta.as_str()).filter(|d| *d != "0").collect();

@@ -1,8 +1,28 @@
 //! GUCs. `dp.seed` is superuser-only: a known seed removes all privacy.
-use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PostgresGucEnum};
 
-/// ε used by a DP aggregate called without an explicit epsilon.
-pub static DEFAULT_EPSILON: GucSetting<f64> = GucSetting::<f64>::new(1.0);
+/// ε used by a DP aggregate called without an explicit epsilon; 0 (the default) means the ε of
+/// `dp.privacy_level`.
+pub static DEFAULT_EPSILON: GucSetting<f64> = GucSetting::<f64>::new(0.0);
+
+/// The named privacy levels of `pg_dp_core::levels`, in the same order.
+#[derive(PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PrivacyLevel {
+    #[name = c"very_high"]
+    VeryHigh,
+    #[name = c"high"]
+    High,
+    #[name = c"medium"]
+    Medium,
+    #[name = c"low"]
+    Low,
+    #[name = c"very_low"]
+    VeryLow,
+}
+
+/// The named privacy level whose ε aggregates use when called without one (and `dp.default_epsilon`
+/// is 0).
+pub static PRIVACY_LEVEL: GucSetting<PrivacyLevel> = GucSetting::<PrivacyLevel>::new(PrivacyLevel::Medium);
 /// (ε, δ) of the DP partition selection of private GROUP BY keys, per group.
 pub static GROUP_SELECTION_EPSILON: GucSetting<f64> = GucSetting::<f64>::new(1.0);
 pub static GROUP_SELECTION_DELTA: GucSetting<f64> = GucSetting::<f64>::new(1e-6);
@@ -13,10 +33,18 @@ pub fn register() {
     GucRegistry::define_float_guc(
         c"dp.default_epsilon",
         c"Privacy parameter epsilon used by pg_dp aggregates called without one.",
-        c"Each release at this epsilon is epsilon-differentially private. Valid range 1e-9 to 1e6.",
+        c"Each release at this epsilon is epsilon-differentially private. Valid range 1e-9 to 1e6; 0 (the default) uses the epsilon of dp.privacy_level.",
         &DEFAULT_EPSILON,
-        pg_dp_core::params::EPSILON_MIN,
+        0.0,
         pg_dp_core::params::EPSILON_MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_enum_guc(
+        c"dp.privacy_level",
+        c"Named privacy level of pg_dp aggregates called without an epsilon: very_high (0.1), high (0.3), medium (1), low (3) or very_low (10).",
+        c"The epsilon per release of each level; dp.default_epsilon, when not 0, takes precedence. A level a DBA pins to a role with dp.pin_privacy_level also caps the epsilon of each of its queries.",
+        &PRIVACY_LEVEL,
         GucContext::Userset,
         GucFlags::default(),
     );
@@ -64,6 +92,12 @@ unsafe extern "C-unwind" fn seed_assigned(_newval: std::ffi::c_int, _extra: *mut
     super::noise::request_reseed();
 }
 
+/// ε of an aggregate called without one: `dp.default_epsilon` if it is not 0, else the ε of
+/// `dp.privacy_level`.
 pub fn default_epsilon() -> f64 {
-    DEFAULT_EPSILON.get()
+    let e = DEFAULT_EPSILON.get();
+    if e != 0.0 {
+        return e;
+    }
+    pg_dp_core::levels::PRIVACY_LEVELS[PRIVACY_LEVEL.get() as usize].1
 }

@@ -11,6 +11,7 @@ pub mod grammar;
 pub mod guc;
 pub mod inspect;
 pub mod ledger;
+pub mod levels;
 pub mod noise;
 pub mod planner;
 pub mod protect;

@@ -197,6 +197,59 @@ def check_no_budget_and_per_query_cap():
     assert spent(b) == Decimal("0.5"), spent(b)
 
 
+def check_a_pinned_privacy_level_caps_each_query_and_sets_the_default():
+    a = new_analyst("dp_l_pinned", 10)
+    with connect() as c:
+        c.execute("SELECT dp.pin_privacy_level(%s, 'high')", (a,))
+        # the role's sessions in this database start at the level
+        r = c.execute("""SELECT setconfig FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase
+                          WHERE s.setrole = %s::regrole AND d.datname = current_database()""", (a,)).fetchone()
+        assert r and "dp.privacy_level=high" in r[0], r
+    with connect(a) as c:
+        assert c.execute("SHOW dp.privacy_level").fetchone()[0] == "high"
+        # no epsilon: the level's 0.3
+        c.execute("SELECT dp_count(*) FROM t")
+        assert spent(a) == Decimal("0.3"), spent(a)
+        # the role may choose a more private level, or a smaller epsilon, but not more than 0.3 per query
+        c.execute("SET dp.privacy_level = 'very_high'")
+        c.execute("SELECT dp_count(*) FROM t")
+        assert spent(a) == Decimal("0.4"), spent(a)
+        for sql in ["SET dp.privacy_level = 'low'", "SET dp.default_epsilon = 1"]:
+            c.execute(sql)
+            try:
+                c.execute("SELECT dp_count(*) FROM t")
+                raise AssertionError("level not enforced after " + sql)
+            except E.ProgramLimitExceeded as e:
+                assert 'privacy level "high"' in str(e) and "nothing was charged" in str(e), str(e)
+                assert e.diag.message_hint and "dp.privacy_level = 'high'" in e.diag.message_hint
+            c.execute("RESET dp.privacy_level")
+            c.execute("RESET dp.default_epsilon")
+        try:
+            c.execute("SELECT dp_count(x, 0.2), dp_count(x, 0.2) FROM t")
+            raise AssertionError("level not enforced on the query's total")
+        except E.ProgramLimitExceeded:
+            pass
+        assert spent(a) == Decimal("0.4"), spent(a)
+        # the analyst cannot unpin itself
+        try:
+            c.execute("SELECT dp.pin_privacy_level(%s, NULL)", (a,))
+            raise AssertionError("an analyst unpinned its level")
+        except E.InsufficientPrivilege:
+            pass
+    with connect() as c:
+        try:
+            c.execute("SELECT dp.pin_privacy_level(%s, 'extreme')", (a,))
+            raise AssertionError("unknown level accepted")
+        except E.InvalidParameterValue as e:
+            assert "very_high, high, medium, low, very_low" in str(e), str(e)
+        c.execute("SELECT dp.pin_privacy_level(%s, NULL)", (a,))
+        assert c.execute("SELECT pinned_privacy_level FROM dp.budgets WHERE role = %s::regrole", (a,)).fetchone()[0] is None
+    with connect(a) as c:
+        assert c.execute("SHOW dp.privacy_level").fetchone()[0] == "medium"
+        c.execute("SELECT dp_count(x, 0.5) FROM t")
+    assert spent(a) == Decimal("0.9"), spent(a)
+
+
 def check_prepared_statement_with_epsilon_parameter_is_charged_exactly():
     a = new_analyst("dp_l_prepared", 2.0)
     with connect(a) as c:
