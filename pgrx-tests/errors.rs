@@ -129,7 +129,7 @@ fn window_count_star_is_refused() {
     Spi::run("SELECT dp_count(*) OVER () FROM s").unwrap();
 }
 
-#[pg_test(error = "0 is outside the valid range for parameter \"dp.default_epsilon\" (1e-09 .. 1e+06)")]
+#[pg_test(error = "-1 is outside the valid range for parameter \"dp.default_epsilon\" (0 .. 1e+06)")]
 fn default_epsilon_guc_has_a_range() {
-    Spi::run("SET dp.default_epsilon = 0").unwrap();
+    Spi::run("SET dp.default_epsilon = -1").unwrap();
 }

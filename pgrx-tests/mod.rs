@@ -24,6 +24,7 @@ include!("total_expressions.rs");
 include!("units.rs");
 include!("variance.rs");
 include!("levels.rs");
+include!("bounds.rs");
 
 /// Runs a query and returns the first column of every row as text.
 pub fn column(sql: &str) -> Vec<Option<String>> {

@@ -105,13 +105,16 @@ pub struct DpAggregate {
 }
 
 /// Where a parameter (ε, δ, p, a bound) of an admitted call comes from. The grammar admits only
-/// these two; the value is read when the query runs.
+/// these; the value is read when the query runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ParamSource {
     /// A literal in the query text (possibly cast or negated).
     Literal,
     /// A bind parameter `$n` (possibly cast).
     Bind(u32),
+    /// A bound declared for the aggregated column by a DBA (`dp.set_bounds`), which the grammar
+    /// supplied to a call written without bounds.
+    Declared,
 }
 
 impl DpLevel {

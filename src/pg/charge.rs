@@ -24,7 +24,7 @@ use super::error::{raise_with, OrRaise};
 use super::{ledger, protect, release};
 use pg_dp_core::accounting::{charged_decimal, ChargeOutcome, ChargeRequest, ReleaseRecord};
 use pg_dp_core::accum::Acc;
-use pg_dp_core::description::{DpLevel, KeyRelease};
+use pg_dp_core::description::{DpLevel, KeyRelease, ParamSource};
 use pg_dp_core::mechanisms::ReleaseInfo;
 use pg_dp_core::partition::Selection;
 use pgrx::pg_sys;
@@ -359,7 +359,10 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
                     (info, s.details())
                 }
             };
-            let details = with_level(&details, &r.level);
+            let mut details = with_level(&details, &r.level);
+            if described.params.contains(&ParamSource::Declared) {
+                details = with_entry(&details, "bounds", "declared for the column (dp.set_bounds)");
+            }
             // the call as the query wrote it (a count over privacy units runs as a sum of per-unit counts)
             let name = described.function.clone();
             let delta = if info.delta > 0.0 { charged_decimal(info.delta) } else { "0".into() };
@@ -380,6 +383,15 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
     let stmt = (*qd).plannedstmt;
     charge(records, (*stmt).queryId as i64, cstr_or((*qd).sourceText, ""));
     TICKETS.with(|t| t.borrow_mut().extend(tickets));
+}
+
+/// Receipt details with one more entry.
+fn with_entry(details: &str, key: &str, value: &str) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(details).unwrap_or_else(|_| serde_json::json!({}));
+    if let Some(o) = v.as_object_mut() {
+        o.insert(key.into(), value.into());
+    }
+    v.to_string()
 }
 
 /// The mechanism details of a receipt with the level's source table, privacy unit and the way its

@@ -502,6 +502,8 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
         if !(*agg).aggorder.is_null() {
             return Err(acx.structural(&format!("ORDER BY inside {f}")));
         }
+        // a call without bounds takes the bounds declared for its column (bounds.rs)
+        let declared = super::bounds::supply_declared_bounds(q, agg, kind);
         let args: Vec<*mut pg_sys::TargetEntry> = list_iter((*agg).args).collect();
         let mut value_desc = "*".to_string();
         let mut params = Vec::new();
@@ -511,6 +513,8 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
             if i == 0 && !(*agg).aggstar {
                 value_below(&acx, e)?;
                 value_desc = describe_value(q, e);
+            } else if declared.contains(&i) {
+                params.push(ParamSource::Declared);
             } else {
                 let name = names.get(i.saturating_sub(1)).copied().unwrap_or("parameter");
                 params.push(param(e, f, name)?);
@@ -1557,27 +1561,32 @@ pub(crate) unsafe fn func_signature(funcid: Oid) -> String {
 
 /// `table.column` for a plain column (through joins and subqueries), else `expression`.
 unsafe fn describe_value(q: *mut Query, e: *mut Node) -> String {
+    match value_column(q, e) {
+        Some((relid, att)) => format!("{}.{}", protect::relation_short_name(relid), attname(relid, att)),
+        None => "expression".into(),
+    }
+}
+
+/// The table column an aggregated value is, unchanged: through join aliases, subqueries in FROM and
+/// views (binary-compatible relabelling only). None for any other expression.
+pub(crate) unsafe fn value_column(q: *mut Query, e: *mut Node) -> Option<(Oid, i16)> {
     let mut q = q;
     let mut e = e;
     for _ in 0..32 {
-        let Some((idx, att)) = resolve_var(q, e) else { return "expression".into() };
+        let (idx, att) = resolve_var(q, e)?;
         let rte = rt_fetch(q, idx);
         match (*rte).rtekind {
-            pg_sys::RTEKind::RTE_RELATION => {
-                return format!("{}.{}", protect::relation_short_name((*rte).relid), attname((*rte).relid, att));
-            }
-            pg_sys::RTEKind::RTE_SUBQUERY => {
+            pg_sys::RTEKind::RTE_RELATION if att > 0 => return Some(((*rte).relid, att)),
+            pg_sys::RTEKind::RTE_SUBQUERY if att > 0 => {
                 let sq = (*rte).subquery;
-                let Some(te) = list_iter::<pg_sys::TargetEntry>((*sq).targetList).nth(att as usize - 1) else {
-                    return "expression".into();
-                };
+                let te = list_iter::<pg_sys::TargetEntry>((*sq).targetList).nth(att as usize - 1)?;
                 q = sq;
                 e = (*te).expr as *mut Node;
             }
-            _ => return "expression".into(),
+            _ => return None,
         }
     }
-    "expression".into()
+    None
 }
 
 fn node_name(tag: NodeTag) -> String {

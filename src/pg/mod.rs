@@ -1,6 +1,7 @@
 //! SQL glue. Each file is one SQL feature; every function here is a few lines around the core.
 pub mod agg;
 pub mod avg;
+pub mod bounds;
 pub mod charge;
 pub mod contribution;
 pub mod count;

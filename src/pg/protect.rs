@@ -63,6 +63,26 @@ pub enum ColumnLabel {
     PrivacyUnit(UnitBounds),
     /// The column's public values, for GROUP BY keys.
     Domain(Domain),
+    /// Public bounds of a numeric column (`dp.set_bounds`), as decimal text.
+    Bounds(DeclaredBounds),
+}
+
+impl ColumnLabel {
+    fn kind(&self) -> &'static str {
+        match self {
+            ColumnLabel::PrivacyUnit(_) => "privacy unit",
+            ColumnLabel::Domain(_) => "domain",
+            ColumnLabel::Bounds(_) => "bounds",
+        }
+    }
+}
+
+/// Declared bounds of a column: decimal text, lower ≤ upper, valid for the column's type.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredBounds {
+    pub lower: String,
+    pub upper: String,
 }
 
 /// Contribution bounds of a privacy unit.
@@ -253,6 +273,29 @@ pub fn privacy_unit(relid: Oid) -> Option<(i16, UnitBounds)> {
         ColumnLabel::PrivacyUnit(b) => Some((*a, *b)),
         _ => None,
     })
+}
+
+/// The bounds declared for column `attnum` of a relation: its own, or the nearest ancestor's for the
+/// column of the same name.
+pub fn effective_bounds(relid: Oid, attnum: i16) -> Option<DeclaredBounds> {
+    let own = |r: Oid, a: i16| {
+        column_labels(r).iter().find_map(|(x, l)| match l {
+            ColumnLabel::Bounds(b) if *x == a => Some(b.clone()),
+            _ => None,
+        })
+    };
+    if let Some(b) = own(relid, attnum) {
+        return Some(b);
+    }
+    unsafe {
+        for a in ancestors(relid) {
+            let Some(att) = same_column(relid, attnum, a) else { continue };
+            if let Some(b) = own(a, att) {
+                return Some(b);
+            }
+        }
+    }
+    None
 }
 
 /// The public domain declared for a column, if any.
@@ -491,11 +534,57 @@ unsafe extern "C-unwind" fn check_relabel(object: *const pg_sys::ObjectAddress, 
     }
 }
 
+/// Declared bounds: finite decimals with |bound| ≤ 1e30, lower ≤ upper, on a column of a numeric
+/// type, integers within the type's range for an integer column.
+unsafe fn check_declared_bounds(column: &str, typ: Oid, b: &DeclaredBounds) {
+    let base = pg_sys::getBaseType(typ);
+    let int_range: Option<(f64, f64)> = match base {
+        pg_sys::INT2OID => Some((i16::MIN as f64, i16::MAX as f64)),
+        pg_sys::INT4OID => Some((i32::MIN as f64, i32::MAX as f64)),
+        pg_sys::INT8OID => Some((-9.2e18, 9.2e18)),
+        pg_sys::FLOAT4OID | pg_sys::FLOAT8OID | pg_sys::NUMERICOID => None,
+        _ => raise_with(
+            PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+            format!("bounds can be declared only for columns of a numeric type (smallint, integer, bigint, real, double precision, numeric); column \"{column}\" is not"),
+            None,
+        ),
+    };
+    let parse = |arg: &str, t: &str| -> f64 {
+        match t.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() && v.abs() <= pg_dp_core::params::BOUND_MAX => v,
+            _ => raise_with(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("{arg} must be a finite number between -1e30 and 1e30, got {t}"),
+                None,
+            ),
+        }
+    };
+    let (lo, hi) = (parse("lower", &b.lower), parse("upper", &b.upper));
+    if lo > hi {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("lower must be less than or equal to upper ({}), got {}", b.upper, b.lower),
+            None,
+        );
+    }
+    if let Some((min, max)) = int_range {
+        for (arg, t, v) in [("lower", &b.lower, lo), ("upper", &b.upper, hi)] {
+            if v.fract() != 0.0 || !(min..=max).contains(&v) || t.contains(['.', 'e', 'E']) {
+                raise_with(
+                    PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                    format!("{arg} of integer column \"{column}\" must be an integer of its type, got {t}"),
+                    None,
+                );
+            }
+        }
+    }
+}
+
 fn invalid_label(msg: String) -> ! {
     raise_with(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         msg,
-        Some(r#"valid column labels: {"privacy_unit": {"max_groups_contributed": 1, "max_count_per_unit": 1}}, {"domain": ["value", ...]}, {"domain": {"table": "schema.table", "column": "name"}}; dp.protect_table and dp.set_domain write them"#),
+        Some(r#"valid column labels: {"privacy_unit": {"max_groups_contributed": 1, "max_count_per_unit": 1}}, {"domain": ["value", ...]}, {"domain": {"table": "schema.table", "column": "name"}}, {"bounds": {"lower": "0", "upper": "100"}}; dp.protect_table, dp.set_domain and dp.set_bounds write them"#),
     )
 }
 
@@ -512,7 +601,20 @@ unsafe fn check_column_label(relid: Oid, attnum: i16, label: Option<&str>) {
     let parsed: ColumnLabel = serde_json::from_str(text)
         .unwrap_or_else(|e| invalid_label(format!("invalid pg_dp label for column \"{column}\": {e}")));
     let typ = pg_sys::get_atttype(relid, attnum);
+    // one declaration per column: replacing a label of another kind would silently drop it
+    let existing = column_label_texts(relid)
+        .into_iter()
+        .find(|(a, _)| *a == attnum)
+        .and_then(|(_, t)| serde_json::from_str::<ColumnLabel>(&t).ok());
+    if let Some(old) = existing.filter(|o| o.kind() != parsed.kind()) {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_OBJECT_IN_USE,
+            format!("column \"{column}\" already has a {} declaration", old.kind()),
+            Some("a column holds one pg_dp declaration: remove the other one first"),
+        );
+    }
     match parsed {
+        ColumnLabel::Bounds(b) => check_declared_bounds(&column, typ, &b),
         ColumnLabel::PrivacyUnit(_) if !parents(relid).is_empty() => {
             raise_with(
                 PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,

@@ -168,7 +168,7 @@ unsafe fn copy<T>(n: *mut T) -> *mut T {
     pg_sys::copyObjectImpl(n as *const c_void) as *mut T
 }
 
-unsafe fn name_list(schema: Option<&str>, name: &str) -> *mut pg_sys::List {
+pub(crate) unsafe fn name_list(schema: Option<&str>, name: &str) -> *mut pg_sys::List {
     let mut l = std::ptr::null_mut();
     if let Some(s) = schema {
         l = pg_sys::lappend(l, pg_sys::makeString(pg_sys::pstrdup(CString::new(s).expect("name").as_ptr())) as *mut c_void);
@@ -176,11 +176,11 @@ unsafe fn name_list(schema: Option<&str>, name: &str) -> *mut pg_sys::List {
     pg_sys::lappend(l, pg_sys::makeString(pg_sys::pstrdup(CString::new(name).expect("name").as_ptr())) as *mut c_void)
 }
 
-unsafe fn function(schema: Option<&str>, name: &str, args: &[Oid]) -> Oid {
+pub(crate) unsafe fn function(schema: Option<&str>, name: &str, args: &[Oid]) -> Oid {
     pg_sys::LookupFuncName(name_list(schema, name), args.len() as i32, args.as_ptr(), false)
 }
 
-unsafe fn oid_list(oids: &[Oid]) -> *mut pg_sys::List {
+pub(crate) unsafe fn oid_list(oids: &[Oid]) -> *mut pg_sys::List {
     oids.iter().fold(std::ptr::null_mut(), |l, o| pg_sys::lappend_oid(l, *o))
 }
 
@@ -188,7 +188,7 @@ unsafe fn int_list(ints: impl Iterator<Item = i32>) -> *mut pg_sys::List {
     ints.fold(std::ptr::null_mut(), |l, i| pg_sys::lappend_int(l, i))
 }
 
-unsafe fn ptr_list<T>(items: &[*mut T]) -> *mut pg_sys::List {
+pub(crate) unsafe fn ptr_list<T>(items: &[*mut T]) -> *mut pg_sys::List {
     items.iter().fold(std::ptr::null_mut(), |l, i| pg_sys::lappend(l, *i as *mut c_void))
 }
 

@@ -107,10 +107,12 @@ def check_non_superuser():
         expect_error(c, "SHOW dp.seed", None, E.InsufficientPrivilege, "dp.seed")
         n = c.execute("""SELECT count(*) FROM pg_proc p JOIN pg_namespace s ON s.oid = p.pronamespace
                           WHERE s.nspname = 'dp' AND has_function_privilege(p.oid, 'EXECUTE')
-                            AND p.proname NOT IN ('release_projection', 'release_projection_rows', 'keep_group', 'random_order')
+                            AND p.proname NOT IN ('release_projection', 'release_projection_rows', 'keep_group', 'random_order',
+                                                  'privacy_level_epsilon', 'privacy_level_names', 'is_protected')
                             AND NOT (p.prokind = 'a' AND p.proname IN ('unit_sum', 'unit_mean', 'unit_count'))""").fetchone()[0]
         # only the table releases and dp.keep_group (charged like the aggregates), the per-unit aggregates
-        # (refused over protected tables outside the queries pg_dp writes) and dp.random_order
+        # (refused over protected tables outside the queries pg_dp writes), dp.random_order and functions
+        # of the catalog alone (privacy levels, whether a table is protected)
         assert n == 0, n
 
 

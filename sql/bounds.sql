@@ -1,0 +1,143 @@
+-- pg_dp: bounds without guesswork (hand-written; loaded after variance.sql).
+-- Declared bounds: dp.set_bounds stores a column's public bounds as a column label of provider pg_dp
+-- ({"bounds": {"lower": "0", "upper": "120"}}); dp.learn_bounds declares them from a public table.
+-- The aggregates below take no bounds: the query grammar (src/pg/grammar.rs) rewrites a call over a
+-- column with declared bounds into the bounded aggregate before planning, and refuses the others.
+
+CREATE FUNCTION dp.set_bounds(tbl regclass, col name, lower numeric, upper numeric) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF lower IS NULL OR upper IS NULL THEN
+        RAISE EXCEPTION 'lower and upper must not be NULL (dp.drop_bounds removes bounds)' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON COLUMN %s.%I IS %L', tbl, col,
+        pg_catalog.json_build_object('bounds', pg_catalog.json_build_object('lower', pg_catalog.trim_scale(lower)::text, 'upper', pg_catalog.trim_scale(upper)::text))::text);
+END
+$$;
+COMMENT ON FUNCTION dp.set_bounds(regclass, name, numeric, numeric) IS 'pg_dp: declares public bounds [lower, upper] of a numeric column: dp_sum, dp_avg, dp_variance, dp_stddev, dp_median, dp_percentile and dp_percentile_em called on the column without bounds use them (dp_admin). Bounds must be public knowledge, not read from the data';
+
+CREATE FUNCTION dp.drop_bounds(tbl regclass, col name) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_seclabel l JOIN pg_catalog.pg_attribute a ON a.attrelid = l.objoid AND a.attnum = l.objsubid
+                WHERE l.objoid = tbl AND l.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass AND l.provider = 'pg_dp'
+                  AND a.attname = col AND l.label LIKE '{"bounds"%') THEN
+        EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON COLUMN %s.%I IS NULL', tbl, col);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION dp.drop_bounds(regclass, name) IS 'pg_dp: removes the declared bounds of a column (dp_admin)';
+
+CREATE FUNCTION dp.learn_bounds(public_table regclass, public_column name, target_table regclass, target_column name,
+                                lower_quantile float8 DEFAULT 0, upper_quantile float8 DEFAULT 1,
+                                OUT lower numeric, OUT upper numeric)
+LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF lower_quantile IS NULL OR upper_quantile IS NULL OR NOT (0 <= lower_quantile AND lower_quantile < upper_quantile AND upper_quantile <= 1) THEN
+        RAISE EXCEPTION 'lower_quantile and upper_quantile must satisfy 0 <= lower_quantile < upper_quantile <= 1, got % and %',
+            coalesce(lower_quantile::text, 'NULL'), coalesce(upper_quantile::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF dp.is_protected(public_table) THEN
+        RAISE EXCEPTION 'table % is protected: bounds are learned from a public table only', public_table
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'use a public reference table (a census extract, a published dataset), or let the aggregates choose DP bounds';
+    END IF;
+    -- the caller reads the public table with its own privileges; set_bounds checks dp_admin
+    EXECUTE pg_catalog.format(
+        'SELECT pg_catalog.percentile_disc(%s) WITHIN GROUP (ORDER BY v)::numeric, pg_catalog.percentile_disc(%s) WITHIN GROUP (ORDER BY v)::numeric
+           FROM (SELECT %I::numeric AS v FROM %s) s WHERE v IS NOT NULL AND v <> ''NaN''::numeric',
+        lower_quantile, upper_quantile, public_column, public_table) INTO lower, upper;
+    IF lower IS NULL THEN
+        RAISE EXCEPTION 'column % of table % has no values to learn bounds from', public_column, public_table
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    PERFORM dp.set_bounds(target_table, target_column, lower, upper);
+END
+$$;
+COMMENT ON FUNCTION dp.learn_bounds(regclass, name, regclass, name, float8, float8) IS 'pg_dp: declares the bounds of target_table.target_column as quantiles (default: the minimum and maximum) of a column of a public, unprotected table; reads no protected data and charges nothing (dp_admin, with SELECT on the public table)';
+
+CREATE FUNCTION dp.is_protected(tbl regclass) RETURNS bool
+    LANGUAGE c STABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_is_protected';
+COMMENT ON FUNCTION dp.is_protected(regclass) IS 'pg_dp: whether a table is protected, itself, through a parent or through a partition or child it reads';
+
+CREATE VIEW dp.declared_bounds AS
+SELECT l.objoid::regclass AS table_name, a.attname AS column_name,
+       ((l.label::jsonb)->'bounds'->>'lower')::numeric AS lower,
+       ((l.label::jsonb)->'bounds'->>'upper')::numeric AS upper
+  FROM pg_catalog.pg_seclabel l
+  JOIN pg_catalog.pg_attribute a ON a.attrelid = l.objoid AND a.attnum = l.objsubid
+ WHERE l.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass AND l.provider = 'pg_dp' AND l.objsubid > 0
+   AND l.label LIKE '{"bounds"%';
+COMMENT ON VIEW dp.declared_bounds IS 'pg_dp: the public bounds declared for columns (dp.set_bounds, dp.learn_bounds)';
+GRANT SELECT ON dp.declared_bounds TO PUBLIC;
+
+REVOKE EXECUTE ON FUNCTION dp.set_bounds(regclass, name, numeric, numeric) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dp.drop_bounds(regclass, name) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dp.learn_bounds(regclass, name, regclass, name, float8, float8) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dp.set_bounds(regclass, name, numeric, numeric) TO dp_admin;
+GRANT EXECUTE ON FUNCTION dp.drop_bounds(regclass, name) TO dp_admin;
+GRANT EXECUTE ON FUNCTION dp.learn_bounds(regclass, name, regclass, name, float8, float8) TO dp_admin;
+
+-- The aggregates without bounds. Their own transition and final functions only raise: a call reaches
+-- the executor only after the grammar has replaced it by the bounded aggregate.
+CREATE FUNCTION dp.unbounded_trans(internal, "any") RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_unbounded_trans';
+CREATE FUNCTION dp.unbounded_trans(internal, "any", float8) RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_unbounded_trans';
+CREATE FUNCTION dp.unbounded_trans(internal, "any", float8, float8) RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_unbounded_trans';
+CREATE FUNCTION dp.unbounded_final_float8(internal) RETURNS float8
+    LANGUAGE c VOLATILE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_unbounded_final';
+CREATE FUNCTION dp.unbounded_final_numeric(internal) RETURNS numeric
+    LANGUAGE c VOLATILE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_unbounded_final';
+CREATE FUNCTION dp.unbounded_final_int8(internal) RETURNS int8
+    LANGUAGE c VOLATILE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_unbounded_final';
+COMMENT ON FUNCTION dp.unbounded_trans(internal, "any") IS 'pg_dp internal: transition function of the aggregates without bounds (never runs: the grammar supplies the bounds)';
+COMMENT ON FUNCTION dp.unbounded_trans(internal, "any", float8) IS 'pg_dp internal: transition function of the aggregates without bounds (never runs: the grammar supplies the bounds)';
+COMMENT ON FUNCTION dp.unbounded_trans(internal, "any", float8, float8) IS 'pg_dp internal: transition function of the aggregates without bounds (never runs: the grammar supplies the bounds)';
+COMMENT ON FUNCTION dp.unbounded_final_float8(internal) IS 'pg_dp internal: final function of the aggregates without bounds (never runs)';
+COMMENT ON FUNCTION dp.unbounded_final_numeric(internal) IS 'pg_dp internal: final function of the aggregates without bounds (never runs)';
+COMMENT ON FUNCTION dp.unbounded_final_int8(internal) IS 'pg_dp internal: final function of the aggregates without bounds (never runs)';
+REVOKE EXECUTE ON FUNCTION dp.unbounded_trans(internal, "any"), dp.unbounded_trans(internal, "any", float8),
+    dp.unbounded_trans(internal, "any", float8, float8), dp.unbounded_final_float8(internal),
+    dp.unbounded_final_numeric(internal), dp.unbounded_final_int8(internal) FROM PUBLIC;
+
+DO $$
+DECLARE
+    -- name, value type, result type, extra leading arguments (p), what it releases
+    a record;
+    sig text;
+    eps text;
+BEGIN
+    FOR a IN SELECT * FROM (VALUES
+        ('dp_sum', 'int2', 'int8', '', 'exact integer sum'),
+        ('dp_sum', 'int4', 'int8', '', 'exact integer sum'),
+        ('dp_sum', 'int8', 'numeric', '', 'exact integer sum'),
+        ('dp_sum', 'float8', 'float8', '', 'sum on a power-of-two grid'),
+        ('dp_sum', 'numeric', 'numeric', '', 'sum on a power-of-two grid'),
+        ('dp_avg', 'float8', 'float8', '', 'mean'),
+        ('dp_avg', 'numeric', 'numeric', '', 'mean'),
+        ('dp_variance', 'float8', 'float8', '', 'sample variance'),
+        ('dp_variance', 'numeric', 'numeric', '', 'sample variance'),
+        ('dp_stddev', 'float8', 'float8', '', 'sample standard deviation'),
+        ('dp_stddev', 'numeric', 'numeric', '', 'sample standard deviation'),
+        ('dp_median', 'float8', 'float8', '', 'median (smooth sensitivity, delta = 0)'),
+        ('dp_percentile', 'float8', 'float8', ', float8', 'p-quantile (smooth sensitivity, delta = 0)'),
+        ('dp_percentile_em', 'float8', 'float8', ', float8', 'p-quantile (exponential mechanism)')
+    ) AS t(name, vtype, rtype, extra, what)
+    LOOP
+        FOREACH eps IN ARRAY ARRAY['', ', float8'] LOOP
+            sig := pg_catalog.format('%s(%s%s%s)', a.name, a.vtype, a.extra, eps);
+            EXECUTE pg_catalog.format(
+                'CREATE AGGREGATE %s (SFUNC = dp.unbounded_trans, STYPE = internal, FINALFUNC = dp.unbounded_final_%s, PARALLEL = SAFE)',
+                sig, CASE a.rtype WHEN 'float8' THEN 'float8' WHEN 'numeric' THEN 'numeric' ELSE 'int8' END);
+            EXECUTE pg_catalog.format('COMMENT ON AGGREGATE %s IS %L', sig,
+                pg_catalog.format('%s(value%s%s): epsilon-DP %s of the column''s values clamped to its declared bounds (dp.set_bounds)%s; the same release as the call with those bounds',
+                    a.name, CASE WHEN a.extra <> '' THEN ', p' ELSE '' END, CASE WHEN eps <> '' THEN ', epsilon' ELSE '' END, a.what,
+                    CASE WHEN eps = '' THEN ' (epsilon = dp.default_epsilon or dp.privacy_level)' ELSE '' END));
+            -- noisy aggregates are VOLATILE (CREATE AGGREGATE records them as IMMUTABLE)
+            EXECUTE pg_catalog.format('UPDATE pg_catalog.pg_proc SET provolatile = ''v'' WHERE oid = %L::regprocedure', sig);
+        END LOOP;
+    END LOOP;
+END
+$$;

@@ -1,0 +1,130 @@
+//! Bounds without guesswork: declared bounds (`dp.set_bounds`, `dp.learn_bounds` in
+//! sql/bounds.sql, checked by the label hook in protect.rs).
+//!
+//! `dp_sum(income)` (and `dp_avg`, `dp_variance`, `dp_stddev`, `dp_median`, `dp_percentile`,
+//! `dp_percentile_em` without bounds) over a column with declared bounds is rewritten by the query
+//! grammar, before planning, into the bounded call `dp_sum(income, lower, upper)`: the same
+//! release, with the same receipt (its bounds marked as declared). The value must be the column
+//! itself, through views, subqueries and joins, or a widening implicit cast of it. A call whose
+//! column has no declared bounds is refused with SQLSTATE 22023. All of this depends on the query
+//! and the catalog only.
+use super::agg::{list_iter, Kind};
+use super::error::raise_with;
+use super::protect;
+use super::rewrite::{function, oid_list, ptr_list};
+use crate::pg_v1;
+use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query};
+use pgrx::{IntoDatum, PgSqlErrorCode};
+use std::ffi::{CStr, CString};
+
+/// Where the bounds go in the argument list (0 is the value), for the aggregates that take them.
+fn bounds_position(kind: Kind) -> Option<usize> {
+    match kind {
+        Kind::IntSum | Kind::FloatSum | Kind::Avg | Kind::Variance | Kind::Stddev | Kind::Median => Some(1),
+        Kind::Percentile | Kind::PercentileEm => Some(2),
+        Kind::Count | Kind::KeepGroup => None,
+    }
+}
+
+/// The value expression without the implicit casts PostgreSQL added to reach the aggregate's
+/// argument type (smallint → bigint, real → double precision, integer → numeric): each keeps the
+/// value exactly, so bounds declared in the column's units still hold.
+unsafe fn strip_implicit_casts(mut e: *mut Node) -> *mut Node {
+    for _ in 0..8 {
+        match (*e).type_ {
+            NodeTag::T_RelabelType => e = (*(e as *mut pg_sys::RelabelType)).arg as *mut Node,
+            NodeTag::T_FuncExpr => {
+                let f = e as *mut pg_sys::FuncExpr;
+                let args: Vec<*mut Node> = list_iter((*f).args).collect();
+                if (*f).funcformat != pg_sys::CoercionForm::COERCE_IMPLICIT_CAST
+                    || (*f).funcid.to_u32() >= pg_sys::FirstNormalObjectId
+                    || args.len() != 1
+                {
+                    return e;
+                }
+                e = args[0];
+            }
+            _ => return e,
+        }
+    }
+    e
+}
+
+/// A constant of type `typ` from a declared bound's decimal text (checked when it was declared).
+unsafe fn bound_const(typ: Oid, text: &str) -> *mut Node {
+    let mut infunc = pg_sys::InvalidOid;
+    let mut ioparam = pg_sys::InvalidOid;
+    pg_sys::getTypeInputInfo(typ, &mut infunc, &mut ioparam);
+    let c = CString::new(text).expect("a declared bound has no zero byte");
+    let d = pg_sys::OidInputFunctionCall(infunc, c.as_ptr() as *mut std::ffi::c_char, ioparam, -1);
+    let mut len = 0i16;
+    let mut byval = false;
+    pg_sys::get_typlenbyval(typ, &mut len, &mut byval);
+    pg_sys::makeConst(typ, -1, pg_sys::InvalidOid, len as i32, d, false, byval) as *mut Node
+}
+
+/// Gives a call written without bounds the bounds declared for its column, in place: the call
+/// becomes the bounded aggregate of the same name. Returns the argument positions of the supplied
+/// bounds (empty when the call has its own, or takes none).
+pub unsafe fn supply_declared_bounds(q: *mut Query, agg: *mut pg_sys::Aggref, kind: Kind) -> Vec<usize> {
+    let Some(pos) = bounds_position(kind) else { return Vec::new() };
+    let args: Vec<*mut pg_sys::TargetEntry> = list_iter((*agg).args).collect();
+    if args.len() > pos + 1 {
+        return Vec::new(); // (value, [p,] lower, upper, …): bounds given
+    }
+    let f = kind.func();
+    let hint = "pass lower and upper, or a DBA declares the column's bounds with dp.set_bounds (or dp.learn_bounds from a public table)";
+    let value = strip_implicit_casts((*args[0]).expr as *mut Node);
+    let Some((relid, att)) = super::grammar::value_column(q, value) else {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("{f} without bounds aggregates a column with declared bounds, not an expression"),
+            Some(hint),
+        )
+    };
+    let Some(b) = protect::effective_bounds(relid, att) else {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!(
+                "{f} without bounds: column {}.{} has no declared bounds",
+                protect::relation_short_name(relid),
+                super::grammar::attname(relid, att)
+            ),
+            Some(hint),
+        )
+    };
+    // the bounded aggregate of the same name: the bounds have the value's type
+    let mut types: Vec<Oid> = (0..(*(*agg).aggargtypes).length).map(|i| pg_sys::list_nth_oid((*agg).aggargtypes, i)).collect();
+    let vtype = types[0];
+    types.insert(pos, vtype);
+    types.insert(pos, vtype);
+    let schema = CStr::from_ptr(pg_sys::get_namespace_name(pg_sys::get_func_namespace((*agg).aggfnoid))).to_string_lossy().into_owned();
+    let fnoid = function(Some(&schema), f, &types);
+    let mut tles = args.clone();
+    tles.insert(pos, pg_sys::makeTargetEntry(bound_const(vtype, &b.upper) as *mut pg_sys::Expr, 0, std::ptr::null_mut(), false));
+    tles.insert(pos, pg_sys::makeTargetEntry(bound_const(vtype, &b.lower) as *mut pg_sys::Expr, 0, std::ptr::null_mut(), false));
+    for (i, t) in tles.iter().enumerate() {
+        (**t).resno = (i + 1) as i16;
+    }
+    (*agg).aggfnoid = fnoid;
+    (*agg).aggargtypes = oid_list(&types);
+    (*agg).args = ptr_list(&tles);
+    vec![pos, pos + 1]
+}
+
+// The aggregates without bounds never reach the executor: the grammar replaces them.
+pg_v1!(pg_finfo_dp_unbounded_trans, dp_unbounded_trans, |_fcinfo| { unreached() });
+pg_v1!(pg_finfo_dp_unbounded_final, dp_unbounded_final, |_fcinfo| { unreached() });
+
+fn unreached() -> ! {
+    raise_with(
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        "pg_dp: an aggregate without bounds in a plan that did not pass the DP query check".into(),
+        Some("pg_dp must be in shared_preload_libraries"),
+    )
+}
+
+pg_v1!(pg_finfo_dp_is_protected, dp_is_protected, |fcinfo| {
+    let relid = super::agg::required::<Oid>(fcinfo, 0, "dp.is_protected", "tbl");
+    protect::reads_protected(relid, true).into_datum().unwrap()
+});
