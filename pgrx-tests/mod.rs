@@ -25,6 +25,7 @@ include!("units.rs");
 include!("variance.rs");
 include!("levels.rs");
 include!("bounds.rs");
+include!("preview.rs");
 
 /// Runs a query and returns the first column of every row as text.
 pub fn column(sql: &str) -> Vec<Option<String>> {

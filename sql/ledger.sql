@@ -259,3 +259,9 @@ REVOKE EXECUTE ON FUNCTION dp.debit(oid, name, bool, bigint, text, text[], text[
 GRANT EXECUTE ON FUNCTION dp.grant_budget(regrole, float8, float8) TO dp_admin;
 GRANT EXECUTE ON FUNCTION dp.set_budget(regrole, float8, float8, float8) TO dp_admin;
 GRANT EXECUTE ON FUNCTION dp.revoke_budget(regrole) TO dp_admin;
+
+-- What a query would cost, without running it (src/pg/preview.rs).
+CREATE FUNCTION dp.preview(query text, OUT aggregate text, OUT mechanism text, OUT epsilon numeric, OUT delta numeric,
+                           OUT sensitivity float8, OUT noise_scale float8, OUT details jsonb)
+    RETURNS SETOF record LANGUAGE c VOLATILE ROWS 10 AS 'MODULE_PATHNAME', 'dp_preview';
+COMMENT ON FUNCTION dp.preview(text) IS 'pg_dp: the receipts a DP query would write (aggregate, mechanism, epsilon, delta, sensitivity, noise scale, details), from the query, the catalog and the session settings alone: it is checked like any query, never planned nor run, and charges nothing; sum(epsilon) is its cost. Parameters must be literals';

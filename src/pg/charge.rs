@@ -24,7 +24,7 @@ use super::error::{raise_with, OrRaise};
 use super::{ledger, protect, release};
 use pg_dp_core::accounting::{charged_decimal, ChargeOutcome, ChargeRequest, ReleaseRecord};
 use pg_dp_core::accum::Acc;
-use pg_dp_core::description::{DpLevel, KeyRelease, ParamSource};
+use pg_dp_core::description::{DpAggregate, DpLevel, KeyRelease, ParamSource};
 use pg_dp_core::mechanisms::ReleaseInfo;
 use pg_dp_core::partition::Selection;
 use pgrx::pg_sys;
@@ -327,6 +327,46 @@ pub(crate) unsafe fn cstr_or(p: *const std::ffi::c_char, default: &str) -> Strin
     }
 }
 
+/// The receipts one admitted aggregate call makes at these parameters (one per grouping set and
+/// group a unit may reach), validating every parameter first: what the charge debits, and what
+/// `dp.preview` shows.
+pub(crate) fn receipts_of(level: &DpLevel, described: &DpAggregate, kind: Kind, params: Paid) -> Vec<ReleaseRecord> {
+    let func = kind.func();
+    let (info, details) = match params {
+        Paid::Sum(p) => {
+            let spec = Acc::new(p).or_raise(func).spec;
+            (spec.describe(), spec.details())
+        }
+        Paid::Quantile(q) => {
+            let spec = q.spec().or_raise(func);
+            (spec.describe(), spec.details())
+        }
+        Paid::Selection { epsilon, delta } => {
+            let s = Selection::new(f64::from_bits(epsilon), f64::from_bits(delta)).or_raise(func);
+            let info = ReleaseInfo { mechanism: "partition_selection", epsilon: s.epsilon, delta: s.delta, sensitivity: 1.0, scale: 0.0, count_scale: None };
+            (info, s.details())
+        }
+    };
+    let mut details = with_level(&details, level);
+    if described.params.contains(&ParamSource::Declared) {
+        details = with_entry(&details, "bounds", "declared for the column (dp.set_bounds)");
+    }
+    // the call as the query wrote it (a count over privacy units runs as a sum of per-unit counts)
+    let name = described.function.clone();
+    let delta = if info.delta > 0.0 { charged_decimal(info.delta) } else { "0".into() };
+    (0..level.releases_per_aggregate())
+        .map(|_| ReleaseRecord {
+            aggregate: name.clone(),
+            mechanism: info.mechanism.to_string(),
+            sensitivity: info.sensitivity,
+            noise_scale: info.scale,
+            epsilon: charged_decimal(info.epsilon),
+            delta: delta.clone(),
+            details: details.clone(),
+        })
+        .collect()
+}
+
 /// Builds the receipts of every release of the plan, charges them in one request, and hands out
 /// the tickets.
 unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
@@ -341,42 +381,8 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
             };
             let kind = kind_of((*aggref).aggfnoid, first_arg_type(aggref))
                 .unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: a tagged aggregate is not a pg_dp aggregate".into(), None));
-            let func = kind.func();
             let params = params_of(kind, aggref, r.agg, qd);
-            // validates every parameter before anything is charged
-            let (info, details) = match params {
-                Paid::Sum(p) => {
-                    let spec = Acc::new(p).or_raise(func).spec;
-                    (spec.describe(), spec.details())
-                }
-                Paid::Quantile(q) => {
-                    let spec = q.spec().or_raise(func);
-                    (spec.describe(), spec.details())
-                }
-                Paid::Selection { epsilon, delta } => {
-                    let s = Selection::new(f64::from_bits(epsilon), f64::from_bits(delta)).or_raise(func);
-                    let info = ReleaseInfo { mechanism: "partition_selection", epsilon: s.epsilon, delta: s.delta, sensitivity: 1.0, scale: 0.0, count_scale: None };
-                    (info, s.details())
-                }
-            };
-            let mut details = with_level(&details, &r.level);
-            if described.params.contains(&ParamSource::Declared) {
-                details = with_entry(&details, "bounds", "declared for the column (dp.set_bounds)");
-            }
-            // the call as the query wrote it (a count over privacy units runs as a sum of per-unit counts)
-            let name = described.function.clone();
-            let delta = if info.delta > 0.0 { charged_decimal(info.delta) } else { "0".into() };
-            for _ in 0..r.level.releases_per_aggregate() {
-                records.push(ReleaseRecord {
-                    aggregate: name.clone(),
-                    mechanism: info.mechanism.to_string(),
-                    sensitivity: info.sensitivity,
-                    noise_scale: info.scale,
-                    epsilon: charged_decimal(info.epsilon),
-                    delta: delta.clone(),
-                    details: details.clone(),
-                });
-            }
+            records.extend(receipts_of(&r.level, described, kind, params));
             tickets.push((aggref as usize, Ticket { query: qd as usize, params, single, releases: 0 }));
         }
     }

@@ -15,6 +15,7 @@ pub mod ledger;
 pub mod levels;
 pub mod noise;
 pub mod planner;
+pub mod preview;
 pub mod protect;
 pub mod quantile;
 pub mod release;
