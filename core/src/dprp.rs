@@ -40,6 +40,7 @@ use crate::grid::{floor_log2, pow2, round_half_away};
 use crate::params::{check_delta, check_epsilon, check_float_bounds, fmt_f64, largest_where};
 use crate::rng::DpRng;
 use crate::sampling::dyadic;
+use crate::intervals::discrete_gaussian_halfwidth;
 use crate::sampling64::{Base2Gaussian, BitPool};
 use nalgebra::{DMatrix, DMatrixView, DMatrixViewMut, DVector, SymmetricEigen};
 use rand::{Rng, SeedableRng};
@@ -213,6 +214,11 @@ impl NoisePart {
         self.noise.sigma2().sqrt() * pow2(self.exp)
     }
 
+    /// The 95% half-width of the noise in scaled units (per cell), from σ² rounded up.
+    pub fn interval95(&self) -> f64 {
+        discrete_gaussian_halfwidth(self.noise.sigma2_upper()) as f64 * pow2(self.exp)
+    }
+
     /// One noise draw, in steps.
     #[inline]
     pub fn draw<R: Rng + ?Sized>(&self, rng: &mut R, bits: &mut BitPool) -> i128 {
@@ -248,6 +254,10 @@ pub struct RowCountPart {
 impl RowCountPart {
     pub fn sigma_rows(&self) -> f64 {
         self.noise.sigma2().sqrt() * pow2(-self.h)
+    }
+    /// The 95% half-width of the count noise N, in rows.
+    pub fn interval95_rows(&self) -> f64 {
+        discrete_gaussian_halfwidth(self.noise.sigma2_upper()) as f64 * pow2(-self.h)
     }
     pub fn offset_rows(&self) -> f64 {
         self.offset_steps as f64 * pow2(-self.h)
@@ -315,6 +325,13 @@ pub struct DprpReceipt {
     pub sigma_covariance: f64,
     /// τ: the public offset of the padded row count, in rows.
     pub padding_offset: f64,
+    /// 95% half-widths of the same noises (per cell), in the same units: the smallest grid multiple
+    /// h with P(|noise| ≤ h) ≥ 0.95 up to one grid step (docs/privacy/intervals.md). They describe
+    /// the noise on the internal statistics, not the error of the released rows.
+    pub interval95_count: f64,
+    pub interval95_mean: f64,
+    pub interval95_projection: f64,
+    pub interval95_covariance: f64,
 }
 
 /// A validated release: parameters, defaults resolved and every noise calibrated. Depends on the
@@ -696,6 +713,10 @@ impl DprpSpec {
             sigma_projection: self.projection.sigma(),
             sigma_covariance: self.covariance.sigma(),
             padding_offset: self.count.offset_rows(),
+            interval95_count: self.count.interval95_rows(),
+            interval95_mean: self.mean.map_or(0.0, |m| m.interval95()),
+            interval95_projection: self.projection.interval95(),
+            interval95_covariance: self.covariance.interval95(),
         }
     }
 

@@ -8,6 +8,7 @@
 //! - [`grid`]: clamping and quantization of real values to a power-of-two grid;
 //! - [`params`]: validation of ε, δ and bounds, with errors that name the argument and its range;
 //! - [`mechanisms`]: count, integer sum, real sum and average releases;
+//! - [`intervals`]: 95% half-widths of the noise of every release, from public parameters only;
 //! - [`gaussian`]: analytic calibration of the Gaussian mechanism (Balle & Wang 2018);
 //! - [`sampling64`]: the same exact samplers on 64-bit integers, for releases with millions of draws;
 //! - [`dprp`]: differentially private random projection release of a whole table (Gondara & Wang 2020);
@@ -23,6 +24,7 @@ pub mod dprp;
 pub mod error;
 pub mod gaussian;
 pub mod grid;
+pub mod intervals;
 pub mod levels;
 pub mod mechanisms;
 pub mod params;

@@ -6,6 +6,7 @@
 use crate::accounting::mechanism_epsilon;
 use crate::error::DpResult;
 use crate::grid::{pow2, Grid};
+use crate::intervals::{self, discrete_laplace_halfwidth};
 use crate::params::{check_epsilon, check_float_bounds, check_int_bounds};
 use crate::sampling::{discrete_laplace, laplace_scale};
 use rand::Rng;
@@ -33,6 +34,37 @@ pub struct ReleaseInfo {
     pub scale: f64,
     /// For dp_avg, dp_variance and dp_stddev: the scale of the noise on the count.
     pub count_scale: Option<f64>,
+    /// Half-width h of a 95% interval of the noise, in output units (the units of `scale`): the
+    /// smallest grid multiple with P(|noise| ≤ h) ≥ 0.95 for the noise actually added, from public
+    /// parameters only (docs/privacy/intervals.md). For a smooth-sensitivity quantile, whose scale
+    /// depends on the data, it is the half-width at the receipt's `scale` (the largest possible
+    /// one), capped at the span of the bounds; None for the exponential mechanism, which adds no
+    /// noise (its rank bound is in the details).
+    pub interval95: Option<f64>,
+    /// For dp_avg, dp_variance and dp_stddev: the 95% half-width of the count noise, in rows.
+    pub count_interval95: Option<f64>,
+}
+
+impl ReleaseInfo {
+    /// The receipt's half-widths as a JSON object (`interval95`, and `count_interval95` where there
+    /// is a noisy count), for the details of a receipt.
+    pub fn intervals_json(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        m.insert("interval95".into(), self.interval95.into());
+        if let Some(c) = self.count_interval95 {
+            m.insert("count_interval95".into(), c.into());
+        }
+        serde_json::Value::Object(m)
+    }
+}
+
+/// Adds the receipt's half-widths ([`ReleaseInfo::intervals_json`]) to a details JSON object.
+pub fn details_with_intervals(details: &str, info: &ReleaseInfo) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(details).unwrap_or_else(|_| serde_json::json!({}));
+    if let (Some(o), serde_json::Value::Object(add)) = (v.as_object_mut(), info.intervals_json()) {
+        o.extend(add);
+    }
+    v.to_string()
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -60,8 +92,26 @@ fn laplace_scale_f64(sens: u128, eps: f64) -> f64 {
     t as f64 / s as f64
 }
 
-fn info(epsilon: f64, sensitivity: f64, scale: f64) -> ReleaseInfo {
-    ReleaseInfo { mechanism: DISCRETE_LAPLACE, epsilon, delta: 0.0, sensitivity, scale, count_scale: None }
+/// The 95% half-width, in steps, of the discrete Laplace noise [`laplace_noise`] draws.
+fn laplace_halfwidth_steps(sens: u128, eps: f64) -> u128 {
+    if sens == 0 {
+        return 0;
+    }
+    let (t, s) = laplace_scale(sens, eps);
+    discrete_laplace_halfwidth(t, s)
+}
+
+fn info(epsilon: f64, sensitivity: f64, scale: f64, interval95: f64) -> ReleaseInfo {
+    ReleaseInfo {
+        mechanism: DISCRETE_LAPLACE,
+        epsilon,
+        delta: 0.0,
+        sensitivity,
+        scale,
+        count_scale: None,
+        interval95: Some(interval95),
+        count_interval95: None,
+    }
 }
 
 fn saturate_i64(v: i128) -> i64 {
@@ -81,7 +131,8 @@ impl CountSpec {
 
     /// The receipt of a release, known before any data is read.
     pub fn describe(&self) -> ReleaseInfo {
-        info(self.epsilon, 1.0, laplace_scale_f64(1, mechanism_epsilon(self.epsilon)))
+        let eps = mechanism_epsilon(self.epsilon);
+        info(self.epsilon, 1.0, laplace_scale_f64(1, eps), laplace_halfwidth_steps(1, eps) as f64)
     }
 
     pub fn release<R: Rng + ?Sized>(&self, rng: &mut R, n: i64) -> Noisy<i64> {
@@ -116,7 +167,8 @@ impl IntSumSpec {
 
     pub fn describe(&self) -> ReleaseInfo {
         let sens = self.sensitivity();
-        info(self.epsilon, sens as f64, laplace_scale_f64(sens, mechanism_epsilon(self.epsilon)))
+        let eps = mechanism_epsilon(self.epsilon);
+        info(self.epsilon, sens as f64, laplace_scale_f64(sens, eps), laplace_halfwidth_steps(sens, eps) as f64)
     }
 
     pub fn release<R: Rng + ?Sized>(&self, rng: &mut R, sum: i128) -> Noisy<i128> {
@@ -153,7 +205,8 @@ impl FloatSumSpec {
     pub fn describe(&self) -> ReleaseInfo {
         let sens = self.sensitivity_steps();
         let step = self.grid.step();
-        info(self.epsilon, sens as f64 * step, laplace_scale_f64(sens, mechanism_epsilon(self.epsilon)) * step)
+        let eps = mechanism_epsilon(self.epsilon);
+        info(self.epsilon, sens as f64 * step, laplace_scale_f64(sens, eps) * step, laplace_halfwidth_steps(sens, eps) as f64 * step)
     }
 
     pub fn release<R: Rng + ?Sized>(&self, rng: &mut R, sum_q: i128) -> Noisy<f64> {
@@ -204,34 +257,68 @@ impl AvgSpec {
         let sens = self.sensitivity_steps();
         let step = self.grid.step();
         if sens == 0 {
-            let mut i = info(self.epsilon, 0.0, 0.0);
+            let mut i = info(self.epsilon, 0.0, 0.0, 0.0);
             i.count_scale = Some(0.0);
+            i.count_interval95 = Some(0.0);
             return i;
         }
         let (e_sum, e_cnt) = self.split();
-        let mut i = info(self.epsilon, sens as f64 * step, laplace_scale_f64(sens, e_sum) * step);
+        let mut i = info(
+            self.epsilon,
+            sens as f64 * step,
+            laplace_scale_f64(sens, e_sum) * step,
+            laplace_halfwidth_steps(sens, e_sum) as f64 * step,
+        );
         i.count_scale = Some(laplace_scale_f64(1, e_cnt));
+        i.count_interval95 = Some(laplace_halfwidth_steps(1, e_cnt) as f64);
         i
     }
 
-    pub fn release<R: Rng + ?Sized>(&self, rng: &mut R, sum_q: i128, n: i64) -> Noisy<f64> {
+    /// The mechanism proper: the noisy centred sum S̃ = Σ(q(x) − c) + Z₁ (grid steps) and the noisy
+    /// count ñ = n + Z₂, from the exact Σq(x) and n. Everything after it is post-processing.
+    /// Requires a sensitivity above 0.
+    pub fn noisy_statistics<R: Rng + ?Sized>(&self, rng: &mut R, sum_q: i128, n: i64) -> (i128, i128) {
+        let (e_sum, e_cnt) = self.split();
+        let centred = sum_q - (n as i128) * (self.center as i128);
+        let (z_sum, _) = laplace_noise(rng, self.sensitivity_steps(), e_sum);
+        let (z_cnt, _) = laplace_noise(rng, 1, e_cnt);
+        (centred.saturating_add(z_sum), (n as i128).saturating_add(z_cnt))
+    }
+
+    /// The released mean from the noisy statistics (post-processing): divide, shift back, clamp.
+    pub fn estimate(&self, noisy_sum: i128, noisy_n: i128) -> f64 {
+        let noisy_n = noisy_n.max(1);
+        let mean_steps = self.center as f64 + noisy_sum as f64 / noisy_n as f64;
+        (mean_steps * self.grid.step()).clamp(self.grid.lower, self.grid.upper)
+    }
+
+    /// An approximate 95% half-width of the released mean, from the noisy statistics only
+    /// (post-processing; never the true n): the delta method linearises the error as
+    /// (Z₁ − m̃·Z₂)/ñ, m̃ = S̃/ñ the noisy centred mean, and the half-width is the 95% point of that
+    /// sum of two Laplace variables ([`intervals::laplace_sum_halfwidth`]), at most the width of the
+    /// bounds. Approximate: it assumes ñ large next to the count noise (docs/privacy/intervals.md).
+    pub fn mean_interval95(&self, noisy_sum: i128, noisy_n: i128) -> f64 {
         let sens = self.sensitivity_steps();
-        let step = self.grid.step();
+        let width = self.grid.upper - self.grid.lower;
         if sens == 0 {
+            return 0.0;
+        }
+        let step = self.grid.step();
+        let (e_sum, e_cnt) = self.split();
+        let n = noisy_n.max(1) as f64;
+        let m = (noisy_sum as f64 / n).clamp(-(sens as f64), sens as f64);
+        let h = intervals::laplace_sum_halfwidth(&[laplace_scale_f64(sens, e_sum) / n, m * laplace_scale_f64(1, e_cnt) / n]);
+        (h * step).min(width)
+    }
+
+    pub fn release<R: Rng + ?Sized>(&self, rng: &mut R, sum_q: i128, n: i64) -> Noisy<f64> {
+        if self.sensitivity_steps() == 0 {
             // lower and upper fall on the same grid point: every row has that value, nothing to hide
             let value = self.grid.value(self.center as i128).clamp(self.grid.lower, self.grid.upper);
             return Noisy { value, info: self.describe() };
         }
-        let (e_sum, e_cnt) = self.split();
-        let centred = sum_q - (n as i128) * (self.center as i128);
-        let (z_sum, _) = laplace_noise(rng, sens, e_sum);
-        let (z_cnt, _) = laplace_noise(rng, 1, e_cnt);
-        let noisy_sum = centred.saturating_add(z_sum);
-        let noisy_n = (n as i128).saturating_add(z_cnt).max(1);
-        // post-processing: divide, shift back, clamp to the bounds
-        let mean_steps = self.center as f64 + noisy_sum as f64 / noisy_n as f64;
-        let value = (mean_steps * step).clamp(self.grid.lower, self.grid.upper);
-        Noisy { value, info: self.describe() }
+        let (noisy_sum, noisy_n) = self.noisy_statistics(rng, sum_q, n);
+        Noisy { value: self.estimate(noisy_sum, noisy_n), info: self.describe() }
     }
 }
 
@@ -346,17 +433,70 @@ impl VarianceSpec {
     /// [`VarianceSpec::details`]. Known before any data is read.
     pub fn describe(&self) -> ReleaseInfo {
         if self.half == 0 {
-            let mut i = info(self.epsilon, 0.0, 0.0);
+            let mut i = info(self.epsilon, 0.0, 0.0, 0.0);
             i.count_scale = Some(0.0);
+            i.count_interval95 = Some(0.0);
             return i;
         }
         let step = self.grid.step();
         let [(t0, s0), _, (t2, s2)] = self.scales();
         let kappa = self.kappa as u128;
         let sens = kappa.max(self.h2() - kappa) as f64 * step * step;
-        let mut i = info(self.epsilon, sens, t2 as f64 / s2 as f64 * step * step);
+        let mut i = info(
+            self.epsilon,
+            sens,
+            t2 as f64 / s2 as f64 * step * step,
+            discrete_laplace_halfwidth(t2, s2) as f64 * step * step,
+        );
         i.count_scale = Some(t0 as f64 / s0 as f64);
+        i.count_interval95 = Some(discrete_laplace_halfwidth(t0, s0) as f64);
         i
+    }
+
+    /// The 95% half-widths of the three noises, in rows, output units and output units²: count,
+    /// centred sum, shifted sum of squares (0 for all when H = 0).
+    pub fn intervals95(&self) -> (f64, f64, f64) {
+        if self.half == 0 {
+            return (0.0, 0.0, 0.0);
+        }
+        let step = self.grid.step();
+        let [(t0, s0), (t1, s1), (t2, s2)] = self.scales();
+        (
+            discrete_laplace_halfwidth(t0, s0) as f64,
+            discrete_laplace_halfwidth(t1, s1) as f64 * step,
+            discrete_laplace_halfwidth(t2, s2) as f64 * step * step,
+        )
+    }
+
+    /// An approximate 95% half-width of the released variance (or standard deviation), from the
+    /// noisy statistics only (post-processing; never the true n). For the variance, the delta
+    /// method: the 95% point of the estimate's error linearised in (Ñ, S̃, T̃), a sum of three Laplace
+    /// variables ([`intervals::laplace_sum_halfwidth`]), at most the top of the clamp. For the standard deviation, the larger
+    /// distance from its value to the square roots of the variance interval's ends. Approximate: it
+    /// assumes Ñ large next to the count noise (docs/privacy/intervals.md).
+    pub fn estimate_interval95(&self, noisy_n: i128, noisy_sum: i128, noisy_squares: i128) -> f64 {
+        if self.half == 0 {
+            return 0.0;
+        }
+        let step2 = self.grid.step() * self.grid.step();
+        let [(t0, s0), (t1, s1), (t2, s2)] = self.scales();
+        let b = |t: u128, s: u128| t as f64 / s as f64;
+        let m = noisy_n.max(2) as f64;
+        let (sum, sq) = (noisy_sum as f64, noisy_squares as f64);
+        // population variance p = T/m + κ − S²/m², sample variance p·m/(m − 1)
+        let d_t = 1.0 / m;
+        let d_s = -2.0 * sum / (m * m);
+        let d_n = -sq / (m * m) + 2.0 * sum * sum / (m * m * m);
+        let f = m / (m - 1.0);
+        let scales = [f * d_t * b(t2, s2), f * d_s * b(t1, s1), f * d_n * b(t0, s0)];
+        let top = self.max_variance();
+        let h = (intervals::laplace_sum_halfwidth(&scales) * step2).min(top);
+        if !self.stddev {
+            return h;
+        }
+        let est = self.estimate(noisy_n, noisy_sum, noisy_squares);
+        let sd = est.sqrt();
+        ((est + h).min(top).sqrt() - sd).max(sd - (est - h).max(0.0).sqrt())
     }
 
     /// Mechanism details for the receipt (JSON): the three statistics with their sensitivities and
@@ -370,12 +510,13 @@ impl VarianceSpec {
             let [(t0, s0), (t1, s1), (t2, s2)] = self.scales();
             (t0 as f64 / s0 as f64, t1 as f64 / s1 as f64 * step, t2 as f64 / s2 as f64 * step * step)
         };
+        let (h0, h1, h2) = self.intervals95();
         serde_json::json!({
             "estimate": if self.stddev { "sample standard deviation" } else { "sample variance" },
             "center": self.center as f64 * step,
-            "count": {"sensitivity": 1, "scale": b0},
-            "centred_sum": {"sensitivity": h, "scale": b1},
-            "shifted_sum_of_squares": {"shift": self.kappa as f64 * step * step, "range": [-(self.kappa as f64) * step * step, (self.h2() - self.kappa as u128) as f64 * step * step], "scale": b2},
+            "count": {"sensitivity": 1, "scale": b0, "interval95": h0},
+            "centred_sum": {"sensitivity": h, "scale": b1, "interval95": h1},
+            "shifted_sum_of_squares": {"shift": self.kappa as f64 * step * step, "range": [-(self.kappa as f64) * step * step, (self.h2() - self.kappa as u128) as f64 * step * step], "scale": b2, "interval95": h2},
             "row_loss": "1/count.scale + max over rows of |x - center|/centred_sum.scale + |(x - center)^2 - shift|/shifted_sum_of_squares.scale",
             "grid_step": step,
         })

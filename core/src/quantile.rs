@@ -20,6 +20,7 @@
 use crate::accounting::mechanism_epsilon;
 use crate::error::{DpError, DpResult};
 use crate::grid::{pow2, Grid};
+use crate::intervals;
 use crate::mechanisms::ReleaseInfo;
 use crate::params::{check_delta, check_epsilon, check_float_bounds, fmt_f64, largest_where};
 use crate::sampling::{bernoulli_exp, dyadic, geometric_exp, LazyUniform};
@@ -167,6 +168,9 @@ impl QuantileSpec {
     /// The receipt, known before any data is read. For smooth sensitivity the actual noise scale is
     /// factor·S(x): it depends on the data and is never recorded; `scale` is its largest possible
     /// value, factor·(upper − lower), and `sensitivity` the global sensitivity upper − lower.
+    /// `interval95` is the 95% half-width of the noise at that largest scale, capped at the span
+    /// (the release is clamped to the bounds); the exponential mechanism adds no noise and reports
+    /// None (its rank bound, [`QuantileSpec::rank_interval95`], is in the details).
     pub fn describe(&self) -> ReleaseInfo {
         let span = self.steps() as f64 * self.grid.step();
         match self.method {
@@ -179,6 +183,8 @@ impl QuantileSpec {
                     sensitivity: du,
                     scale: 2.0 * du / mechanism_epsilon(self.epsilon),
                     count_scale: None,
+                    interval95: None,
+                    count_interval95: None,
                 }
             }
             _ => ReleaseInfo {
@@ -188,24 +194,74 @@ impl QuantileSpec {
                 sensitivity: span,
                 scale: self.factor * span,
                 count_scale: None,
+                interval95: Some(self.interval95_steps(self.max_scale_steps()) as f64 * self.grid.step()),
+                count_interval95: None,
             },
         }
     }
 
+    /// The largest noise scale the smooth-sensitivity release can use, in grid steps: factor times
+    /// the span (the smooth bound never exceeds it), with a relative 2^-30 for the safety margins of
+    /// [`QuantileSpec::scale_steps`].
+    pub fn max_scale_steps(&self) -> f64 {
+        (self.factor * self.steps() as f64 * (1.0 + pow2(-30))).max(MIN_SCALE_STEPS)
+    }
+
+    /// The 95% half-width, in grid steps, of the smooth-sensitivity noise at scale `t` steps (rounded
+    /// Laplace or rounded polynomial), capped at the number of steps between the bounds: the release
+    /// is clamped to them, so its error never exceeds that. 0 for the exponential mechanism.
+    pub fn interval95_steps(&self, t: f64) -> u128 {
+        let n = self.steps() as u128;
+        match self.method {
+            Method::SmoothLaplace => intervals::rounded_laplace_halfwidth(t).min(n),
+            Method::SmoothPolynomial => intervals::rounded_polynomial_halfwidth(t, n + 1).min(n),
+            Method::Exponential => 0,
+        }
+    }
+
+    /// The 95% half-width of the smooth-sensitivity noise per unit of smooth sensitivity, in the
+    /// continuous limit (rounding to the grid adds at most half a step): factor·ln 20 for Laplace
+    /// noise, factor·(20^(1/3) − 1) for the polynomial noise. Public: the noise is within this
+    /// multiple of S(x) with probability 0.95, S(x) itself is never released.
+    pub fn interval95_per_smooth_sensitivity(&self) -> f64 {
+        let miss = 1.0 - intervals::COVERAGE;
+        match self.method {
+            Method::SmoothLaplace => self.factor * (1.0 / miss).ln(),
+            Method::SmoothPolynomial => self.factor * ((1.0 / miss).cbrt() - 1.0),
+            Method::Exponential => 0.0,
+        }
+    }
+
+    /// For the exponential mechanism: D, in ranks, such that with probability at least 0.95 the
+    /// released point's ranks [#{x < y}, #{x ≤ y}] are within D of the target rank p̃n. Every point
+    /// farther away has weight at most e^(−qD)·(1 + 2^-44) of the best one (weight 1), and there are
+    /// at most 2^42 points, so D = ln((N + 1)(1 + 2^-44)/0.05)/q (docs/privacy/intervals.md).
+    /// A bound from the public parameters, not the smallest such D for given data.
+    pub fn rank_interval95(&self) -> f64 {
+        let half = mechanism_epsilon(self.epsilon) / 2.0;
+        let q = (half - EM_MARGIN.max(half * EM_MARGIN)) / self.utility_sensitivity();
+        let points = self.steps() as f64 + 1.0;
+        (points * (1.0 + pow2(-44)) / (1.0 - intervals::COVERAGE)).ln() / q
+    }
+
     /// Mechanism details for the receipt (JSON): the noise family, β and the scale per unit of
-    /// smooth sensitivity (1/a), or the utility sensitivity of the exponential mechanism.
+    /// smooth sensitivity (1/a), or the utility sensitivity of the exponential mechanism; the 95%
+    /// half-width per unit of smooth sensitivity, or the exponential mechanism's rank bound.
     pub fn details(&self) -> String {
         let v = match self.method {
             Method::SmoothLaplace => serde_json::json!({
                 "noise": "laplace", "beta": self.beta, "scale_per_smooth_sensitivity": self.factor,
+                "interval95_per_smooth_sensitivity": self.interval95_per_smooth_sensitivity(),
                 "p": self.p, "grid_step": self.grid.step(),
             }),
             Method::SmoothPolynomial => serde_json::json!({
                 "noise": "polynomial (1+|z|)^-4", "beta": self.beta, "scale_per_smooth_sensitivity": self.factor,
+                "interval95_per_smooth_sensitivity": self.interval95_per_smooth_sensitivity(),
                 "p": self.p, "grid_step": self.grid.step(),
             }),
             Method::Exponential => serde_json::json!({
                 "utility": "-dist(p*n, [#{x < y}, #{x <= y}])", "utility_sensitivity": self.utility_sensitivity(),
+                "rank_interval95": self.rank_interval95(),
                 "p": self.p, "grid_step": self.grid.step(),
             }),
         };

@@ -343,10 +343,12 @@ pub(crate) fn receipts_of(level: &DpLevel, described: &DpAggregate, kind: Kind, 
         }
         Paid::Selection { epsilon, delta } => {
             let s = Selection::new(f64::from_bits(epsilon), f64::from_bits(delta)).or_raise(func);
-            let info = ReleaseInfo { mechanism: "partition_selection", epsilon: s.epsilon, delta: s.delta, sensitivity: 1.0, scale: 0.0, count_scale: None };
+            let info = ReleaseInfo { mechanism: "partition_selection", epsilon: s.epsilon, delta: s.delta, sensitivity: 1.0, scale: 0.0, count_scale: None, interval95: None, count_interval95: None };
             (info, s.details())
         }
     };
+    // every receipt states the 95% half-width of its noise (docs/privacy/intervals.md)
+    let details = pg_dp_core::mechanisms::details_with_intervals(&details, &info);
     let mut details = with_level(&details, level);
     if described.params.contains(&ParamSource::Declared) {
         details = with_entry(&details, "bounds", "declared for the column (dp.set_bounds)");
