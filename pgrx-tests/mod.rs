@@ -26,6 +26,7 @@ include!("variance.rs");
 include!("levels.rs");
 include!("bounds.rs");
 include!("preview.rs");
+include!("recent.rs");
 
 /// Runs a query and returns the first column of every row as text.
 pub fn column(sql: &str) -> Vec<Option<String>> {

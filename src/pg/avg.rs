@@ -1,6 +1,7 @@
 //! dp_avg over float8 and numeric: noisy centred sum / noisy count (docs/privacy/avg.md).
 use super::agg::{datum_to_f64, final_state, float8_trans, numeric_trans, Kind};
 use super::noise::with_rng;
+use super::recent;
 use super::sum::OrRaiseNumeric;
 use crate::{pg_v1, pg_v1_trans};
 use pg_dp_core::accum::{Acc, Params, Spec};
@@ -14,17 +15,26 @@ pg_v1_trans!(pg_finfo_dp_avg_float8_trans, dp_avg_float8_trans,
 
 pg_v1!(pg_finfo_dp_avg_numeric_trans, dp_avg_numeric_trans, |fcinfo| { numeric_trans(fcinfo, F, Params::avg) });
 
-fn release(acc: &Acc) -> f64 {
+/// The noisy mean (`AvgSpec::release`, step by step so that the interval of this release can be
+/// computed from its own noisy statistics).
+unsafe fn release(fcinfo: pgrx::pg_sys::FunctionCallInfo, acc: &Acc) -> f64 {
     let Spec::Avg(spec) = acc.spec else { unreachable!("dp_avg state") };
-    with_rng(|rng| spec.release(rng, acc.sum, acc.n)).value
+    let (value, interval) = if spec.sensitivity_steps() == 0 {
+        (with_rng(|rng| spec.release(rng, acc.sum, acc.n)).value, 0.0)
+    } else {
+        let (s, n) = with_rng(|rng| spec.noisy_statistics(rng, acc.sum, acc.n));
+        (spec.estimate(s, n), spec.mean_interval95(s, n))
+    };
+    recent::pending(fcinfo, F, value, &spec.describe(), Some(interval));
+    value
 }
 
 pg_v1!(pg_finfo_dp_avg_float8_final, dp_avg_float8_final, |fcinfo| {
     let acc = final_state(fcinfo, Kind::Avg);
-    release(&acc).into_datum().unwrap()
+    release(fcinfo, &acc).into_datum().unwrap()
 });
 
 pg_v1!(pg_finfo_dp_avg_numeric_final, dp_avg_numeric_final, |fcinfo| {
     let acc = final_state(fcinfo, Kind::Avg);
-    AnyNumeric::try_from(release(&acc)).or_raise_numeric(F).into_datum().unwrap()
+    AnyNumeric::try_from(release(fcinfo, &acc)).or_raise_numeric(F).into_datum().unwrap()
 });

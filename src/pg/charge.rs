@@ -203,6 +203,7 @@ unsafe extern "C-unwind" fn xact_end(event: pg_sys::XactEvent::Type, _arg: *mut 
         || event == pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT
     {
         TICKETS.with(|t| t.borrow_mut().clear());
+        super::recent::clear_pending();
     }
 }
 

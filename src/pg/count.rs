@@ -40,5 +40,6 @@ pg_v1!(pg_finfo_dp_count_final, dp_count_final, |fcinfo| {
     let acc = final_state(fcinfo, Kind::Count);
     let Spec::Count(spec) = acc.spec else { unreachable!("dp_count state") };
     let r = with_rng(|rng| spec.release(rng, acc.n));
+    super::recent::pending(fcinfo, "dp_count", r.value as f64, &r.info, r.info.interval95);
     r.value.into_datum().unwrap()
 });

@@ -18,6 +18,7 @@ pub mod planner;
 pub mod preview;
 pub mod protect;
 pub mod quantile;
+pub mod recent;
 pub mod release;
 pub mod rewrite;
 pub mod selection;

@@ -127,7 +127,12 @@ unsafe fn finish(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum 
     super::charge::check_ticket(fcinfo, func, &Paid::Quantile((*st).params));
     let spec = (*st).spec;
     // the release sorts and overwrites the buffer: a final function runs once per group
-    with_rng(|rng| spec.release(rng, (*st).values())).into_datum().unwrap()
+    let value = with_rng(|rng| spec.release(rng, (*st).values()));
+    // the receipt's scale and interval are the largest possible ones: the actual scale depends on
+    // the data and is never shown
+    let info = spec.describe();
+    super::recent::pending(fcinfo, func, value, &info, info.interval95);
+    value.into_datum().unwrap()
 }
 
 pg_v1!(pg_finfo_dp_median_final, dp_median_final, |fcinfo| { finish(fcinfo, Kind::Median) });

@@ -226,6 +226,16 @@ struct ReleaseState {
     /// the slot this node returns rows in: stored rows come back as minimal tuples
     slot: *mut pg_sys::TupleTableSlot,
     child_done: bool,
+    /// the aggregate calls of the level (palloc'd array of Aggref addresses), for recent.rs
+    aggrefs: *mut usize,
+    naggrefs: usize,
+}
+
+unsafe fn aggrefs_of(st: *mut ReleaseState) -> &'static [usize] {
+    if (*st).aggrefs.is_null() {
+        return &[];
+    }
+    std::slice::from_raw_parts((*st).aggrefs, (*st).naggrefs)
 }
 
 #[pgrx::pg_guard]
@@ -242,6 +252,13 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
     // the child never needs to rewind, run backwards or mark: this node replays its own rows
     let child_flags = eflags & !((pg_sys::EXEC_FLAG_REWIND | pg_sys::EXEC_FLAG_BACKWARD | pg_sys::EXEC_FLAG_MARK) as c_int);
     (*node).ss.ps.lefttree = pg_sys::ExecInitNode((*plan).lefttree, estate, child_flags);
+    let st = node as *mut ReleaseState;
+    let aggrefs = tagged_aggrefs((*plan).lefttree);
+    (*st).naggrefs = aggrefs.len();
+    (*st).aggrefs = pg_sys::palloc(std::mem::size_of::<usize>() * aggrefs.len().max(1)) as *mut usize;
+    for (i, a) in aggrefs.iter().enumerate() {
+        *(*st).aggrefs.add(i) = *a as usize;
+    }
     let desc = (*(*node).ss.ss_ScanTupleSlot).tts_tupleDescriptor;
     (*(node as *mut ReleaseState)).slot = pg_sys::ExecInitExtraTupleSlot(estate, desc, &pg_sys::TTSOpsMinimalTuple);
     let ps = &mut (*node).ss.ps;
@@ -284,8 +301,10 @@ unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_
         let child = pg_sys::ExecProcNode((*node).ss.ps.lefttree);
         if child.is_null() || (*child).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
             (*st).child_done = true;
+            super::recent::finished(aggrefs_of(st));
             return std::ptr::null_mut();
         }
+        super::recent::returned(aggrefs_of(st));
         pg_sys::tuplestore_puttupleslot(store, child);
         pg_sys::ExecCopySlot(slot, child);
         return slot;

@@ -40,38 +40,42 @@ pg_v1_trans!(pg_finfo_dp_sum_float8_trans, dp_sum_float8_trans,
 pg_v1!(pg_finfo_dp_sum_numeric_trans, dp_sum_numeric_trans, |fcinfo| { numeric_trans(fcinfo, F, Params::float_sum) });
 
 /// The noisy integer sum of an integer accumulator.
-fn release_int(acc: &Acc) -> i128 {
+unsafe fn release_int(fcinfo: pgrx::pg_sys::FunctionCallInfo, acc: &Acc) -> i128 {
     let Spec::IntSum(spec) = acc.spec else { unreachable!("integer dp_sum state") };
-    with_rng(|rng| spec.release(rng, acc.sum)).value
+    let r = with_rng(|rng| spec.release(rng, acc.sum));
+    super::recent::pending(fcinfo, F, r.value as f64, &r.info, r.info.interval95);
+    r.value
 }
 
 /// The noisy real sum of a grid accumulator.
-fn release_float(acc: &Acc) -> f64 {
+unsafe fn release_float(fcinfo: pgrx::pg_sys::FunctionCallInfo, acc: &Acc) -> f64 {
     let Spec::FloatSum(spec) = acc.spec else { unreachable!("real dp_sum state") };
-    with_rng(|rng| spec.release(rng, acc.sum)).value
+    let r = with_rng(|rng| spec.release(rng, acc.sum));
+    super::recent::pending(fcinfo, F, r.value, &r.info, r.info.interval95);
+    r.value
 }
 
 // int2/int4 → int8 (saturating at the int8 range: post-processing of the noisy value)
 pg_v1!(pg_finfo_dp_sum_int_final, dp_sum_int_final, |fcinfo| {
     let acc = final_state(fcinfo, Kind::IntSum);
-    let v = release_int(&acc).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+    let v = release_int(fcinfo, &acc).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
     v.into_datum().unwrap()
 });
 
 // int8 → numeric (the exact i128 result does not fit int8 in general)
 pg_v1!(pg_finfo_dp_sum_int8_final, dp_sum_int8_final, |fcinfo| {
     let acc = final_state(fcinfo, Kind::IntSum);
-    AnyNumeric::from(release_int(&acc)).into_datum().unwrap()
+    AnyNumeric::from(release_int(fcinfo, &acc)).into_datum().unwrap()
 });
 
 pg_v1!(pg_finfo_dp_sum_float8_final, dp_sum_float8_final, |fcinfo| {
     let acc = final_state(fcinfo, Kind::FloatSum);
-    release_float(&acc).into_datum().unwrap()
+    release_float(fcinfo, &acc).into_datum().unwrap()
 });
 
 pg_v1!(pg_finfo_dp_sum_numeric_final, dp_sum_numeric_final, |fcinfo| {
     let acc = final_state(fcinfo, Kind::FloatSum);
-    AnyNumeric::try_from(release_float(&acc)).or_raise_numeric(F).into_datum().unwrap()
+    AnyNumeric::try_from(release_float(fcinfo, &acc)).or_raise_numeric(F).into_datum().unwrap()
 });
 
 pub(crate) trait OrRaiseNumeric {

@@ -7,9 +7,20 @@ use crate::{pg_v1, pg_v1_trans};
 use pg_dp_core::accum::{Acc, Params, Spec};
 use pgrx::{AnyNumeric, IntoDatum};
 
-fn release(acc: &Acc) -> f64 {
+/// The noisy variance or standard deviation (`VarianceSpec::release`, step by step so that the
+/// interval of this release can be computed from its own noisy statistics).
+unsafe fn release(fcinfo: pgrx::pg_sys::FunctionCallInfo, acc: &Acc) -> f64 {
     let Spec::Variance(spec) = acc.spec else { unreachable!("dp_variance state") };
-    with_rng(|rng| spec.release(rng, acc.sum, acc.sum_sq, acc.n)).value
+    let (value, interval) = if spec.half == 0 {
+        (with_rng(|rng| spec.release(rng, acc.sum, acc.sum_sq, acc.n)).value, 0.0)
+    } else {
+        let (n, s, q) = with_rng(|rng| spec.noisy_statistics(rng, acc.sum, acc.sum_sq, acc.n));
+        let var = spec.estimate(n, s, q);
+        (if spec.stddev { var.sqrt() } else { var }, spec.estimate_interval95(n, s, q))
+    };
+    let name = if spec.stddev { "dp_stddev" } else { "dp_variance" };
+    super::recent::pending(fcinfo, name, value, &spec.describe(), Some(interval));
+    value
 }
 
 pg_v1_trans!(pg_finfo_dp_variance_float8_trans, dp_variance_float8_trans,
@@ -22,14 +33,14 @@ pg_v1_trans!(pg_finfo_dp_stddev_float8_trans, dp_stddev_float8_trans,
 pg_v1!(pg_finfo_dp_stddev_numeric_trans, dp_stddev_numeric_trans, |fcinfo| { numeric_trans(fcinfo, "dp_stddev", Params::stddev) });
 
 pg_v1!(pg_finfo_dp_variance_float8_final, dp_variance_float8_final, |fcinfo| {
-    release(&final_state(fcinfo, Kind::Variance)).into_datum().unwrap()
+    release(fcinfo, &final_state(fcinfo, Kind::Variance)).into_datum().unwrap()
 });
 pg_v1!(pg_finfo_dp_variance_numeric_final, dp_variance_numeric_final, |fcinfo| {
-    AnyNumeric::try_from(release(&final_state(fcinfo, Kind::Variance))).or_raise_numeric("dp_variance").into_datum().unwrap()
+    AnyNumeric::try_from(release(fcinfo, &final_state(fcinfo, Kind::Variance))).or_raise_numeric("dp_variance").into_datum().unwrap()
 });
 pg_v1!(pg_finfo_dp_stddev_float8_final, dp_stddev_float8_final, |fcinfo| {
-    release(&final_state(fcinfo, Kind::Stddev)).into_datum().unwrap()
+    release(fcinfo, &final_state(fcinfo, Kind::Stddev)).into_datum().unwrap()
 });
 pg_v1!(pg_finfo_dp_stddev_numeric_final, dp_stddev_numeric_final, |fcinfo| {
-    AnyNumeric::try_from(release(&final_state(fcinfo, Kind::Stddev))).or_raise_numeric("dp_stddev").into_datum().unwrap()
+    AnyNumeric::try_from(release(fcinfo, &final_state(fcinfo, Kind::Stddev))).or_raise_numeric("dp_stddev").into_datum().unwrap()
 });
