@@ -99,14 +99,14 @@ pub unsafe fn agg_context(fcinfo: pg_sys::FunctionCallInfo, func: &'static str) 
     let kind = pg_sys::AggCheckCallContext(fcinfo, &mut ctx) as u32;
     if kind == 0 {
         raise_with(
-            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
             format!("{func}: support function called outside an aggregate"),
             None,
         );
     }
     if kind == pg_sys::AGG_CONTEXT_WINDOW {
         raise_with(
-            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
             format!("{func} cannot be used as a window function"),
             Some("each window frame would be a separate release; aggregate in a subquery instead"),
         );

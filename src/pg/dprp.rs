@@ -215,13 +215,13 @@ unsafe fn open_source(source: Oid, columns: &[String]) -> Source {
     if let Some(r) = protect::row_security_above(source) {
         let which = if r == source { format!("source {name}") } else { format!("{}, a parent of source {name},", protect::relation_name(r)) };
         raise_with(
-            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
             format!("{F}: {which} has row security that applies to role \"{}\"", protect::current_role_name()),
             Some("release a table without row security policies for this role, or have its owner release it"),
         );
     }
     if is_other_temp(root) {
-        raise_with(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, format!("{F}: source {name} is a temporary table of another session"), None);
+        raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, format!("{F}: source {name} is a temporary table of another session"), None);
     }
     // on an error below, the transaction's resource owner closes what is open
     let mut leaves = Vec::new();

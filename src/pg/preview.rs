@@ -67,7 +67,7 @@ unsafe fn preview(sql: &str) -> Vec<ReleaseRecord> {
     let mut out = Vec::new();
     for q in queries {
         if (*q).commandType != pg_sys::CmdType::CMD_SELECT || !(*q).utilityStmt.is_null() {
-            raise_with(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, format!("{F}: query must be a SELECT"), None);
+            raise_with(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("{F}: query must be a SELECT"), None);
         }
         let admitted = match grammar::check_statement(q) {
             Ok(Some(a)) => a,

@@ -530,7 +530,7 @@ unsafe extern "C-unwind" fn check_relabel(object: *const pg_sys::ObjectAddress, 
         // roles are shared by all databases: invalidate every backend's caches and plans
         pg_sys::CacheInvalidateRelcacheAll();
     } else {
-        raise_with(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, "pg_dp labels only tables and roles".into(), None);
+        raise_with(PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE, "pg_dp labels only tables and roles".into(), None);
     }
 }
 
