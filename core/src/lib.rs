@@ -14,11 +14,13 @@
 //! - [`dprp`]: differentially private random projection release of a whole table (Gondara & Wang 2020);
 //! - [`smooth`]: smooth sensitivity of quantiles (Nissim, Raskhodnikova & Smith 2007), O(n log n);
 //! - [`quantile`]: median and percentile releases (smooth sensitivity, exponential mechanism);
+//! - [`autobounds`]: DP power-of-two bounds from a histogram of magnitudes, for releases without bounds;
 //! - [`description`]: the description of a DP query that the SQL layer's query grammar admits.
 //! - [`partition`]: DP partition selection (which private GROUP BY keys a release may show).
 //! - [`levels`]: named privacy levels and their ε per query.
 pub mod accounting;
 pub mod accum;
+pub mod autobounds;
 pub mod description;
 pub mod dprp;
 pub mod error;
