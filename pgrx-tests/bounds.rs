@@ -1,6 +1,7 @@
 // Declared bounds (dp.set_bounds, dp.learn_bounds; src/pg/bounds.rs): calls without bounds take the
-// column's declared bounds before planning, give the same release as the bounded call, and are
-// refused (SQLSTATE 22023) on columns without them; learning reads only public tables, charges nothing.
+// column's declared bounds before planning and give the same release as the bounded call; without a
+// declaration, those without automatic bounds are refused (SQLSTATE 22023); learning reads only
+// public tables and charges nothing.
 
 fn bounds_setup() {
     sample_table();
@@ -58,15 +59,17 @@ fn a_declared_release_is_the_bounded_release_with_the_same_receipt() {
 #[pg_test]
 fn calls_without_bounds_are_refused_without_a_declaration() {
     bounds_setup();
-    let e = error_of("SELECT dp_sum(b, 1) FROM s").unwrap();
+    // dp_variance, dp_stddev and dp_percentile_em have no automatic bounds (dp_sum, dp_avg, dp_median
+    // and dp_percentile do: autobounds.rs)
+    let e = error_of("SELECT dp_variance(b, 1) FROM s").unwrap();
     assert!(e.contains("column s.b has no declared bounds") && e.contains("dp.set_bounds"), "{e}");
-    let e = error_of("SELECT dp_avg(x * 2, 1) FROM s").unwrap();
+    let e = error_of("SELECT dp_stddev(x * 2, 1) FROM s").unwrap();
     assert!(e.contains("not an expression"), "{e}");
     // an explicit cast is an expression: the declared bounds are for the column's values
-    assert!(error_of("SELECT dp_sum(x::int, 1) FROM s").is_some());
+    assert!(error_of("SELECT dp_percentile_em(x::int, 0.5, 1) FROM s").is_some());
     // nothing was charged for a refusal
     let before = one_i64("SELECT count(*) FROM dp.ledger");
-    assert!(error_of("SELECT dp_median(xn) FROM s").is_some());
+    assert!(error_of("SELECT dp_variance(xn) FROM s").is_some());
     assert_eq!(one_i64("SELECT count(*) FROM dp.ledger"), before);
 }
 

@@ -27,6 +27,7 @@ include!("levels.rs");
 include!("bounds.rs");
 include!("preview.rs");
 include!("recent.rs");
+include!("autobounds.rs");
 
 /// Runs a query and returns the first column of every row as text.
 pub fn column(sql: &str) -> Vec<Option<String>> {

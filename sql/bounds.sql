@@ -78,8 +78,11 @@ GRANT EXECUTE ON FUNCTION dp.set_bounds(regclass, name, numeric, numeric) TO dp_
 GRANT EXECUTE ON FUNCTION dp.drop_bounds(regclass, name) TO dp_admin;
 GRANT EXECUTE ON FUNCTION dp.learn_bounds(regclass, name, regclass, name, float8, float8) TO dp_admin;
 
--- The aggregates without bounds. Their own transition and final functions only raise: a call reaches
--- the executor only after the grammar has replaced it by the bounded aggregate.
+-- The aggregates without bounds. A call over a column with declared bounds reaches the executor as
+-- the bounded aggregate (the grammar replaces it). Otherwise dp_sum, dp_avg, dp_median and
+-- dp_percentile choose DP bounds themselves (src/pg/autobounds.rs, docs/privacy/automatic-bounds.md);
+-- the transition and final functions of dp_variance, dp_stddev and dp_percentile_em without bounds
+-- only raise (the grammar refuses those calls).
 CREATE FUNCTION dp.unbounded_trans(internal, "any") RETURNS internal
     LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_unbounded_trans';
 CREATE FUNCTION dp.unbounded_trans(internal, "any", float8) RETURNS internal
@@ -92,15 +95,64 @@ CREATE FUNCTION dp.unbounded_final_numeric(internal) RETURNS numeric
     LANGUAGE c VOLATILE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_unbounded_final';
 CREATE FUNCTION dp.unbounded_final_int8(internal) RETURNS int8
     LANGUAGE c VOLATILE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_unbounded_final';
-COMMENT ON FUNCTION dp.unbounded_trans(internal, "any") IS 'pg_dp internal: transition function of the aggregates without bounds (never runs: the grammar supplies the bounds)';
-COMMENT ON FUNCTION dp.unbounded_trans(internal, "any", float8) IS 'pg_dp internal: transition function of the aggregates without bounds (never runs: the grammar supplies the bounds)';
-COMMENT ON FUNCTION dp.unbounded_trans(internal, "any", float8, float8) IS 'pg_dp internal: transition function of the aggregates without bounds (never runs: the grammar supplies the bounds)';
-COMMENT ON FUNCTION dp.unbounded_final_float8(internal) IS 'pg_dp internal: final function of the aggregates without bounds (never runs)';
-COMMENT ON FUNCTION dp.unbounded_final_numeric(internal) IS 'pg_dp internal: final function of the aggregates without bounds (never runs)';
-COMMENT ON FUNCTION dp.unbounded_final_int8(internal) IS 'pg_dp internal: final function of the aggregates without bounds (never runs)';
+COMMENT ON FUNCTION dp.unbounded_trans(internal, "any") IS 'pg_dp internal: transition function of the aggregates without bounds that need declared ones (never runs: the grammar supplies the bounds or refuses)';
+COMMENT ON FUNCTION dp.unbounded_trans(internal, "any", float8) IS 'pg_dp internal: transition function of the aggregates without bounds that need declared ones (never runs: the grammar supplies the bounds or refuses)';
+COMMENT ON FUNCTION dp.unbounded_trans(internal, "any", float8, float8) IS 'pg_dp internal: transition function of the aggregates without bounds that need declared ones (never runs: the grammar supplies the bounds or refuses)';
+COMMENT ON FUNCTION dp.unbounded_final_float8(internal) IS 'pg_dp internal: final function of the aggregates without bounds that need declared ones (never runs)';
+COMMENT ON FUNCTION dp.unbounded_final_numeric(internal) IS 'pg_dp internal: final function of the aggregates without bounds that need declared ones (never runs)';
+COMMENT ON FUNCTION dp.unbounded_final_int8(internal) IS 'pg_dp internal: final function of the aggregates without bounds that need declared ones (never runs)';
+
+CREATE FUNCTION dp.auto_trans(internal, "any") RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_auto_trans';
+CREATE FUNCTION dp.auto_trans(internal, "any", float8) RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_auto_trans';
+CREATE FUNCTION dp.auto_combine(internal, internal) RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_auto_combine';
+CREATE FUNCTION dp.auto_serialize(internal) RETURNS bytea
+    LANGUAGE c STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_auto_serialize';
+CREATE FUNCTION dp.auto_deserialize(bytea, internal) RETURNS internal
+    LANGUAGE c STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_auto_deserialize';
+CREATE FUNCTION dp.auto_final_float8(internal) RETURNS float8
+    LANGUAGE c VOLATILE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_auto_final_float8';
+CREATE FUNCTION dp.auto_final_numeric(internal) RETURNS numeric
+    LANGUAGE c VOLATILE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_auto_final_numeric';
+CREATE FUNCTION dp.auto_final_int8(internal) RETURNS int8
+    LANGUAGE c VOLATILE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_auto_final_int8';
+CREATE FUNCTION dp.median_auto_trans(internal, float8) RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_median_auto_trans';
+CREATE FUNCTION dp.median_auto_trans(internal, float8, float8) RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_median_auto_trans';
+CREATE FUNCTION dp.percentile_auto_trans(internal, float8, float8) RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_percentile_auto_trans';
+CREATE FUNCTION dp.percentile_auto_trans(internal, float8, float8, float8) RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_percentile_auto_trans';
+CREATE FUNCTION dp.median_auto_final(internal) RETURNS float8
+    LANGUAGE c VOLATILE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_median_auto_final';
+CREATE FUNCTION dp.percentile_auto_final(internal) RETURNS float8
+    LANGUAGE c VOLATILE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_percentile_auto_final';
+COMMENT ON FUNCTION dp.auto_trans(internal, "any") IS 'pg_dp internal: transition function of dp_sum and dp_avg with automatic bounds (a histogram of binary magnitudes)';
+COMMENT ON FUNCTION dp.auto_trans(internal, "any", float8) IS 'pg_dp internal: transition function of dp_sum and dp_avg with automatic bounds and an epsilon';
+COMMENT ON FUNCTION dp.auto_combine(internal, internal) IS 'pg_dp internal: merges two partial histograms of automatic bounds';
+COMMENT ON FUNCTION dp.auto_serialize(internal) IS 'pg_dp internal: serialises a partial histogram of automatic bounds';
+COMMENT ON FUNCTION dp.auto_deserialize(bytea, internal) IS 'pg_dp internal: deserialises a partial histogram of automatic bounds';
+COMMENT ON FUNCTION dp.auto_final_float8(internal) IS 'pg_dp internal: final function of dp_sum and dp_avg with automatic bounds (float8)';
+COMMENT ON FUNCTION dp.auto_final_numeric(internal) IS 'pg_dp internal: final function of dp_sum and dp_avg with automatic bounds (numeric)';
+COMMENT ON FUNCTION dp.auto_final_int8(internal) IS 'pg_dp internal: final function of dp_sum with automatic bounds over smallint and integer';
+COMMENT ON FUNCTION dp.median_auto_trans(internal, float8) IS 'pg_dp internal: transition function of dp_median with automatic bounds';
+COMMENT ON FUNCTION dp.median_auto_trans(internal, float8, float8) IS 'pg_dp internal: transition function of dp_median with automatic bounds and an epsilon';
+COMMENT ON FUNCTION dp.percentile_auto_trans(internal, float8, float8) IS 'pg_dp internal: transition function of dp_percentile with automatic bounds';
+COMMENT ON FUNCTION dp.percentile_auto_trans(internal, float8, float8, float8) IS 'pg_dp internal: transition function of dp_percentile with automatic bounds and an epsilon';
+COMMENT ON FUNCTION dp.median_auto_final(internal) IS 'pg_dp internal: final function of dp_median with automatic bounds';
+COMMENT ON FUNCTION dp.percentile_auto_final(internal) IS 'pg_dp internal: final function of dp_percentile with automatic bounds';
 REVOKE EXECUTE ON FUNCTION dp.unbounded_trans(internal, "any"), dp.unbounded_trans(internal, "any", float8),
     dp.unbounded_trans(internal, "any", float8, float8), dp.unbounded_final_float8(internal),
-    dp.unbounded_final_numeric(internal), dp.unbounded_final_int8(internal) FROM PUBLIC;
+    dp.unbounded_final_numeric(internal), dp.unbounded_final_int8(internal),
+    dp.auto_trans(internal, "any"), dp.auto_trans(internal, "any", float8), dp.auto_combine(internal, internal),
+    dp.auto_serialize(internal), dp.auto_deserialize(bytea, internal), dp.auto_final_float8(internal),
+    dp.auto_final_numeric(internal), dp.auto_final_int8(internal), dp.median_auto_trans(internal, float8),
+    dp.median_auto_trans(internal, float8, float8), dp.percentile_auto_trans(internal, float8, float8),
+    dp.percentile_auto_trans(internal, float8, float8, float8), dp.median_auto_final(internal),
+    dp.percentile_auto_final(internal) FROM PUBLIC;
 
 DO $$
 DECLARE
@@ -121,20 +173,34 @@ BEGIN
         ('dp_variance', 'numeric', 'numeric', '', 'sample variance'),
         ('dp_stddev', 'float8', 'float8', '', 'sample standard deviation'),
         ('dp_stddev', 'numeric', 'numeric', '', 'sample standard deviation'),
-        ('dp_median', 'float8', 'float8', '', 'median (smooth sensitivity, delta = 0)'),
-        ('dp_percentile', 'float8', 'float8', ', float8', 'p-quantile (smooth sensitivity, delta = 0)'),
+        ('dp_median', 'float8', 'float8', '', 'median (at declared bounds: smooth sensitivity, delta = 0; at automatic bounds: the exponential mechanism)'),
+        ('dp_percentile', 'float8', 'float8', ', float8', 'p-quantile (at declared bounds: smooth sensitivity, delta = 0; at automatic bounds: the exponential mechanism)'),
         ('dp_percentile_em', 'float8', 'float8', ', float8', 'p-quantile (exponential mechanism)')
     ) AS t(name, vtype, rtype, extra, what)
     LOOP
         FOREACH eps IN ARRAY ARRAY['', ', float8'] LOOP
             sig := pg_catalog.format('%s(%s%s%s)', a.name, a.vtype, a.extra, eps);
-            EXECUTE pg_catalog.format(
-                'CREATE AGGREGATE %s (SFUNC = dp.unbounded_trans, STYPE = internal, FINALFUNC = dp.unbounded_final_%s, PARALLEL = SAFE)',
-                sig, CASE a.rtype WHEN 'float8' THEN 'float8' WHEN 'numeric' THEN 'numeric' ELSE 'int8' END);
+            IF a.name IN ('dp_sum', 'dp_avg') THEN
+                EXECUTE pg_catalog.format(
+                    'CREATE AGGREGATE %s (SFUNC = dp.auto_trans, STYPE = internal, FINALFUNC = dp.auto_final_%s, '
+                    'COMBINEFUNC = dp.auto_combine, SERIALFUNC = dp.auto_serialize, DESERIALFUNC = dp.auto_deserialize, PARALLEL = SAFE)',
+                    sig, CASE a.rtype WHEN 'float8' THEN 'float8' WHEN 'numeric' THEN 'numeric' ELSE 'int8' END);
+            ELSIF a.name IN ('dp_median', 'dp_percentile') THEN
+                EXECUTE pg_catalog.format(
+                    'CREATE AGGREGATE %s (SFUNC = dp.%s_auto_trans, STYPE = internal, FINALFUNC = dp.%s_auto_final, FINALFUNC_MODIFY = READ_WRITE, PARALLEL = SAFE)',
+                    sig, substr(a.name, 4), substr(a.name, 4));
+            ELSE
+                EXECUTE pg_catalog.format(
+                    'CREATE AGGREGATE %s (SFUNC = dp.unbounded_trans, STYPE = internal, FINALFUNC = dp.unbounded_final_%s, PARALLEL = SAFE)',
+                    sig, CASE a.rtype WHEN 'float8' THEN 'float8' WHEN 'numeric' THEN 'numeric' ELSE 'int8' END);
+            END IF;
             EXECUTE pg_catalog.format('COMMENT ON AGGREGATE %s IS %L', sig,
-                pg_catalog.format('%s(value%s%s): epsilon-DP %s of the column''s values clamped to its declared bounds (dp.set_bounds)%s; the same release as the call with those bounds',
+                pg_catalog.format('%s(value%s%s): epsilon-DP %s of the column''s values clamped to its declared bounds (dp.set_bounds)%s%s',
                     a.name, CASE WHEN a.extra <> '' THEN ', p' ELSE '' END, CASE WHEN eps <> '' THEN ', epsilon' ELSE '' END, a.what,
-                    CASE WHEN eps = '' THEN ' (epsilon = dp.default_epsilon or dp.privacy_level)' ELSE '' END));
+                    CASE WHEN eps = '' THEN ' (epsilon = dp.default_epsilon or dp.privacy_level)' ELSE '' END,
+                    CASE WHEN a.name IN ('dp_sum', 'dp_avg', 'dp_median', 'dp_percentile')
+                         THEN '; without declared bounds, 20% of epsilon chooses power-of-two bounds from a noisy histogram of magnitudes and the rest releases at them'
+                         ELSE '; refused without declared bounds' END));
             -- noisy aggregates are VOLATILE (CREATE AGGREGATE records them as IMMUTABLE)
             EXECUTE pg_catalog.format('UPDATE pg_catalog.pg_proc SET provolatile = ''v'' WHERE oid = %L::regprocedure', sig);
         END LOOP;

@@ -154,7 +154,7 @@ unsafe fn list_nth_ptr<T>(list: *mut pg_sys::List, n: usize) -> *mut T {
     pg_sys::list_nth(list, n as i32) as *mut T
 }
 
-unsafe fn list_len(list: *mut pg_sys::List) -> usize {
+pub unsafe fn list_len(list: *mut pg_sys::List) -> usize {
     if list.is_null() {
         0
     } else {
@@ -590,6 +590,16 @@ impl ParamValues {
 
     /// The parameters an aggregate of this kind was paid with (see charge.rs).
     pub unsafe fn paid(&self, kind: Kind) -> Paid {
+        // a call without bounds (the grammar supplied none: automatic bounds) has fewer parameters
+        match kind {
+            Kind::IntSum | Kind::FloatSum | Kind::Avg | Kind::Median if self.vals.len() <= 1 => {
+                return Paid::Auto { kind, p: 0.5f64.to_bits(), epsilon: self.epsilon_at(0).to_bits() };
+            }
+            Kind::Percentile if self.vals.len() <= 2 => {
+                return Paid::Auto { kind, p: self.f64_at(0, "p").to_bits(), epsilon: self.epsilon_at(1).to_bits() };
+            }
+            _ => {}
+        }
         if kind == Kind::KeepGroup {
             Paid::Selection { epsilon: self.f64_at(0, "epsilon").to_bits(), delta: self.f64_at(1, "delta").to_bits() }
         } else if kind.is_quantile() {
@@ -677,6 +687,9 @@ pub enum Paid {
     Quantile(QuantileParams),
     /// ε and δ of a partition selection, as float bits.
     Selection { epsilon: u64, delta: u64 },
+    /// A call without bounds whose column has none declared: automatic DP bounds (autobounds.rs),
+    /// with p (0.5 but for dp_percentile) and ε as float bits.
+    Auto { kind: Kind, p: u64, epsilon: u64 },
 }
 
 // ----- combine / serialize / deserialize, shared by every pg_dp aggregate -----------------------

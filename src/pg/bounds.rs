@@ -5,9 +5,10 @@
 //! `dp_percentile_em` without bounds) over a column with declared bounds is rewritten by the query
 //! grammar, before planning, into the bounded call `dp_sum(income, lower, upper)`: the same
 //! release, with the same receipt (its bounds marked as declared). The value must be the column
-//! itself, through views, subqueries and joins, or a widening implicit cast of it. A call whose
-//! column has no declared bounds is refused with SQLSTATE 22023. All of this depends on the query
-//! and the catalog only.
+//! itself, through views, subqueries and joins, or a widening implicit cast of it. Without a
+//! declaration, `dp_sum`, `dp_avg`, `dp_median` and `dp_percentile` choose DP bounds themselves
+//! (autobounds.rs); the others are refused with SQLSTATE 22023. All of this depends on the query and
+//! the catalog only.
 use super::agg::{list_iter, Kind};
 use super::error::raise_with;
 use super::protect;
@@ -75,14 +76,20 @@ pub unsafe fn supply_declared_bounds(q: *mut Query, agg: *mut pg_sys::Aggref, ki
     let f = kind.func();
     let hint = "pass lower and upper, or a DBA declares the column's bounds with dp.set_bounds (or dp.learn_bounds from a public table)";
     let value = strip_implicit_casts((*args[0]).expr as *mut Node);
-    let Some((relid, att)) = super::grammar::value_column(q, value) else {
+    let column = super::grammar::value_column(q, value);
+    let declared = column.and_then(|(relid, att)| protect::effective_bounds(relid, att));
+    if declared.is_none() && super::autobounds::has_automatic_bounds(kind) {
+        // no declaration: the call chooses DP bounds itself (autobounds.rs)
+        return Vec::new();
+    }
+    let Some((relid, att)) = column else {
         raise_with(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             format!("{f} without bounds aggregates a column with declared bounds, not an expression"),
             Some(hint),
         )
     };
-    let Some(b) = protect::effective_bounds(relid, att) else {
+    let Some(b) = declared else {
         raise_with(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             format!(

@@ -342,6 +342,7 @@ pub(crate) fn receipts_of(level: &DpLevel, described: &DpAggregate, kind: Kind, 
             let spec = q.spec().or_raise(func);
             (spec.describe(), spec.details())
         }
+        Paid::Auto { kind, p, epsilon } => super::autobounds::receipt(kind, f64::from_bits(p), f64::from_bits(epsilon)).or_raise(func),
         Paid::Selection { epsilon, delta } => {
             let s = Selection::new(f64::from_bits(epsilon), f64::from_bits(delta)).or_raise(func);
             let info = ReleaseInfo { mechanism: "partition_selection", epsilon: s.epsilon, delta: s.delta, sensitivity: 1.0, scale: 0.0, count_scale: None, interval95: None, count_interval95: None };

@@ -1,5 +1,6 @@
 //! SQL glue. Each file is one SQL feature; every function here is a few lines around the core.
 pub mod agg;
+pub mod autobounds;
 pub mod avg;
 pub mod bounds;
 pub mod charge;

@@ -105,11 +105,70 @@ unsafe fn trans(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum {
 
 macro_rules! quantile_trans {
     ($finfo:ident, $name:ident, $kind:expr) => {
+        quantile_trans!($finfo, $name, $kind, trans);
+    };
+    ($finfo:ident, $name:ident, $kind:expr, $slow:ident) => {
         pg_v1_trans!($finfo, $name, state = QState,
             fast = |st, val, isnull| { isnull || (*st).try_push(datum_to_f64(val)) },
-            slow = |fcinfo| { trans(fcinfo, $kind) });
+            slow = |fcinfo| { $slow(fcinfo, $kind) });
     };
 }
+
+/// dp_median(value [, ε]) and dp_percentile(value, p [, ε]) without declared bounds (autobounds.rs):
+/// the values are kept as for the bounded calls; the state's parameters hold p and ε (its bounds
+/// are placeholders until the final function chooses them).
+unsafe fn auto_trans(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum {
+    let func = kind.func();
+    let mut st = state_arg(fcinfo, 0) as *mut QState;
+    if st.is_null() {
+        let ctx = agg_context(fcinfo, func);
+        check_params_row_independent(fcinfo, func, if kind == Kind::Percentile { &["p", "epsilon"] } else { &["epsilon"] });
+        let params = auto_params(ParamValues::read(fcinfo, func).paid(kind), func);
+        st = alloc_qstate(ctx, params, params.spec().or_raise(func), FIRST_CAP);
+    }
+    if let Some(v) = pg_getarg::<f64>(fcinfo, 1) {
+        (*st).push(v);
+    }
+    pg_sys::Datum::from(st)
+}
+
+/// Placeholder quantile parameters carrying p and ε of a call with automatic bounds.
+unsafe fn auto_params(paid: Paid, func: &'static str) -> QuantileParams {
+    let Paid::Auto { p, epsilon, .. } = paid else {
+        super::error::raise(func, pg_dp_core::DpError::CorruptState("parameters of a call without bounds".into()))
+    };
+    QuantileParams::smooth(f64::from_bits(p), 0.0, 1.0, f64::from_bits(epsilon), 0.0)
+}
+
+quantile_trans!(pg_finfo_dp_median_auto_trans, dp_median_auto_trans, Kind::Median, auto_trans);
+quantile_trans!(pg_finfo_dp_percentile_auto_trans, dp_percentile_auto_trans, Kind::Percentile, auto_trans);
+
+/// The final function of a quantile without bounds: pays-for check, DP bounds from the values with
+/// the bounds' share of ε, then the exponential mechanism with the rest (the most accurate of pg_dp's
+/// pure-ε quantiles on every dataset measured: docs/quantile-accuracy.md, docs/peer-accuracy.md).
+unsafe fn auto_finish(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum {
+    let func = kind.func();
+    let ctx = agg_context(fcinfo, func);
+    let mut st = state_arg(fcinfo, 0) as *mut QState;
+    if st.is_null() {
+        let params = auto_params(ParamValues::read(fcinfo, func).paid(kind), func);
+        st = alloc_qstate(ctx, params, params.spec().or_raise(func), 1);
+    }
+    let (p, epsilon) = ((*st).params.p, (*st).params.epsilon);
+    super::charge::check_ticket(fcinfo, func, &Paid::Auto { kind, p, epsilon });
+    let auto = pg_dp_core::autobounds::AutoBoundsSpec::new(f64::from_bits(epsilon)).or_raise(func);
+    let (bounds, e_release) = with_rng(|rng| auto.quantile_bounds(rng, (*st).values())).or_raise(func);
+    let spec = QuantileSpec::exponential(f64::from_bits(p), bounds.lower(), bounds.upper(), e_release).or_raise(func);
+    let value = with_rng(|rng| spec.release(rng, (*st).values()));
+    let mut info = spec.describe();
+    info.mechanism = pg_dp_core::autobounds::AUTO_BOUNDS_MECHANISM;
+    info.epsilon = auto.epsilon;
+    super::recent::pending(fcinfo, func, value, &info, info.interval95);
+    value.into_datum().unwrap()
+}
+
+pg_v1!(pg_finfo_dp_median_auto_final, dp_median_auto_final, |fcinfo| { auto_finish(fcinfo, Kind::Median) });
+pg_v1!(pg_finfo_dp_percentile_auto_final, dp_percentile_auto_final, |fcinfo| { auto_finish(fcinfo, Kind::Percentile) });
 
 quantile_trans!(pg_finfo_dp_median_trans, dp_median_trans, Kind::Median);
 quantile_trans!(pg_finfo_dp_percentile_trans, dp_percentile_trans, Kind::Percentile);

@@ -827,6 +827,12 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
         nkeys + 1
     });
     let cap = unit.as_ref().map_or(1, |u| u.bounds.max_count_per_unit as i64);
+    if unit.is_some() {
+        if let Some(c) = calls.iter().find(|c| super::autobounds::is_boundless(c.kind, c.aggref)) {
+            return Err(Refusal::new(format!("{} without bounds over a table with a privacy unit", c.kind.func()))
+                .hint("each person's contribution is clamped to the bounds: declare the column's bounds with dp.set_bounds, or pass lower and upper"));
+        }
+    }
     let first_value = itles.len() + 1;
     for (j, c) in calls.iter().enumerate() {
         let v = if unit.is_some() { per_unit_value(c, cap) } else { per_row_value(c) };
