@@ -358,6 +358,8 @@ pub const POSTERIOR_POINTS: usize = 256;
 /// Half-width of that grid around the noisy count, in count-noise scales (the likelihood there is
 /// e^-40 of its peak).
 pub const POSTERIOR_SPAN: f64 = 40.0;
+/// From ñ ≥ this many count-noise scales on, [`avg_posterior_mean`] takes the count as known (ñ).
+pub const POSTERIOR_POINT_COUNT: f64 = 1000.0;
 
 /// ln P(x1 ≤ V ≤ x2) and E[V | x1 ≤ V ≤ x2] for V continuous Laplace with scale b, x1 ≤ x2,
 /// without cancellation in either tail.
@@ -394,8 +396,15 @@ fn laplace_interval(x1: f64, x2: f64, b: f64) -> (f64, f64) {
 /// over [`POSTERIOR_POINTS`] counts n_k spaced evenly (midpoints) across
 /// [max(0, ñ − 40·b_cnt), max(ñ, 0) + 40·b_cnt]. The inner integral over m is exact: given n, S̃ is
 /// n·m plus Laplace noise, so m's posterior is that noise's density restricted to an interval.
-/// Always within [−h, h].
+/// From ñ ≥ 1000·b_cnt on, the single count ñ is used (the average over n would differ by a relative
+/// O((b_cnt/ñ)²) ≤ 10^-6). Always within [−h, h].
 pub fn avg_posterior_mean(s: f64, n: f64, h: f64, b_sum: f64, b_cnt: f64) -> f64 {
+    if n >= POSTERIOR_POINT_COUNT * b_cnt {
+        // the count is known to a relative 10^-3: averaging over it would move the result by a
+        // relative O((b_cnt/ñ)²) ≤ 10^-6, far below the noise; take n = ñ
+        let (_, ev) = laplace_interval(-n * h - s, n * h - s, b_sum);
+        return ((s + ev) / n).clamp(-h, h);
+    }
     let lo = (n - POSTERIOR_SPAN * b_cnt).max(0.0);
     let hi = n.max(0.0) + POSTERIOR_SPAN * b_cnt;
     let dn = (hi - lo) / POSTERIOR_POINTS as f64;

@@ -80,6 +80,12 @@ fn the_estimate_is_the_ratio_when_the_count_is_large_and_stays_in_bounds() {
         let (p, r) = (spec.estimate(s, n), spec.ratio_estimate(s, n));
         assert!((p - r).abs() <= 1e-6 * 10.0, "n {n}: posterior {p}, ratio {r}");
     }
+    // above 1000 count-noise scales the count is taken as known: continuous across that threshold
+    for &(h, bs, bn, m) in &[(50.0, 7143.0, 333.0, -20.0), (1.0, 2.0, 3.0, 0.9), (200.0, 300.0, 3.3, 150.0)] {
+        let t = 1000.0 * bn;
+        let (below, at) = (avg_posterior_mean(t * (1.0 - 1e-9) * m, t * (1.0 - 1e-9), h, bs, bn), avg_posterior_mean(t * m, t, h, bs, bn));
+        assert!((below - at).abs() <= 1e-5 * h, "h {h}: {below} below the threshold, {at} at it");
+    }
     // any noisy statistics, however extreme, give a value within the bounds
     for &(l, u, eps) in &[(0.0, 1.0, 1e-9), (-1e30, 1e30, 1e6), (0.0, 1e-300, 1.0), (-3.0, -2.0, 0.01)] {
         let spec = AvgSpec::new(l, u, eps).unwrap();
