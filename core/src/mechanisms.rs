@@ -285,18 +285,49 @@ impl AvgSpec {
         (centred.saturating_add(z_sum), (n as i128).saturating_add(z_cnt))
     }
 
-    /// The released mean from the noisy statistics (post-processing): divide, shift back, clamp.
+    /// The exact rational scales (t, s) of the sum noise (grid steps) and the count noise (rows).
+    pub fn scales(&self) -> [(u128, u128); 2] {
+        let (e_sum, e_cnt) = self.split();
+        [laplace_scale(self.sensitivity_steps().max(1), e_sum), laplace_scale(1, e_cnt)]
+    }
+
+    /// The released mean from the noisy statistics (post-processing, docs/privacy/avg.md): the
+    /// posterior mean of the centred mean given (S̃, ñ) ([`avg_posterior_mean`]: a uniform prior
+    /// over the bounds, a flat prior over the count, the noise scales of the release), shifted back
+    /// and clamped to the bounds. For ñ large next to the count noise it is S̃/ñ; for a small or
+    /// negative ñ it moves toward the centre instead of dividing by a tiny count.
     pub fn estimate(&self, noisy_sum: i128, noisy_n: i128) -> f64 {
+        let sens = self.sensitivity_steps();
+        if sens == 0 {
+            return self.grid.value(self.center as i128).clamp(self.grid.lower, self.grid.upper);
+        }
+        let [(ts, ss), (tn, sn)] = self.scales();
+        let m = avg_posterior_mean(noisy_sum as f64, noisy_n as f64, sens as f64, ts as f64 / ss as f64, tn as f64 / sn as f64);
+        let m = if m.is_finite() { m } else { noisy_sum as f64 / noisy_n.max(1) as f64 };
+        ((self.center as f64 + m) * self.grid.step()).clamp(self.grid.lower, self.grid.upper)
+    }
+
+    /// The plain ratio estimate c + S̃/max(ñ, 1), clamped: dp_avg's estimator before the posterior
+    /// mean (kept for comparison; it collapses to a bound when ñ is small next to its noise).
+    pub fn ratio_estimate(&self, noisy_sum: i128, noisy_n: i128) -> f64 {
         let noisy_n = noisy_n.max(1);
         let mean_steps = self.center as f64 + noisy_sum as f64 / noisy_n as f64;
         (mean_steps * self.grid.step()).clamp(self.grid.lower, self.grid.upper)
+    }
+
+    /// dp_avg over a table whose row count n is public (declared for the table, or given): all of ε
+    /// goes to the centred sum. See [`PublicCountAvgSpec`].
+    pub fn with_public_count(&self, count: i64) -> DpResult<PublicCountAvgSpec> {
+        PublicCountAvgSpec::new(*self, count)
     }
 
     /// An approximate 95% half-width of the released mean, from the noisy statistics only
     /// (post-processing; never the true n): the delta method linearises the error as
     /// (Z₁ − m̃·Z₂)/ñ, m̃ = S̃/ñ the noisy centred mean, and the half-width is the 95% point of that
     /// sum of two Laplace variables ([`intervals::laplace_sum_halfwidth`]), at most the width of the
-    /// bounds. Approximate: it assumes ñ large next to the count noise (docs/privacy/intervals.md).
+    /// bounds. Approximate: it assumes ñ large next to the count noise, where the released posterior
+    /// mean is S̃/ñ; for small ñ the estimate's error is mostly its bias toward the centre, which this
+    /// does not describe (docs/privacy/intervals.md).
     pub fn mean_interval95(&self, noisy_sum: i128, noisy_n: i128) -> f64 {
         let sens = self.sensitivity_steps();
         let width = self.grid.upper - self.grid.lower;
@@ -319,6 +350,140 @@ impl AvgSpec {
         }
         let (noisy_sum, noisy_n) = self.noisy_statistics(rng, sum_q, n);
         Noisy { value: self.estimate(noisy_sum, noisy_n), info: self.describe() }
+    }
+}
+
+/// Points of the count grid over which [`avg_posterior_mean`] integrates.
+pub const POSTERIOR_POINTS: usize = 256;
+/// Half-width of that grid around the noisy count, in count-noise scales (the likelihood there is
+/// e^-40 of its peak).
+pub const POSTERIOR_SPAN: f64 = 40.0;
+/// From ñ ≥ this many count-noise scales on, [`avg_posterior_mean`] takes the count as known (ñ).
+pub const POSTERIOR_POINT_COUNT: f64 = 1000.0;
+
+/// ln P(x1 ≤ V ≤ x2) and E[V | x1 ≤ V ≤ x2] for V continuous Laplace with scale b, x1 ≤ x2,
+/// without cancellation in either tail.
+fn laplace_interval(x1: f64, x2: f64, b: f64) -> (f64, f64) {
+    let d = x2 - x1;
+    if x1 >= 0.0 {
+        // P = e^(−x1/b)(1 − e^(−d/b))/2; the conditional mean x1 + b − d/(e^(d/b) − 1)
+        let ln_p = -std::f64::consts::LN_2 - x1 / b + (-(-d / b).exp_m1()).ln();
+        let mean = if d > b * 1e-6 { x1 + b - d / (d / b).exp_m1() } else { x1 + d / 2.0 };
+        (ln_p, mean.clamp(x1, x2))
+    } else if x2 <= 0.0 {
+        let (ln_p, mean) = laplace_interval(-x2, -x1, b);
+        (ln_p, -mean)
+    } else {
+        let p = -0.5 * (x1 / b).exp_m1() - 0.5 * (-x2 / b).exp_m1();
+        let mean = if d > b * 1e-6 {
+            // ∫ v f(v) dv = G(x2) − G(x1), G(v) = −(v + b)e^(−v/b)/2 above 0 and (v − b)e^(v/b)/2 below
+            (-0.5 * (x2 + b) * (-x2 / b).exp() - 0.5 * (x1 - b) * (x1 / b).exp()) / p
+        } else {
+            (x1 + x2) / 2.0
+        };
+        (p.ln(), mean.clamp(x1, x2))
+    }
+}
+
+/// dp_avg's estimator (post-processing of the noisy statistics, docs/privacy/avg.md): the posterior
+/// mean of the centred mean m ∈ [−h, h] (grid steps) given the noisy centred sum s and noisy count
+/// ñ, for a uniform prior of m over the bounds, a flat prior of the count n over (0, ∞) and the
+/// release's noises taken as continuous Laplace of scales `b_sum` (steps) and `b_cnt` (rows):
+///
+/// E[m | s, ñ] = Σ_k w_k·(s + E[V | I_k])/n_k / Σ_k w_k,
+/// w_k = e^(−|ñ − n_k|/b_cnt)·P(V ∈ I_k)/n_k, I_k = [−n_k·h − s, n_k·h − s], V ~ Laplace(b_sum),
+///
+/// over [`POSTERIOR_POINTS`] counts n_k spaced evenly (midpoints) across
+/// [max(0, ñ − 40·b_cnt), max(ñ, 0) + 40·b_cnt]. The inner integral over m is exact: given n, S̃ is
+/// n·m plus Laplace noise, so m's posterior is that noise's density restricted to an interval.
+/// From ñ ≥ 1000·b_cnt on, the single count ñ is used (the average over n would differ by a relative
+/// O((b_cnt/ñ)²) ≤ 10^-6). Always within [−h, h].
+pub fn avg_posterior_mean(s: f64, n: f64, h: f64, b_sum: f64, b_cnt: f64) -> f64 {
+    if n >= POSTERIOR_POINT_COUNT * b_cnt {
+        // the count is known to a relative 10^-3: averaging over it would move the result by a
+        // relative O((b_cnt/ñ)²) ≤ 10^-6, far below the noise; take n = ñ
+        let (_, ev) = laplace_interval(-n * h - s, n * h - s, b_sum);
+        return ((s + ev) / n).clamp(-h, h);
+    }
+    let lo = (n - POSTERIOR_SPAN * b_cnt).max(0.0);
+    let hi = n.max(0.0) + POSTERIOR_SPAN * b_cnt;
+    let dn = (hi - lo) / POSTERIOR_POINTS as f64;
+    let mut terms = [(0.0f64, 0.0f64); POSTERIOR_POINTS];
+    let mut top = f64::NEG_INFINITY;
+    for (k, t) in terms.iter_mut().enumerate() {
+        let nk = lo + (k as f64 + 0.5) * dn;
+        let (ln_p, ev) = laplace_interval(-nk * h - s, nk * h - s, b_sum);
+        let lw = -(n - nk).abs() / b_cnt + ln_p - nk.ln();
+        *t = (lw, ((s + ev) / nk).clamp(-h, h));
+        top = top.max(lw);
+    }
+    let (mut num, mut den) = (0.0, 0.0);
+    for &(lw, m) in &terms {
+        let w = (lw - top).exp();
+        num += w * m;
+        den += w;
+    }
+    (num / den).clamp(-h, h)
+}
+
+/// dp_avg with a public row count n (declared by the DBA for the table, or given): the noisy
+/// centred sum S̃ = Σ(q(x) − c) + DLap(Δ/ε) with all of ε, and the release clamp(c + S̃/n). ε-DP
+/// under add/remove neighbours for any fixed n: n is a constant of the release, not a statistic of
+/// the rows. It must be public, that is fixed without looking at the rows this query reads (a count
+/// computed from them would be released without noise); when it differs from the number of rows, the
+/// release estimates Σ(clamped values)/n instead of their mean (docs/privacy/avg.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PublicCountAvgSpec {
+    pub avg: AvgSpec,
+    /// The public count, at least 1.
+    pub count: i64,
+}
+
+impl PublicCountAvgSpec {
+    pub fn new(avg: AvgSpec, count: i64) -> DpResult<Self> {
+        if count < 1 {
+            return Err(crate::error::DpError::invalid("count", "a whole number of rows, at least 1", count));
+        }
+        Ok(PublicCountAvgSpec { avg, count })
+    }
+
+    /// The receipt: the centred sum's sensitivity, scale Δ/ε and 95% half-width (sum units); the
+    /// count is not noised (count_scale and count_interval95 are 0).
+    pub fn describe(&self) -> ReleaseInfo {
+        let sens = self.avg.sensitivity_steps();
+        let step = self.avg.grid.step();
+        let eps = mechanism_epsilon(self.avg.epsilon);
+        let mut i = info(self.avg.epsilon, sens as f64 * step, laplace_scale_f64(sens, eps) * step, laplace_halfwidth_steps(sens, eps) as f64 * step);
+        i.count_scale = Some(0.0);
+        i.count_interval95 = Some(0.0);
+        i
+    }
+
+    /// The exact 95% half-width of the released mean's noise, Z/n in output units (the clamp only
+    /// shortens the error): the sum's half-width over n, at most the width of the bounds.
+    pub fn mean_interval95(&self) -> f64 {
+        let sens = self.avg.sensitivity_steps();
+        let h = laplace_halfwidth_steps(sens, mechanism_epsilon(self.avg.epsilon)) as f64 * self.avg.grid.step();
+        (h / self.count as f64).min(self.avg.grid.upper - self.avg.grid.lower)
+    }
+
+    /// Details for the receipt (JSON).
+    pub fn details(&self) -> String {
+        serde_json::json!({"count": "public", "public_count": self.count, "mean_interval95": self.mean_interval95()}).to_string()
+    }
+
+    /// The release from the exact Σq(x) and number of rows n of the accumulator (the same state as
+    /// dp_avg: `Acc` with `Params::avg`); n enters only the centred sum Σ(q(x) − c) = Σq(x) − n·c.
+    pub fn release<R: Rng + ?Sized>(&self, rng: &mut R, sum_q: i128, n: i64) -> Noisy<f64> {
+        let a = &self.avg;
+        let sens = a.sensitivity_steps();
+        if sens == 0 {
+            return Noisy { value: a.grid.value(a.center as i128).clamp(a.grid.lower, a.grid.upper), info: self.describe() };
+        }
+        let centred = sum_q - (n as i128) * (a.center as i128);
+        let (z, _) = laplace_noise(rng, sens, mechanism_epsilon(a.epsilon));
+        let mean_steps = a.center as f64 + centred.saturating_add(z) as f64 / self.count as f64;
+        Noisy { value: (mean_steps * a.grid.step()).clamp(a.grid.lower, a.grid.upper), info: self.describe() }
     }
 }
 
