@@ -211,3 +211,27 @@ fn every_extension_object_has_a_comment() {
     );
     assert!(missing.is_empty(), "objects without COMMENT: {missing:?}");
 }
+
+#[pg_test]
+fn averages_with_a_public_count_divide_the_noisy_sum_by_it() {
+    sample_table();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    // at ε = 1e6 the centred sum is exact: c + Σ(x − c)/count with c = 500 and Σ(x − c) = 500
+    let a = one_f64("SELECT dp_avg(x, 0, 1000, 1e6, 1000) FROM s");
+    assert!((a - 500.5).abs() < 0.01, "{a}");
+    let a = one_f64("SELECT dp_avg(n, 0, 1000, 1e6, 2000)::float8 FROM s");
+    assert!((a - 500.25).abs() < 0.01, "a count that is not the number of rows: {a}");
+    // the receipt: all of ε on the sum, the count public and not noised
+    let r = one_text("SELECT concat_ws('|', epsilon, details->>'count', details->>'public_count', details->>'count_interval95') FROM dp.ledger ORDER BY id DESC LIMIT 1");
+    assert_eq!(r, "1000000|public|2000|0");
+    one_f64("SELECT dp_avg(x, 0, 1000, 0.5, 1000) FROM s");
+    let scale = one_f64("SELECT noise_scale FROM dp.ledger ORDER BY id DESC LIMIT 1");
+    one_f64("SELECT dp_avg(x, 0, 1000, 0.5) FROM s");
+    let split = one_f64("SELECT noise_scale FROM dp.ledger ORDER BY id DESC LIMIT 1");
+    assert!((split / scale - 1.0 / pg_dp_core::mechanisms::AVG_SUM_SHARE).abs() < 1e-6, "{scale} {split}");
+    let e = error_of("SELECT dp_avg(x, 0, 1000, 0.5, 0) FROM s").unwrap();
+    assert!(e.contains("count must be a whole number of rows, at least 1"), "{e}");
+    // a count read from the data is refused before the query runs
+    let e = error_of("SELECT dp_avg(x, 0, 1000, 0.5, i) FROM s").unwrap();
+    assert!(e.contains("public_count"), "{e}");
+}

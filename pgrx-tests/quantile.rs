@@ -8,11 +8,18 @@ fn quantiles_are_close_at_large_epsilon() {
     // x = 1..1000: the median is the order statistic of rank round(0.5·1001) = 501
     for q in [
         "SELECT dp_median(x, 0, 2000, 1e6, 1e-6) FROM s",
-        "SELECT dp_median(x, 0, 2000, 1e6) FROM s",
+        "SELECT dp_median(x, 0, 2000, 1e6, 0) FROM s",
         "SELECT dp_percentile(x, 0.5, 0, 2000, 1e6, 1e-9) FROM s",
     ] {
         let v = one_f64(q);
         assert!((v - 501.0).abs() < 1e-3, "{q}: {v}");
+    }
+    // without δ, dp_median and dp_percentile are the exponential mechanism: a point of the gap
+    // (500, 501] of the true rank
+    for q in ["SELECT dp_median(x, 0, 2000, 1e6) FROM s", "SELECT dp_percentile(x, 0.5, 0, 2000, 1e6) FROM s"] {
+        let v = one_f64(q);
+        assert!(v > 500.0 && v <= 501.0, "{q}: {v}");
+        assert_eq!(one_text("SELECT mechanism FROM dp.ledger ORDER BY id DESC LIMIT 1"), "exponential", "{q}");
     }
     // rank round(0.9·1001) = 901
     let v = one_f64("SELECT dp_percentile(x, 0.9, 0, 2000, 1e6, 1e-6) FROM s");
@@ -164,7 +171,7 @@ fn quantile_receipts_record_mechanism_delta_and_details() {
         row,
         format!("dp_median(double precision,double precision,double precision,double precision,double precision)|smooth_sensitivity|2000|8000.000000|0.5|0.000001|laplace|4.000000|{beta:.9}")
     );
-    one_f64("SELECT dp_percentile(x, 0.25, 0, 2000, 0.5) FROM s");
+    one_f64("SELECT dp_percentile(x, 0.25, 0, 2000, 0.5, 0) FROM s");
     let row = one_text("SELECT concat_ws('|', mechanism, delta, details->>'noise', round((details->>'beta')::numeric, 9)) FROM dp.ledger ORDER BY id DESC LIMIT 1");
     // β of the exact-loss calibration of the polynomial noise (core)
     let beta = pg_dp_core::quantile::polynomial_calibration(pg_dp_core::accounting::mechanism_epsilon(0.5)).0;

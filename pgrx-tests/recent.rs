@@ -12,7 +12,7 @@ fn last_releases_lists_what_the_session_received_newest_first() {
     assert_eq!(
         rows,
         vec![
-            Some("dp_median|0.125|0|smooth_sensitivity|t".into()),
+            Some("dp_median|0.125|0|exponential|f".into()),
             Some("dp_avg|0.25|0|discrete_laplace|t".into()),
             Some("dp_count|0.5|0|discrete_laplace|t".into()),
         ]

@@ -17,14 +17,8 @@ $$;
 COMMENT ON FUNCTION dp.set_bounds(regclass, name, numeric, numeric) IS 'pg_dp: declares public bounds [lower, upper] of a numeric column: dp_sum, dp_avg, dp_variance, dp_stddev, dp_median, dp_percentile and dp_percentile_em called on the column without bounds use them (dp_admin). Bounds must be public knowledge, not read from the data';
 
 CREATE FUNCTION dp.drop_bounds(tbl regclass, col name) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    IF EXISTS (SELECT FROM pg_catalog.pg_seclabel l JOIN pg_catalog.pg_attribute a ON a.attrelid = l.objoid AND a.attnum = l.objsubid
-                WHERE l.objoid = tbl AND l.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass AND l.provider = 'pg_dp'
-                  AND a.attname = col AND l.label LIKE '{"bounds"%') THEN
-        EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON COLUMN %s.%I IS NULL', tbl, col);
-    END IF;
-END
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT dp.drop_column_declaration(tbl, col, 'bounds');
 $$;
 COMMENT ON FUNCTION dp.drop_bounds(regclass, name) IS 'pg_dp: removes the declared bounds of a column (dp_admin)';
 

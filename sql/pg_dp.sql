@@ -155,25 +155,25 @@ CREATE AGGREGATE dp_avg(float8, float8, float8) (
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_avg(float8, float8, float8) IS 'dp_avg(value, lower, upper): epsilon-DP mean (epsilon = dp.default_epsilon or dp.privacy_level) of values clamped to [lower, upper]: noisy centred sum (70% of epsilon) over noisy count (30%); result within [lower, upper]';
+COMMENT ON AGGREGATE dp_avg(float8, float8, float8) IS 'dp_avg(value, lower, upper): epsilon-DP mean (epsilon = dp.default_epsilon or dp.privacy_level) of values clamped to [lower, upper]: noisy centred sum (70% of epsilon) and noisy count (30%), combined by their posterior mean; result within [lower, upper]';
 CREATE AGGREGATE dp_avg(float8, float8, float8, float8) (
     SFUNC = dp.avg_float8_trans, STYPE = internal, FINALFUNC = dp.avg_float8_final,
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_avg(float8, float8, float8, float8) IS 'dp_avg(value, lower, upper, epsilon): epsilon-DP mean of values clamped to [lower, upper]: noisy centred sum (70% of epsilon) over noisy count (30%); result within [lower, upper]';
+COMMENT ON AGGREGATE dp_avg(float8, float8, float8, float8) IS 'dp_avg(value, lower, upper, epsilon): epsilon-DP mean of values clamped to [lower, upper]: noisy centred sum (70% of epsilon) and noisy count (30%), combined by their posterior mean; result within [lower, upper]';
 CREATE AGGREGATE dp_avg(numeric, numeric, numeric) (
     SFUNC = dp.avg_numeric_trans, STYPE = internal, FINALFUNC = dp.avg_numeric_final,
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_avg(numeric, numeric, numeric) IS 'dp_avg(value, lower, upper): epsilon-DP mean (epsilon = dp.default_epsilon or dp.privacy_level) of values clamped to [lower, upper]: noisy centred sum (70% of epsilon) over noisy count (30%); result within [lower, upper]';
+COMMENT ON AGGREGATE dp_avg(numeric, numeric, numeric) IS 'dp_avg(value, lower, upper): epsilon-DP mean (epsilon = dp.default_epsilon or dp.privacy_level) of values clamped to [lower, upper]: noisy centred sum (70% of epsilon) and noisy count (30%), combined by their posterior mean; result within [lower, upper]';
 CREATE AGGREGATE dp_avg(numeric, numeric, numeric, float8) (
     SFUNC = dp.avg_numeric_trans, STYPE = internal, FINALFUNC = dp.avg_numeric_final,
     COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_avg(numeric, numeric, numeric, float8) IS 'dp_avg(value, lower, upper, epsilon): epsilon-DP mean of values clamped to [lower, upper]: noisy centred sum (70% of epsilon) over noisy count (30%); result within [lower, upper]';
+COMMENT ON AGGREGATE dp_avg(numeric, numeric, numeric, float8) IS 'dp_avg(value, lower, upper, epsilon): epsilon-DP mean of values clamped to [lower, upper]: noisy centred sum (70% of epsilon) and noisy count (30%), combined by their posterior mean; result within [lower, upper]';
 
 -- comments and privileges of support functions ------------------------------------------------
 COMMENT ON FUNCTION dp.count_star_trans(internal) IS 'pg_dp internal: transition function of dp_count(*)';

@@ -52,15 +52,23 @@ END
 $$;
 COMMENT ON FUNCTION dp.set_domain(regclass, name, regclass, name) IS 'pg_dp: declares that the public values of a column of a protected table are the distinct values of key_column of the public table keys (read when a query runs, with the caller''s privileges) (dp_admin)';
 
-CREATE FUNCTION dp.drop_domain(tbl regclass, col name) RETURNS void
+-- Removes a column's pg_dp declaration of one kind ("domain", "bounds"), leaving the others.
+CREATE FUNCTION dp.drop_column_declaration(tbl regclass, col name, kind text) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF EXISTS (SELECT FROM pg_catalog.pg_seclabel l JOIN pg_catalog.pg_attribute a ON a.attrelid = l.objoid AND a.attnum = l.objsubid
                 WHERE l.objoid = tbl AND l.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass AND l.provider = 'pg_dp'
-                  AND a.attname = col AND l.label LIKE '{"domain"%') THEN
+                  AND a.attname = col AND l.label LIKE '{"' || kind || '"%') THEN
         EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON COLUMN %s.%I IS NULL', tbl, col);
     END IF;
 END
+$$;
+COMMENT ON FUNCTION dp.drop_column_declaration(regclass, name, text) IS 'pg_dp internal: removes the pg_dp declaration of one kind from a column (dp.drop_domain, dp.drop_bounds)';
+REVOKE EXECUTE ON FUNCTION dp.drop_column_declaration(regclass, name, text) FROM PUBLIC;
+
+CREATE FUNCTION dp.drop_domain(tbl regclass, col name) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT dp.drop_column_declaration(tbl, col, 'domain');
 $$;
 COMMENT ON FUNCTION dp.drop_domain(regclass, name) IS 'pg_dp: removes the public domain of a column; DP queries grouped by it then choose their groups by DP partition selection (dp_admin)';
 

@@ -21,7 +21,7 @@ CREATE AGGREGATE dp_median(value float8, lower float8, upper float8) (
     SFUNC = dp.median_trans, STYPE = internal, FINALFUNC = dp.median_final,
     FINALFUNC_MODIFY = READ_WRITE, PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_median(float8, float8, float8) IS 'dp_median(value, lower, upper): median of values clamped to [lower, upper] with smooth-sensitivity noise (NRS 2007; S the smaller of the window and reachable-range bounds for add/remove neighbours); epsilon-DP (epsilon = dp.default_epsilon or dp.privacy_level, delta = 0): polynomial-tailed noise (1+|z|)^-4 of scale S/a with beta = epsilon/3 and a from the exact privacy loss (about 0.25 at epsilon = 1); S is the beta-smooth sensitivity; result within [lower, upper]; never NULL';
+COMMENT ON AGGREGATE dp_median(float8, float8, float8) IS 'dp_median(value, lower, upper): median of values clamped to [lower, upper] by the exponential mechanism over a grid of the bounds (as dp_percentile_em; the most accurate pure-epsilon quantile measured, docs/quantile-accuracy.md); epsilon-DP (epsilon = dp.default_epsilon or dp.privacy_level); the five-argument form (with delta) uses smooth sensitivity; result within [lower, upper]; never NULL';
 CREATE FUNCTION dp.median_trans(internal, float8, float8, float8, float8) RETURNS internal
     LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_median_trans';
 COMMENT ON FUNCTION dp.median_trans(internal, float8, float8, float8, float8) IS 'pg_dp internal: transition function of dp_median(value, lower, upper, epsilon)';
@@ -30,7 +30,7 @@ CREATE AGGREGATE dp_median(value float8, lower float8, upper float8, epsilon flo
     SFUNC = dp.median_trans, STYPE = internal, FINALFUNC = dp.median_final,
     FINALFUNC_MODIFY = READ_WRITE, PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_median(float8, float8, float8, float8) IS 'dp_median(value, lower, upper, epsilon): median of values clamped to [lower, upper] with smooth-sensitivity noise (NRS 2007; S the smaller of the window and reachable-range bounds for add/remove neighbours); epsilon-DP (epsilon, delta = 0): polynomial-tailed noise (1+|z|)^-4 of scale S/a with beta = epsilon/3 and a from the exact privacy loss (about 0.25 at epsilon = 1); S is the beta-smooth sensitivity; result within [lower, upper]; never NULL';
+COMMENT ON AGGREGATE dp_median(float8, float8, float8, float8) IS 'dp_median(value, lower, upper, epsilon): median of values clamped to [lower, upper] by the exponential mechanism over a grid of the bounds (as dp_percentile_em; the most accurate pure-epsilon quantile measured, docs/quantile-accuracy.md); epsilon-DP; the five-argument form (with delta) uses smooth sensitivity; result within [lower, upper]; never NULL';
 CREATE FUNCTION dp.median_trans(internal, float8, float8, float8, float8, float8) RETURNS internal
     LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_median_trans';
 COMMENT ON FUNCTION dp.median_trans(internal, float8, float8, float8, float8, float8) IS 'pg_dp internal: transition function of dp_median(value, lower, upper, epsilon, delta)';
@@ -54,7 +54,7 @@ CREATE AGGREGATE dp_percentile(value float8, p float8, lower float8, upper float
     SFUNC = dp.percentile_trans, STYPE = internal, FINALFUNC = dp.percentile_final,
     FINALFUNC_MODIFY = READ_WRITE, PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_percentile(float8, float8, float8, float8) IS 'dp_percentile(value, p, lower, upper): p-quantile (p in [0, 1]) of values clamped to [lower, upper] with smooth-sensitivity noise (NRS 2007; S the smaller of the window and reachable-range bounds for add/remove neighbours); epsilon-DP (epsilon = dp.default_epsilon or dp.privacy_level, delta = 0): polynomial-tailed noise (1+|z|)^-4 of scale S/a with beta = epsilon/3 and a from the exact privacy loss (about 0.25 at epsilon = 1); S is the beta-smooth sensitivity; result within [lower, upper]; never NULL';
+COMMENT ON AGGREGATE dp_percentile(float8, float8, float8, float8) IS 'dp_percentile(value, p, lower, upper): p-quantile (p in [0, 1]) of values clamped to [lower, upper] by the exponential mechanism over a grid of the bounds (as dp_percentile_em); epsilon-DP (epsilon = dp.default_epsilon or dp.privacy_level); the six-argument form (with delta) uses smooth sensitivity; result within [lower, upper]; never NULL';
 CREATE FUNCTION dp.percentile_trans(internal, float8, float8, float8, float8, float8) RETURNS internal
     LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_percentile_trans';
 COMMENT ON FUNCTION dp.percentile_trans(internal, float8, float8, float8, float8, float8) IS 'pg_dp internal: transition function of dp_percentile(value, p, lower, upper, epsilon)';
@@ -63,7 +63,7 @@ CREATE AGGREGATE dp_percentile(value float8, p float8, lower float8, upper float
     SFUNC = dp.percentile_trans, STYPE = internal, FINALFUNC = dp.percentile_final,
     FINALFUNC_MODIFY = READ_WRITE, PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE dp_percentile(float8, float8, float8, float8, float8) IS 'dp_percentile(value, p, lower, upper, epsilon): p-quantile (p in [0, 1]) of values clamped to [lower, upper] with smooth-sensitivity noise (NRS 2007; S the smaller of the window and reachable-range bounds for add/remove neighbours); epsilon-DP (epsilon, delta = 0): polynomial-tailed noise (1+|z|)^-4 of scale S/a with beta = epsilon/3 and a from the exact privacy loss (about 0.25 at epsilon = 1); S is the beta-smooth sensitivity; result within [lower, upper]; never NULL';
+COMMENT ON AGGREGATE dp_percentile(float8, float8, float8, float8, float8) IS 'dp_percentile(value, p, lower, upper, epsilon): p-quantile (p in [0, 1]) of values clamped to [lower, upper] by the exponential mechanism over a grid of the bounds (as dp_percentile_em); epsilon-DP; the six-argument form (with delta) uses smooth sensitivity; result within [lower, upper]; never NULL';
 CREATE FUNCTION dp.percentile_trans(internal, float8, float8, float8, float8, float8, float8) RETURNS internal
     LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_percentile_trans';
 COMMENT ON FUNCTION dp.percentile_trans(internal, float8, float8, float8, float8, float8, float8) IS 'pg_dp internal: transition function of dp_percentile(value, p, lower, upper, epsilon, delta)';

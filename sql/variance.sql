@@ -105,3 +105,30 @@ UPDATE pg_catalog.pg_proc SET provolatile = 'v'
                'dp_stddev(numeric, numeric, numeric)'::regprocedure,
                'dp_stddev(numeric, numeric, numeric, float8)'::regprocedure,
                'dp.keep_group("any", float8, float8)'::regprocedure);
+
+-- dp_avg with a public count (src/pg/avg.rs; docs/privacy/avg.md "dp_avg with a public count"): the
+-- caller gives the number of rows, fixed without looking at them; all of epsilon goes to the centred
+-- sum, and the count is not released. The state is dp_avg's.
+CREATE FUNCTION dp.avg_float8_trans(internal, float8, float8, float8, float8, int8) RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_avg_float8_trans';
+CREATE FUNCTION dp.avg_numeric_trans(internal, numeric, numeric, numeric, float8, int8) RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_avg_numeric_trans';
+COMMENT ON FUNCTION dp.avg_float8_trans(internal, float8, float8, float8, float8, int8) IS 'pg_dp internal: transition function of dp_avg(float8, lower, upper, epsilon, public_count)';
+COMMENT ON FUNCTION dp.avg_numeric_trans(internal, numeric, numeric, numeric, float8, int8) IS 'pg_dp internal: transition function of dp_avg(numeric, lower, upper, epsilon, public_count)';
+REVOKE EXECUTE ON FUNCTION dp.avg_float8_trans(internal, float8, float8, float8, float8, int8),
+    dp.avg_numeric_trans(internal, numeric, numeric, numeric, float8, int8) FROM PUBLIC;
+CREATE AGGREGATE dp_avg(float8, float8, float8, float8, int8) (
+    SFUNC = dp.avg_float8_trans, STYPE = internal, FINALFUNC = dp.avg_float8_final,
+    COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE dp_avg(float8, float8, float8, float8, int8) IS 'dp_avg(value, lower, upper, epsilon, public_count): epsilon-DP mean of values clamped to [lower, upper] when the number of rows is public (given by the caller, fixed without looking at the rows): noisy centred sum (all of epsilon) over public_count; result within [lower, upper]';
+CREATE AGGREGATE dp_avg(numeric, numeric, numeric, float8, int8) (
+    SFUNC = dp.avg_numeric_trans, STYPE = internal, FINALFUNC = dp.avg_numeric_final,
+    COMBINEFUNC = dp.combine, SERIALFUNC = dp.serialize, DESERIALFUNC = dp.deserialize,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE dp_avg(numeric, numeric, numeric, float8, int8) IS 'dp_avg(value, lower, upper, epsilon, public_count): epsilon-DP mean of values clamped to [lower, upper] when the number of rows is public (given by the caller, fixed without looking at the rows): noisy centred sum (all of epsilon) over public_count; result within [lower, upper]';
+UPDATE pg_catalog.pg_proc SET provolatile = 'v'
+ WHERE oid IN ('dp_avg(float8, float8, float8, float8, int8)'::regprocedure,
+               'dp_avg(numeric, numeric, numeric, float8, int8)'::regprocedure);

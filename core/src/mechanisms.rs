@@ -431,7 +431,8 @@ pub fn avg_posterior_mean(s: f64, n: f64, h: f64, b_sum: f64, b_cnt: f64) -> f64
 /// under add/remove neighbours for any fixed n: n is a constant of the release, not a statistic of
 /// the rows. It must be public, that is fixed without looking at the rows this query reads (a count
 /// computed from them would be released without noise); when it differs from the number of rows, the
-/// release estimates Σ(clamped values)/n instead of their mean (docs/privacy/avg.md).
+/// release estimates c + Σ(clamped value − c)/n, the mean pulled toward (n above the true count) or
+/// pushed away from (n below it) the centre c, instead of the mean (docs/privacy/avg.md).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PublicCountAvgSpec {
     pub avg: AvgSpec,

@@ -526,6 +526,7 @@ impl Kind {
             Kind::Percentile => &["p", "lower", "upper", "epsilon", "delta"],
             Kind::PercentileEm => &["p", "lower", "upper", "epsilon"],
             Kind::KeepGroup => &["epsilon", "delta"],
+            Kind::Avg => &["lower", "upper", "epsilon", "public_count"],
             _ => BOUNDED_NAMES,
         }
     }
@@ -584,6 +585,10 @@ impl ParamValues {
         let (lower, upper, eps) = (self.f64_at(o, "lower"), self.f64_at(o + 1, "upper"), self.epsilon_at(o + 2));
         match kind {
             Kind::PercentileEm => QuantileParams::exponential(p0.unwrap_or(0.5), lower, upper, eps),
+            // without a δ argument, dp_median and dp_percentile are the exponential mechanism: the
+            // most accurate pure-ε quantile on every dataset measured (docs/quantile-accuracy.md,
+            // docs/peer-accuracy.md); the form with δ (even 0) is smooth sensitivity
+            _ if self.vals.len() < o + 4 => QuantileParams::exponential(p0.unwrap_or(0.5), lower, upper, eps),
             _ => QuantileParams::smooth(p0.unwrap_or(0.5), lower, upper, eps, self.delta_at(o + 3)),
         }
     }
@@ -599,6 +604,9 @@ impl ParamValues {
                 return Paid::Auto { kind, p: self.f64_at(0, "p").to_bits(), epsilon: self.epsilon_at(1).to_bits() };
             }
             _ => {}
+        }
+        if kind == Kind::Avg && self.vals.len() == 4 {
+            return Paid::AvgPublicCount { params: self.params(kind), count: self.i64_at(3, "public_count") };
         }
         if kind == Kind::KeepGroup {
             Paid::Selection { epsilon: self.f64_at(0, "epsilon").to_bits(), delta: self.f64_at(1, "delta").to_bits() }
@@ -680,6 +688,30 @@ pub unsafe fn final_state(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> Acc {
     acc
 }
 
+/// The public count of a `dp_avg(value, lower, upper, epsilon, public_count)` call, or None for the
+/// other forms; read from the call's own (constant) argument.
+pub unsafe fn public_count(fcinfo: pg_sys::FunctionCallInfo, func: &'static str) -> Option<i64> {
+    let a = pg_sys::AggGetAggref(fcinfo);
+    if a.is_null() || list_len((*a).args) != 5 {
+        return None;
+    }
+    Some(ParamValues::read(fcinfo, func).i64_at(3, "public_count"))
+}
+
+/// The state at dp_avg's final function with a public count (see [`final_state`]).
+pub unsafe fn final_state_public_count(fcinfo: pg_sys::FunctionCallInfo, count: i64) -> Acc {
+    let func = Kind::Avg.func();
+    agg_context(fcinfo, func);
+    let acc = state_arg(fcinfo, 0);
+    let acc = if !acc.is_null() {
+        *acc
+    } else {
+        Acc::new(ParamValues::read(fcinfo, func).params(Kind::Avg)).or_raise(func)
+    };
+    super::charge::check_ticket(fcinfo, func, &Paid::AvgPublicCount { params: acc.params, count });
+    acc
+}
+
 /// The parameters of a release, bit for bit, as paid for and as checked by the final function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Paid {
@@ -690,6 +722,8 @@ pub enum Paid {
     /// A call without bounds whose column has none declared: automatic DP bounds (autobounds.rs),
     /// with p (0.5 but for dp_percentile) and ε as float bits.
     Auto { kind: Kind, p: u64, epsilon: u64 },
+    /// dp_avg with a public count given by the caller (avg.rs): all of ε on the centred sum.
+    AvgPublicCount { params: Params, count: i64 },
 }
 
 // ----- combine / serialize / deserialize, shared by every pg_dp aggregate -----------------------

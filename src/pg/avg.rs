@@ -1,5 +1,6 @@
 //! dp_avg over float8 and numeric: noisy centred sum / noisy count (docs/privacy/avg.md).
-use super::agg::{datum_to_f64, final_state, float8_trans, numeric_trans, Kind};
+use super::agg::{datum_to_f64, final_state, final_state_public_count, float8_trans, numeric_trans, public_count, Kind};
+use super::error::OrRaise;
 use super::noise::with_rng;
 use super::recent;
 use super::sum::OrRaiseNumeric;
@@ -29,12 +30,26 @@ unsafe fn release(fcinfo: pgrx::pg_sys::FunctionCallInfo, acc: &Acc) -> f64 {
     value
 }
 
-pg_v1!(pg_finfo_dp_avg_float8_final, dp_avg_float8_final, |fcinfo| {
-    let acc = final_state(fcinfo, Kind::Avg);
-    release(fcinfo, &acc).into_datum().unwrap()
-});
+/// The noisy mean with a public count: all of ε on the centred sum, divided by the count.
+unsafe fn release_public_count(fcinfo: pgrx::pg_sys::FunctionCallInfo, count: i64) -> f64 {
+    let acc = final_state_public_count(fcinfo, count);
+    let Spec::Avg(spec) = acc.spec else { unreachable!("dp_avg state") };
+    let spec = spec.with_public_count(count).or_raise(F);
+    let r = with_rng(|rng| spec.release(rng, acc.sum, acc.n));
+    recent::pending(fcinfo, F, r.value, &r.info, Some(spec.mean_interval95()));
+    r.value
+}
+
+/// dp_avg's value: with the caller's public count, or from the noisy count.
+unsafe fn value(fcinfo: pgrx::pg_sys::FunctionCallInfo) -> f64 {
+    match public_count(fcinfo, F) {
+        Some(count) => release_public_count(fcinfo, count),
+        None => release(fcinfo, &final_state(fcinfo, Kind::Avg)),
+    }
+}
+
+pg_v1!(pg_finfo_dp_avg_float8_final, dp_avg_float8_final, |fcinfo| { value(fcinfo).into_datum().unwrap() });
 
 pg_v1!(pg_finfo_dp_avg_numeric_final, dp_avg_numeric_final, |fcinfo| {
-    let acc = final_state(fcinfo, Kind::Avg);
-    AnyNumeric::try_from(release(fcinfo, &acc)).or_raise_numeric(F).into_datum().unwrap()
+    AnyNumeric::try_from(value(fcinfo)).or_raise_numeric(F).into_datum().unwrap()
 });

@@ -23,7 +23,7 @@ use super::agg::{eval_param_exprs, kind_of, list_iter, partial_aggref_args_in_pl
 use super::error::{raise_with, OrRaise};
 use super::{ledger, protect, release};
 use pg_dp_core::accounting::{charged_decimal, ChargeOutcome, ChargeRequest, ReleaseRecord};
-use pg_dp_core::accum::Acc;
+use pg_dp_core::accum::{Acc, Spec};
 use pg_dp_core::description::{DpAggregate, DpLevel, KeyRelease, ParamSource};
 use pg_dp_core::mechanisms::ReleaseInfo;
 use pg_dp_core::partition::Selection;
@@ -340,6 +340,11 @@ pub(crate) fn receipts_of(level: &DpLevel, described: &DpAggregate, kind: Kind, 
         }
         Paid::Quantile(q) => {
             let spec = q.spec().or_raise(func);
+            (spec.describe(), spec.details())
+        }
+        Paid::AvgPublicCount { params, count } => {
+            let Spec::Avg(avg) = Acc::new(params).or_raise(func).spec else { unreachable!("dp_avg parameters") };
+            let spec = avg.with_public_count(count).or_raise(func);
             (spec.describe(), spec.details())
         }
         Paid::Auto { kind, p, epsilon } => super::autobounds::receipt(kind, f64::from_bits(p), f64::from_bits(epsilon)).or_raise(func),
