@@ -223,7 +223,7 @@ fn averages_with_a_public_count_divide_the_noisy_sum_by_it() {
     assert!((a - 500.25).abs() < 0.01, "a count that is not the number of rows: {a}");
     // the receipt: all of ε on the sum, the count public and not noised
     let r = one_text("SELECT concat_ws('|', epsilon, details->>'count', details->>'public_count', details->>'count_interval95') FROM dp.ledger ORDER BY id DESC LIMIT 1");
-    assert_eq!(r, "1000000|public|2000|0");
+    assert_eq!(r, "1000000|public|2000|0.0");
     one_f64("SELECT dp_avg(x, 0, 1000, 0.5, 1000) FROM s");
     let scale = one_f64("SELECT noise_scale FROM dp.ledger ORDER BY id DESC LIMIT 1");
     one_f64("SELECT dp_avg(x, 0, 1000, 0.5) FROM s");

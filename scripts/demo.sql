@@ -41,12 +41,12 @@ SELECT age / 20 AS age_band, round(avg(systolic), 2) AS exact,
        round(dp_avg(systolic, 80, 200, 1.0)::numeric, 2) AS dp_avg
   FROM patients GROUP BY 1 ORDER BY 1;
 
-\echo '6. Median income, clamped to [0, 150000], epsilon = 0.5: smooth sensitivity with delta = 1e-6, the pure'
-\echo '   (delta = 0) variant, and the exponential mechanism; and the 90th percentile of systolic pressure'
+\echo '6. Median income, clamped to [0, 150000], epsilon = 0.5: smooth sensitivity with delta = 1e-6, its pure'
+\echo '   (delta = 0) variant, and the default (the exponential mechanism); and the 90th percentile of systolic pressure'
 SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY income) AS exact,
-       round(dp_median(income, 0, 150000, 0.5, 1e-6)::numeric, 2) AS dp_median,
-       round(dp_median(income, 0, 150000, 0.5)::numeric, 2) AS dp_median_pure,
-       round(dp_percentile_em(income, 0.5, 0, 150000, 0.5)::numeric, 2) AS dp_median_em
+       round(dp_median(income, 0, 150000, 0.5, 1e-6)::numeric, 2) AS dp_median_smooth,
+       round(dp_median(income, 0, 150000, 0.5, 0)::numeric, 2) AS dp_median_smooth_pure,
+       round(dp_median(income, 0, 150000, 0.5)::numeric, 2) AS dp_median
   FROM patients;
 SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY systolic) AS exact,
        round(dp_percentile(systolic, 0.9, 80, 200, 0.5, 1e-6)::numeric, 1) AS dp_percentile FROM patients;
@@ -110,3 +110,18 @@ SELECT 'patients' AS source, round(avg(age)::numeric, 1) AS age, round(avg(bmi):
 UNION ALL
 SELECT 'patients_private', round(avg(age)::numeric, 1), round(avg(bmi)::numeric, 1),
        round(avg(systolic)::numeric, 1), round(avg(income)::numeric) FROM patients_private;
+
+\echo
+\echo '10. Choosing parameters (as the superuser, budget checks off for the demonstration):'
+SET dp.require_budget = off;
+\echo '    what a query would cost, without running it'
+SELECT aggregate, epsilon, round(noise_scale::numeric, 4) AS noise_scale, (details->>'interval95')::numeric(12, 4) AS interval95
+  FROM dp.preview('SELECT region, dp_avg(bmi, 15, 50, 0.5) FROM patients GROUP BY region');
+\echo '    named privacy levels instead of epsilon, and a sum without bounds (20% of epsilon picks them privately)'
+SET dp.privacy_level = 'high';
+SELECT round(sum(income)::numeric) AS exact, round(dp_sum(income)::numeric) AS dp_sum_auto_bounds FROM patients;
+RESET dp.privacy_level;
+\echo '    the last releases of this session, with a 95% interval half-width of their noise'
+SELECT aggregate, epsilon, round(value::numeric, 2) AS value, round(interval_95::numeric, 2) AS interval_95
+  FROM dp.last_releases(3);
+RESET dp.require_budget;
