@@ -119,7 +119,8 @@ SELECT aggregate, epsilon, round(noise_scale::numeric, 4) AS noise_scale, (detai
   FROM dp.preview('SELECT region, dp_avg(bmi, 15, 50, 0.5) FROM patients GROUP BY region');
 \echo '    named privacy levels instead of epsilon, and a sum without bounds (20% of epsilon picks them privately)'
 SET dp.privacy_level = 'high';
-SELECT round(sum(income)::numeric) AS exact, round(dp_sum(income)::numeric) AS dp_sum_auto_bounds FROM patients;
+SELECT round(sum(income)::numeric) AS exact FROM patients;
+SELECT round(dp_sum(income)::numeric) AS dp_sum_auto_bounds FROM patients;
 RESET dp.privacy_level;
 \echo '    the last releases of this session, with a 95% interval half-width of their noise'
 SELECT aggregate, epsilon, round(value::numeric, 2) AS value, round(interval_95::numeric, 2) AS interval_95
