@@ -251,3 +251,20 @@ fn a_cursor_fetched_in_pieces_is_one_paid_release_per_group() {
     Spi::run("CLOSE c").unwrap();
     assert_eq!(receipts_for(q), before + 1);
 }
+
+#[pg_test]
+fn limit_zero_releases_nothing_and_charges_nothing() {
+    sample_table();
+    for sql in [
+        "SELECT dp_count(x, 1) FROM s LIMIT 0",
+        "SELECT * FROM (SELECT i % 3 AS k, dp_sum(x, 0, 10, 1) FROM s GROUP BY 1) q LIMIT 0",
+        "SELECT dp_avg(x, 0, 10, 1) FROM s LIMIT 0 OFFSET 5",
+    ] {
+        assert!(column(sql).is_empty(), "{sql}");
+        assert_eq!(receipts_for(sql), 0, "a LIMIT 0 probe was charged: {sql}");
+    }
+    // LIMIT 1 releases, and is charged
+    let sql = "SELECT dp_count(x, 1) FROM s LIMIT 1";
+    one_i64(sql);
+    assert_eq!(receipts_for(sql), 1);
+}

@@ -107,9 +107,26 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
     let admitted = if releases.is_empty() { std::ptr::null_mut() } else { (*stmt).rtable };
     with_admitted(admitted, || start_next(qd, eflags));
     let no_data = flags & pg_sys::EXEC_FLAG_WITH_NO_DATA != 0;
-    if !explain_only && !no_data && !releases.is_empty() {
+    if !explain_only && !no_data && !releases.is_empty() && !returns_no_row(stmt) {
         charge_releases(qd, &releases);
     }
+}
+
+/// A statement whose plan is topped by `LIMIT 0` (a literal): the Limit node returns before it asks
+/// its input for a row, so no DP level below runs and nothing is released (the column probes of BI
+/// tools and drivers). Charged nothing; if a release ran anyway, its final function would find no
+/// ticket and refuse (check_ticket).
+unsafe fn returns_no_row(stmt: *mut pg_sys::PlannedStmt) -> bool {
+    let top = (*stmt).planTree;
+    if top.is_null() || (*top).type_ != pg_sys::NodeTag::T_Limit {
+        return false;
+    }
+    let count = (*(top as *mut pg_sys::Limit)).limitCount as *mut pg_sys::Node;
+    if count.is_null() || (*count).type_ != pg_sys::NodeTag::T_Const {
+        return false;
+    }
+    let c = count as *mut pg_sys::Const;
+    !(*c).constisnull && (*c).consttype == pg_sys::INT8OID && (*c).constvalue.value() as i64 == 0
 }
 
 unsafe fn start_next(qd: *mut pg_sys::QueryDesc, eflags: c_int_t) {
