@@ -200,7 +200,10 @@ def main():
     a = ap.parse_args()
     sections = set(a.sections.split(","))
     with psycopg.connect(host=a.host, port=a.port, dbname="postgres", user="postgres", autocommit=True) as c:
-        c.execute("DROP EXTENSION IF EXISTS pg_dp CASCADE")  # always the objects of this build
+        # always the objects of this build; the bench server's ledger is disposable
+        c.execute("SET dp.confirm_drop = on")
+        c.execute("DROP EXTENSION IF EXISTS pg_dp CASCADE")
+        c.execute("RESET dp.confirm_drop")
         c.execute("CREATE EXTENSION pg_dp")
         have = c.execute("SELECT count(*) FROM pg_class WHERE relname = 'bench'").fetchone()[0]
         if not have or c.execute("SELECT count(*) FROM bench").fetchone()[0] != a.rows:

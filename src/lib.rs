@@ -27,6 +27,7 @@ pub extern "C-unwind" fn _PG_init() {
     pg::release::init();
     pg::planner::init();
     pg::charge::init();
+    pg::lifecycle::init();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -14,6 +14,7 @@ pub mod guc;
 pub mod inspect;
 pub mod ledger;
 pub mod levels;
+pub mod lifecycle;
 pub mod noise;
 pub mod planner;
 pub mod preview;

@@ -250,6 +250,42 @@ def check_a_pinned_privacy_level_caps_each_query_and_sets_the_default():
     assert spent(a) == Decimal("0.9"), spent(a)
 
 
+def check_drop_extension_is_refused_while_the_ledger_holds_budgets_or_receipts():
+    db = "pg_dp_drop_guard"
+    with connect(dbname="postgres") as c:
+        c.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        c.execute(f"CREATE DATABASE {db}")
+    with connect(dbname=db) as c:
+        c.execute("CREATE EXTENSION pg_dp")
+        # an empty ledger: dropping is fine
+        c.execute("DROP EXTENSION pg_dp")
+        c.execute("CREATE EXTENSION pg_dp")
+        c.execute("SELECT dp.grant_budget('postgres', 1)")
+        for sql in ["DROP EXTENSION pg_dp", "DROP EXTENSION IF EXISTS pg_dp CASCADE", "DROP SCHEMA dp CASCADE"]:
+            try:
+                c.execute(sql)
+                raise AssertionError("not refused: " + sql)
+            except E.ObjectInUse as e:
+                assert "1 budgets and 0 receipts" in str(e), str(e)
+                assert e.diag.message_hint and "dp.confirm_drop" in e.diag.message_hint
+        assert c.execute("SELECT count(*) FROM dp.budgets").fetchone()[0] == 1
+        # the confirmation is superuser-only
+        c.execute("CREATE ROLE dp_l_dropper LOGIN")
+    with connect(user="dp_l_dropper", dbname=db) as c:
+        try:
+            c.execute("SET dp.confirm_drop = on")
+            raise AssertionError("a plain role confirmed a drop")
+        except E.InsufficientPrivilege:
+            pass
+    with connect(dbname=db, autocommit=False) as c:
+        c.execute("SET LOCAL dp.confirm_drop = on")
+        c.execute("DROP EXTENSION pg_dp")
+        c.commit()
+    with connect(dbname="postgres") as c:
+        c.execute(f"DROP DATABASE {db} WITH (FORCE)")
+        c.execute("DROP ROLE dp_l_dropper")
+
+
 def check_prepared_statement_with_epsilon_parameter_is_charged_exactly():
     a = new_analyst("dp_l_prepared", 2.0)
     with connect(a) as c:
