@@ -139,7 +139,11 @@ fn admin_api_keeps_exact_numeric_amounts() {
         "2|2|0.5"
     );
     Spi::run("SELECT dp.revoke_budget('dp_budget_t')").unwrap();
-    assert_eq!(one_i64("SELECT count(*) FROM dp.budgets WHERE role = 'dp_budget_t'::regrole"), 0);
+    assert_eq!(
+        one_text("SELECT concat_ws('|', epsilon_granted, epsilon_spent, epsilon_remaining) FROM dp.budgets WHERE role = 'dp_budget_t'::regrole"),
+        "0|0|0",
+        "a revoke keeps the row and what was spent"
+    );
 }
 
 #[pg_test(error = "epsilon must be a finite number between 0 and 1e6, got NaN")]

@@ -152,9 +152,12 @@ COMMENT ON FUNCTION dp.set_budget(regrole, float8, float8, float8) IS 'pg_dp: se
 
 CREATE FUNCTION dp.revoke_budget(role regrole) RETURNS void
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    DELETE FROM dp.role_budget b WHERE b.role = revoke_budget.role;
+    -- nothing remains, and what was spent stays: a later grant adds to it, never erases it
+    UPDATE dp.role_budget b
+       SET epsilon_granted = b.epsilon_spent, delta_granted = b.delta_spent, updated_at = pg_catalog.now()
+     WHERE b.role = revoke_budget.role;
 $$;
-COMMENT ON FUNCTION dp.revoke_budget(regrole) IS 'pg_dp: removes a role''s budget; its receipts stay in the ledger (dp_admin)';
+COMMENT ON FUNCTION dp.revoke_budget(regrole) IS 'pg_dp: takes back what remains of a role''s budget (granted becomes spent); the spending and the receipts stay, so a later grant adds to them (dp_admin)';
 
 -- Named privacy levels (core/src/levels.rs holds the mapping).
 CREATE FUNCTION dp.privacy_level_epsilon(level text) RETURNS float8

@@ -286,6 +286,26 @@ def check_drop_extension_is_refused_while_the_ledger_holds_budgets_or_receipts()
         c.execute("DROP ROLE dp_l_dropper")
 
 
+def check_revoke_then_grant_keeps_the_spending():
+    a = new_analyst("dp_l_revoked", 1)
+    with connect(a) as c:
+        c.execute("SELECT dp_count(x, 0.25) FROM t")
+    with connect() as c:
+        c.execute("SELECT dp.revoke_budget(%s)", (a,))
+        r = c.execute("SELECT epsilon_granted, epsilon_spent, epsilon_remaining FROM dp.budgets WHERE role = %s::regrole", (a,)).fetchone()
+        assert r == (Decimal("0.25"), Decimal("0.25"), Decimal("0")), r
+    with connect(a) as c:
+        try:
+            c.execute("SELECT dp_count(x, 0.25) FROM t")
+            raise AssertionError("a revoked role ran a query")
+        except E.InsufficientResources:
+            pass
+    with connect() as c:
+        c.execute("SELECT dp.grant_budget(%s, 1)", (a,))
+        r = c.execute("SELECT epsilon_granted, epsilon_spent, epsilon_remaining FROM dp.budgets WHERE role = %s::regrole", (a,)).fetchone()
+        assert r == (Decimal("1.25"), Decimal("0.25"), Decimal("1")), r
+
+
 def check_prepared_statement_with_epsilon_parameter_is_charged_exactly():
     a = new_analyst("dp_l_prepared", 2.0)
     with connect(a) as c:
