@@ -272,3 +272,47 @@ fn limit_zero_releases_nothing_and_charges_nothing() {
     one_i64(sql);
     assert_eq!(receipts_for(sql), 1);
 }
+
+#[pg_test]
+fn the_same_call_twice_is_one_release_charged_once() {
+    sample_table();
+    // select list twice: one receipt, one value (at ε = 0.01 two releases would differ by noise of scale 100)
+    let sql = "SELECT dp_count(x, 0.01)::text || '|' || dp_count(x, 0.01)::text FROM s";
+    for _ in 0..5 {
+        let v = one_text(sql);
+        let (a, b) = v.split_once('|').unwrap();
+        assert_eq!(a, b, "two values for one call");
+    }
+    assert_eq!(receipts_for(sql), 5, "one receipt per execution");
+    // HAVING on the shown value: every shown value passes the filter, whatever the noise
+    let sql = "SELECT i % 3, dp_count(x, 0.01) FROM s GROUP BY 1 HAVING dp_count(x, 0.01) > 333";
+    for _ in 0..10 {
+        for v in column(&format!("SELECT n::text FROM ({sql}) q(k, n)")) {
+            assert!(v.unwrap().parse::<i64>().unwrap() > 333, "a shown value disagrees with its HAVING");
+        }
+    }
+    // other parameters are another release
+    let sql = "SELECT dp_count(x, 0.5)::text || '|' || dp_count(x, 0.25)::text FROM s";
+    one_text(sql);
+    assert_eq!(receipts_for(sql), 2);
+    // the session list shows one release for the twin calls
+    Spi::run("SELECT * FROM dp.last_releases(0)").unwrap();
+    let before = one_i64("SELECT count(*) FROM dp.last_releases(100)");
+    one_text("SELECT dp_sum(x, 0, 10, 1)::text || dp_sum(x, 0, 10, 1)::text FROM s");
+    assert_eq!(one_i64("SELECT count(*) FROM dp.last_releases(100)") - before, 1);
+}
+
+#[pg_test]
+fn the_same_call_twice_over_privacy_units_is_one_release() {
+    Spi::run("CREATE TABLE v AS SELECT g AS id, g % 300 AS person, g % 3 AS ward FROM generate_series(1, 3000) g").unwrap();
+    Spi::run("SELECT dp.protect_table('v', privacy_unit => 'person')").unwrap();
+    Spi::run("SELECT dp.set_domain('v', 'ward', ARRAY[0, 1, 2])").unwrap();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    let sql = "SELECT n::text FROM (SELECT ward, dp_count(id, 0.01) FROM v GROUP BY ward HAVING dp_count(id, 0.01) > 100) q(k, n)";
+    for _ in 0..10 {
+        for v in column(sql) {
+            assert!(v.unwrap().parse::<i64>().unwrap() > 100);
+        }
+    }
+    assert_eq!(receipts_for(sql), 10, "one receipt per execution");
+}

@@ -37,6 +37,24 @@ macro_rules! pg_v1 {
     };
 }
 
+/// Defines the final function of a pg_dp aggregate: the same call written twice in one DP level (one
+/// tag) releases one value per group, the first call's (charge.rs `twin_value`).
+#[macro_export]
+macro_rules! pg_v1_final {
+    ($finfo:ident, $name:ident, |$fc:ident| $body:block) => {
+        $crate::pg_v1!($finfo, $name, |$fc| {
+            if let Some(d) = $crate::pg::charge::twin_value($fc) {
+                return d;
+            }
+            #[inline(always)]
+            unsafe fn final_value($fc: ::pgrx::pg_sys::FunctionCallInfo) -> ::pgrx::pg_sys::Datum $body
+            let d = final_value($fc);
+            $crate::pg::charge::remember_value($fc, d);
+            d
+        });
+    };
+}
+
 /// Defines a transition function with a per-row fast path that runs without `pg_guard`.
 ///
 /// `fast` gets the existing state, the value datum and its null flag, and returns true when it has

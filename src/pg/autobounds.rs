@@ -14,7 +14,7 @@ use super::charge::{check_ticket, first_arg_type};
 use super::error::{raise, raise_with, OrRaise};
 use super::noise::with_rng;
 use super::sum::OrRaiseNumeric;
-use crate::pg_v1;
+use crate::{pg_v1, pg_v1_final};
 use pg_dp_core::autobounds::{AutoBoundsSpec, MagnitudeHistogram, AUTO_BOUNDS_MECHANISM, AUTO_BOUNDS_SHARE};
 use pg_dp_core::mechanisms::ReleaseInfo;
 use pg_dp_core::{DpError, DpResult};
@@ -213,16 +213,16 @@ unsafe fn release(fcinfo: pg_sys::FunctionCallInfo) -> (Kind, f64) {
     (kind, r.value)
 }
 
-pg_v1!(pg_finfo_dp_auto_final_float8, dp_auto_final_float8, |fcinfo| { release(fcinfo).1.into_datum().unwrap() });
+pg_v1_final!(pg_finfo_dp_auto_final_float8, dp_auto_final_float8, |fcinfo| { release(fcinfo).1.into_datum().unwrap() });
 
-pg_v1!(pg_finfo_dp_auto_final_numeric, dp_auto_final_numeric, |fcinfo| {
+pg_v1_final!(pg_finfo_dp_auto_final_numeric, dp_auto_final_numeric, |fcinfo| {
     let (kind, v) = release(fcinfo);
     // an integer sum stays an integer (rounding the noisy value is post-processing)
     let v = if kind == Kind::IntSum { v.round() } else { v };
     AnyNumeric::try_from(v).or_raise_numeric(kind.func()).into_datum().unwrap()
 });
 
-pg_v1!(pg_finfo_dp_auto_final_int8, dp_auto_final_int8, |fcinfo| {
+pg_v1_final!(pg_finfo_dp_auto_final_int8, dp_auto_final_int8, |fcinfo| {
     let (_, v) = release(fcinfo);
     (v.round().clamp(i64::MIN as f64, i64::MAX as f64) as i64).into_datum().unwrap()
 });

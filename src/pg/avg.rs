@@ -4,7 +4,7 @@ use super::error::OrRaise;
 use super::noise::with_rng;
 use super::recent;
 use super::sum::OrRaiseNumeric;
-use crate::{pg_v1, pg_v1_trans};
+use crate::{pg_v1, pg_v1_final, pg_v1_trans};
 use pg_dp_core::accum::{Acc, Params, Spec};
 use pgrx::{AnyNumeric, IntoDatum};
 
@@ -48,8 +48,8 @@ unsafe fn value(fcinfo: pgrx::pg_sys::FunctionCallInfo) -> f64 {
     }
 }
 
-pg_v1!(pg_finfo_dp_avg_float8_final, dp_avg_float8_final, |fcinfo| { value(fcinfo).into_datum().unwrap() });
+pg_v1_final!(pg_finfo_dp_avg_float8_final, dp_avg_float8_final, |fcinfo| { value(fcinfo).into_datum().unwrap() });
 
-pg_v1!(pg_finfo_dp_avg_numeric_final, dp_avg_numeric_final, |fcinfo| {
+pg_v1_final!(pg_finfo_dp_avg_numeric_final, dp_avg_numeric_final, |fcinfo| {
     AnyNumeric::try_from(value(fcinfo)).or_raise_numeric(F).into_datum().unwrap()
 });

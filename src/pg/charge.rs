@@ -50,6 +50,9 @@ struct Ticket {
     /// plain aggregate (no GROUP BY): exactly one release per execution
     single: bool,
     releases: u32,
+    /// the same call as an earlier one of its level (same tag): it never releases a value of its own,
+    /// only its twin's (see `twin_value`)
+    twin: bool,
 }
 
 thread_local! {
@@ -206,6 +209,7 @@ unsafe fn refuse_leaks_of_protected(relid: pg_sys::Oid, explain: bool) {
 unsafe extern "C-unwind" fn executor_end(qd: *mut pg_sys::QueryDesc) {
     let q = qd as usize;
     TICKETS.with(|t| t.borrow_mut().retain(|_, v| v.query != q));
+    GROUP_VALUES.with(|g| g.borrow_mut().clear());
     match PREV_EXECUTOR_END {
         Some(prev) => prev(qd),
         None => pg_sys::standard_ExecutorEnd(qd),
@@ -220,6 +224,7 @@ unsafe extern "C-unwind" fn xact_end(event: pg_sys::XactEvent::Type, _arg: *mut 
         || event == pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT
     {
         TICKETS.with(|t| t.borrow_mut().clear());
+        GROUP_VALUES.with(|g| g.borrow_mut().clear());
         super::recent::clear_pending();
     }
 }
@@ -243,6 +248,7 @@ pub unsafe fn check_ticket(fcinfo: pg_sys::FunctionCallInfo, func: &'static str,
     let ok = TICKETS.with(|t| {
         let mut t = t.borrow_mut();
         match t.get_mut(&aggref) {
+            Some(tk) if tk.twin => Err("it repeats another call of its query, whose value it must take"),
             Some(tk) if tk.params == params && !(tk.single && tk.releases > 0) => {
                 tk.releases += 1;
                 Ok(())
@@ -260,6 +266,49 @@ pub unsafe fn check_ticket(fcinfo: pg_sys::FunctionCallInfo, func: &'static str,
             hint,
         );
     }
+}
+
+// ----- one value for a call written twice --------------------------------------------------------
+
+thread_local! {
+    /// The values the final functions released for the group being finalized: (aggregation state,
+    /// tag, call, value). A group's final functions run one after another in one aggregation step.
+    static GROUP_VALUES: RefCell<Vec<(usize, i32, usize, pg_sys::Datum)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The value already released for this group by the other call with the same tag (the same call
+/// written twice in one level, grammar.rs), if any. A call that meets its own entry starts a new
+/// group.
+pub unsafe fn twin_value(fcinfo: pg_sys::FunctionCallInfo) -> Option<pg_sys::Datum> {
+    let a = pg_sys::AggGetAggref(fcinfo);
+    if a.is_null() {
+        return None;
+    }
+    let (state, tag, me) = ((*fcinfo).context as usize, (*a).location, a as usize);
+    GROUP_VALUES.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.iter().any(|e| e.0 == state && e.2 == me) {
+            g.retain(|e| e.0 != state);
+            return None;
+        }
+        g.iter().find(|e| e.0 == state && e.1 == tag).map(|e| e.3)
+    })
+}
+
+/// Records the value a final function released, for its twin (see [`twin_value`]).
+pub unsafe fn remember_value(fcinfo: pg_sys::FunctionCallInfo, d: pg_sys::Datum) {
+    let a = pg_sys::AggGetAggref(fcinfo);
+    if a.is_null() {
+        return;
+    }
+    let e = ((*fcinfo).context as usize, (*a).location, a as usize, d);
+    GROUP_VALUES.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.len() >= 1024 {
+            g.clear();
+        }
+        g.push(e)
+    });
 }
 
 // ----- finding the releases of a plan ---------------------------------------------------------
@@ -401,6 +450,7 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
     let mut tickets = Vec::new();
     for r in releases {
         let single = (*(r.agg as *mut pg_sys::Agg)).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN;
+        let mut charged_tags: HashSet<i32> = HashSet::new();
         for aggref in release::tagged_aggrefs(r.agg) {
             let Some(described) = r.level.aggregate((*aggref).location) else {
                 raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: a released aggregate is missing from its description".into(), None);
@@ -408,8 +458,12 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
             let kind = kind_of((*aggref).aggfnoid, first_arg_type(aggref))
                 .unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: a tagged aggregate is not a pg_dp aggregate".into(), None));
             let params = params_of(kind, aggref, r.agg, qd);
-            records.extend(receipts_of(&r.level, described, kind, params));
-            tickets.push((aggref as usize, Ticket { query: qd as usize, params, single, releases: 0 }));
+            // a call written twice (one tag, grammar.rs) is one release: one receipt, one value
+            let twin = !charged_tags.insert((*aggref).location);
+            if !twin {
+                records.extend(receipts_of(&r.level, described, kind, params));
+            }
+            tickets.push((aggref as usize, Ticket { query: qd as usize, params, single, releases: 0, twin }));
         }
     }
     let stmt = (*qd).plannedstmt;

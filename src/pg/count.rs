@@ -2,7 +2,7 @@
 use super::agg::{epsilon_arg, final_state, state_for_row, Kind};
 use super::guc::default_epsilon;
 use super::noise::with_rng;
-use crate::{pg_v1, pg_v1_trans};
+use crate::{pg_v1_final, pg_v1_trans};
 use pg_dp_core::accum::{Params, Spec};
 use pgrx::fcinfo::pg_arg_is_null;
 use pgrx::pg_sys::Datum;
@@ -36,7 +36,7 @@ pg_v1_trans!(pg_finfo_dp_count_trans, dp_count_trans,
         Datum::from(acc)
     });
 
-pg_v1!(pg_finfo_dp_count_final, dp_count_final, |fcinfo| {
+pg_v1_final!(pg_finfo_dp_count_final, dp_count_final, |fcinfo| {
     let acc = final_state(fcinfo, Kind::Count);
     let Spec::Count(spec) = acc.spec else { unreachable!("dp_count state") };
     let r = with_rng(|rng| spec.release(rng, acc.n));

@@ -491,6 +491,7 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
     };
 
     let mut aggregates = Vec::new();
+    let mut tagged: Vec<(*mut pg_sys::Aggref, i32)> = Vec::new();
     for a in dp {
         let agg = a.aggref;
         let kind = a.kind.expect("a DP aggregate");
@@ -524,9 +525,16 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
             predicate_below(&acx, (*agg).aggfilter as *mut Node)?;
             filters += 1;
         }
+        // the same call written twice in one level (the select list and HAVING, say) is one release:
+        // it shares the first call's tag, one receipt and one value per group (release.rs, dedup)
+        if let Some(first) = tagged.iter().find(|(other, _)| same_call(*other, agg)) {
+            (*agg).location = first.1;
+            continue;
+        }
         let t = tag(*next_tag);
         *next_tag += 1;
         (*agg).location = t;
+        tagged.push((agg, t));
         aggregates.push(DpAggregate {
             tag: t,
             function: func_signature((*agg).aggfnoid),
@@ -548,6 +556,15 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
         keys: KeyRelease::AsStored,
     };
     Ok(LevelChecked { level, reads: source.reads })
+}
+
+/// Whether two pg_dp aggregate calls of one level are the same call: equal but for their place in
+/// the query text (the grammar's tag).
+unsafe fn same_call(a: *mut pg_sys::Aggref, b: *mut pg_sys::Aggref) -> bool {
+    let (ca, cb) = (pg_sys::copyObjectImpl(a as *const c_void) as *mut pg_sys::Aggref, pg_sys::copyObjectImpl(b as *const c_void) as *mut pg_sys::Aggref);
+    (*ca).location = -1;
+    (*cb).location = -1;
+    pg_sys::equal(ca as *const c_void, cb as *const c_void)
 }
 
 /// The table a level reads, for messages written before its FROM clause is checked: the first

@@ -7,7 +7,7 @@
 use super::agg::{agg_context, check_params_row_independent, datum_to_f64, state_arg, Kind, Paid, ParamValues};
 use super::error::OrRaise;
 use super::noise::with_rng;
-use crate::{pg_v1, pg_v1_trans};
+use crate::{pg_v1_final, pg_v1_trans};
 use pg_dp_core::quantile::{QuantileParams, QuantileSpec};
 use pgrx::fcinfo::{pg_arg_is_null, pg_getarg};
 use pgrx::pg_sys;
@@ -167,8 +167,8 @@ unsafe fn auto_finish(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::D
     value.into_datum().unwrap()
 }
 
-pg_v1!(pg_finfo_dp_median_auto_final, dp_median_auto_final, |fcinfo| { auto_finish(fcinfo, Kind::Median) });
-pg_v1!(pg_finfo_dp_percentile_auto_final, dp_percentile_auto_final, |fcinfo| { auto_finish(fcinfo, Kind::Percentile) });
+pg_v1_final!(pg_finfo_dp_median_auto_final, dp_median_auto_final, |fcinfo| { auto_finish(fcinfo, Kind::Median) });
+pg_v1_final!(pg_finfo_dp_percentile_auto_final, dp_percentile_auto_final, |fcinfo| { auto_finish(fcinfo, Kind::Percentile) });
 
 quantile_trans!(pg_finfo_dp_median_trans, dp_median_trans, Kind::Median);
 quantile_trans!(pg_finfo_dp_percentile_trans, dp_percentile_trans, Kind::Percentile);
@@ -194,6 +194,6 @@ unsafe fn finish(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum 
     value.into_datum().unwrap()
 }
 
-pg_v1!(pg_finfo_dp_median_final, dp_median_final, |fcinfo| { finish(fcinfo, Kind::Median) });
-pg_v1!(pg_finfo_dp_percentile_final, dp_percentile_final, |fcinfo| { finish(fcinfo, Kind::Percentile) });
-pg_v1!(pg_finfo_dp_percentile_em_final, dp_percentile_em_final, |fcinfo| { finish(fcinfo, Kind::PercentileEm) });
+pg_v1_final!(pg_finfo_dp_median_final, dp_median_final, |fcinfo| { finish(fcinfo, Kind::Median) });
+pg_v1_final!(pg_finfo_dp_percentile_final, dp_percentile_final, |fcinfo| { finish(fcinfo, Kind::Percentile) });
+pg_v1_final!(pg_finfo_dp_percentile_em_final, dp_percentile_em_final, |fcinfo| { finish(fcinfo, Kind::PercentileEm) });

@@ -6,7 +6,7 @@
 use super::agg::{agg_context, Kind, Paid, ParamValues};
 use super::error::OrRaise;
 use super::noise::with_rng;
-use crate::pg_v1;
+use crate::{pg_v1, pg_v1_final};
 use pg_dp_core::partition::Selection;
 use pgrx::fcinfo::{pg_arg_is_null, pg_getarg_datum_raw};
 use pgrx::pg_sys::Datum;
@@ -19,7 +19,7 @@ pg_v1!(pg_finfo_dp_keep_group_trans, dp_keep_group_trans, |fcinfo| {
     Datum::from(n.saturating_add(add))
 });
 
-pg_v1!(pg_finfo_dp_keep_group_final, dp_keep_group_final, |fcinfo| {
+pg_v1_final!(pg_finfo_dp_keep_group_final, dp_keep_group_final, |fcinfo| {
     agg_context(fcinfo, F);
     let n = if pg_arg_is_null(fcinfo, 0) { 0 } else { pg_getarg_datum_raw(fcinfo, 0).value() as i64 };
     let p = ParamValues::read(fcinfo, F);

@@ -2,7 +2,7 @@
 use super::agg::{datum_to_f64, epsilon_arg, final_state, float8_trans, numeric_trans, required, state_for_row, Kind};
 use super::error::OrRaise;
 use super::noise::with_rng;
-use crate::{pg_v1, pg_v1_trans};
+use crate::{pg_v1, pg_v1_final, pg_v1_trans};
 use pg_dp_core::accum::{Acc, Params, Spec};
 use pgrx::fcinfo::pg_getarg;
 use pgrx::pg_sys::Datum;
@@ -56,24 +56,24 @@ unsafe fn release_float(fcinfo: pgrx::pg_sys::FunctionCallInfo, acc: &Acc) -> f6
 }
 
 // int2/int4 → int8 (saturating at the int8 range: post-processing of the noisy value)
-pg_v1!(pg_finfo_dp_sum_int_final, dp_sum_int_final, |fcinfo| {
+pg_v1_final!(pg_finfo_dp_sum_int_final, dp_sum_int_final, |fcinfo| {
     let acc = final_state(fcinfo, Kind::IntSum);
     let v = release_int(fcinfo, &acc).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
     v.into_datum().unwrap()
 });
 
 // int8 → numeric (the exact i128 result does not fit int8 in general)
-pg_v1!(pg_finfo_dp_sum_int8_final, dp_sum_int8_final, |fcinfo| {
+pg_v1_final!(pg_finfo_dp_sum_int8_final, dp_sum_int8_final, |fcinfo| {
     let acc = final_state(fcinfo, Kind::IntSum);
     AnyNumeric::from(release_int(fcinfo, &acc)).into_datum().unwrap()
 });
 
-pg_v1!(pg_finfo_dp_sum_float8_final, dp_sum_float8_final, |fcinfo| {
+pg_v1_final!(pg_finfo_dp_sum_float8_final, dp_sum_float8_final, |fcinfo| {
     let acc = final_state(fcinfo, Kind::FloatSum);
     release_float(fcinfo, &acc).into_datum().unwrap()
 });
 
-pg_v1!(pg_finfo_dp_sum_numeric_final, dp_sum_numeric_final, |fcinfo| {
+pg_v1_final!(pg_finfo_dp_sum_numeric_final, dp_sum_numeric_final, |fcinfo| {
     let acc = final_state(fcinfo, Kind::FloatSum);
     AnyNumeric::try_from(release_float(fcinfo, &acc)).or_raise_numeric(F).into_datum().unwrap()
 });

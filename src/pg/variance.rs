@@ -3,7 +3,7 @@
 use super::agg::{datum_to_f64, final_state, float8_trans, numeric_trans, Kind};
 use super::noise::with_rng;
 use super::sum::OrRaiseNumeric;
-use crate::{pg_v1, pg_v1_trans};
+use crate::{pg_v1, pg_v1_final, pg_v1_trans};
 use pg_dp_core::accum::{Acc, Params, Spec};
 use pgrx::{AnyNumeric, IntoDatum};
 
@@ -32,15 +32,15 @@ pg_v1_trans!(pg_finfo_dp_stddev_float8_trans, dp_stddev_float8_trans,
     slow = |fcinfo| { float8_trans(fcinfo, "dp_stddev", Params::stddev) });
 pg_v1!(pg_finfo_dp_stddev_numeric_trans, dp_stddev_numeric_trans, |fcinfo| { numeric_trans(fcinfo, "dp_stddev", Params::stddev) });
 
-pg_v1!(pg_finfo_dp_variance_float8_final, dp_variance_float8_final, |fcinfo| {
+pg_v1_final!(pg_finfo_dp_variance_float8_final, dp_variance_float8_final, |fcinfo| {
     release(fcinfo, &final_state(fcinfo, Kind::Variance)).into_datum().unwrap()
 });
-pg_v1!(pg_finfo_dp_variance_numeric_final, dp_variance_numeric_final, |fcinfo| {
+pg_v1_final!(pg_finfo_dp_variance_numeric_final, dp_variance_numeric_final, |fcinfo| {
     AnyNumeric::try_from(release(fcinfo, &final_state(fcinfo, Kind::Variance))).or_raise_numeric("dp_variance").into_datum().unwrap()
 });
-pg_v1!(pg_finfo_dp_stddev_float8_final, dp_stddev_float8_final, |fcinfo| {
+pg_v1_final!(pg_finfo_dp_stddev_float8_final, dp_stddev_float8_final, |fcinfo| {
     release(fcinfo, &final_state(fcinfo, Kind::Stddev)).into_datum().unwrap()
 });
-pg_v1!(pg_finfo_dp_stddev_numeric_final, dp_stddev_numeric_final, |fcinfo| {
+pg_v1_final!(pg_finfo_dp_stddev_numeric_final, dp_stddev_numeric_final, |fcinfo| {
     AnyNumeric::try_from(release(fcinfo, &final_state(fcinfo, Kind::Stddev))).or_raise_numeric("dp_stddev").into_datum().unwrap()
 });
