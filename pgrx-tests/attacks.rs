@@ -324,3 +324,92 @@ fn a_very_deep_expression_never_crashes_the_server() {
     }
     assert_eq!(one_i64("SELECT 1"), 1, "the backend survived");
 }
+
+// ----- errors of groups the key selection drops (red-team findings on automatic bounds and settings)
+
+/// `people`: 3000 rows in three large groups, and one row of Bob; protected, keys private (no domain),
+/// the selection as strict as it goes (δ = 1e-15): a group of one row is never shown.
+fn hidden_bob() {
+    Spi::run(
+        "CREATE TABLE people AS SELECT g AS id, (ARRAY['ann', 'cid', 'dee'])[1 + g % 3] AS name, (g % 100)::float8 * 1000 AS income
+           FROM generate_series(1, 3000) g
+         UNION ALL SELECT 9999, 'bob', 123456",
+    )
+    .unwrap();
+    Spi::run("SELECT dp.protect_table('people')").unwrap();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    Spi::run("SET dp.group_selection_epsilon = 1").unwrap();
+    Spi::run("SET dp.group_selection_delta = 1e-15").unwrap();
+}
+
+#[pg_test]
+fn attack_automatic_bounds_errors_do_not_reveal_a_dropped_group() {
+    hidden_bob();
+    // Bob's group has one row: too few for automatic bounds. Whether the condition holds or not, the
+    // answer is the same: no row, no error (the error of a dropped group is never raised)
+    for cond in ["income >= 100000", "income < 100000"] {
+        for agg in ["dp_sum(income, 1)", "dp_avg(income, 1)", "dp_median(income, 1)", "dp_percentile(income, 0.9, 1)"] {
+            let sql = format!("SELECT name, {agg} FROM people WHERE name = 'bob' AND {cond} GROUP BY name");
+            assert_eq!(error_of(&format!("SELECT count(*) FROM ({sql}) q")), None, "{sql}");
+            assert!(column(&sql).is_empty(), "{sql}");
+        }
+    }
+    // the shown groups still release; an ε too small to split is refused before anything runs
+    assert_eq!(column("SELECT name FROM (SELECT name, dp_sum(income, 1) FROM people GROUP BY name) q").len(), 3);
+    let e = error_of("SELECT name, dp_sum(income, 1e-9) FROM people GROUP BY name").unwrap();
+    assert!(e.contains("at least 5e-9 with automatic bounds"), "{e}");
+}
+
+#[pg_test]
+fn attack_changing_the_default_epsilon_mid_query_changes_nothing() {
+    hidden_bob();
+    // set_config in the select list runs after the first group; the default ε was fixed when the
+    // query was planned, so no later group finds other parameters than the ones paid for
+    for cond in ["income >= 100000", "income < 100000"] {
+        let sql = format!(
+            "SELECT count(*) FROM (SELECT name, dp_count(*), set_config('dp.default_epsilon', '0.5', false) FROM people
+               WHERE name = 'bob' AND {cond} GROUP BY name) q"
+        );
+        assert_eq!(error_of(&sql), None, "{sql}");
+        Spi::run("RESET dp.default_epsilon").unwrap();
+    }
+    // a cursor declared at one level and fetched after SET
+    Spi::run("DECLARE c CURSOR FOR SELECT name, dp_count(id) FROM people WHERE name = 'bob' GROUP BY name").unwrap();
+    Spi::run("SET dp.default_epsilon = 0.5").unwrap();
+    assert_eq!(error_of("FETCH ALL FROM c"), None);
+    Spi::run("CLOSE c").unwrap();
+    // the receipt states the ε of the planning time
+    Spi::run("SET dp.default_epsilon = 0.25").unwrap();
+    one_i64("SELECT dp_count(*) FROM people");
+    assert_eq!(one_text("SELECT epsilon::text FROM dp.ledger ORDER BY id DESC LIMIT 1"), "0.25");
+}
+
+#[pg_test]
+fn attack_learning_bounds_from_a_view_or_a_table_with_row_security_is_refused() {
+    hidden_bob();
+    Spi::run("CREATE TABLE target (x float8)").unwrap();
+    Spi::run("CREATE VIEW incomes WITH (security_invoker) AS SELECT income FROM people").unwrap();
+    let e = error_of("SELECT dp.learn_bounds('incomes', 'income', 'target', 'x')").unwrap();
+    assert!(e.contains("must be a plain table without row security"), "{e}");
+    Spi::run("CREATE TABLE reference AS SELECT g::float8 AS v FROM generate_series(1, 10) g").unwrap();
+    Spi::run("ALTER TABLE reference ENABLE ROW LEVEL SECURITY").unwrap();
+    let e = error_of("SELECT dp.learn_bounds('reference', 'v', 'target', 'x')").unwrap();
+    assert!(e.contains("must be a plain table without row security"), "{e}");
+    Spi::run("CREATE TABLE words AS SELECT 'a'::text AS w").unwrap();
+    let e = error_of("SELECT dp.learn_bounds('words', 'w', 'target', 'x')").unwrap();
+    assert!(e.contains("must be a column of type"), "{e}");
+    assert_eq!(one_i64("SELECT count(*) FROM dp.declared_bounds"), 0);
+}
+
+#[pg_test]
+fn attack_another_role_on_the_same_backend_sees_none_of_its_releases() {
+    sample_table();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    one_i64("SELECT dp_count(x, 0.5) FROM s");
+    assert!(one_i64("SELECT count(*) FROM dp.last_releases(100)") >= 1);
+    Spi::run("CREATE ROLE dp_other_t").unwrap();
+    Spi::run("SET ROLE dp_other_t").unwrap();
+    assert_eq!(one_i64("SELECT count(*) FROM dp.last_releases(100)"), 0);
+    Spi::run("RESET ROLE").unwrap();
+    assert_eq!(one_text("SELECT dp.is_protected(0::oid::regclass)::text"), "false");
+}

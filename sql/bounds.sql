@@ -36,6 +36,19 @@ BEGIN
             USING ERRCODE = 'insufficient_privilege',
                   HINT = 'use a public reference table (a census extract, a published dataset), or let the aggregates choose DP bounds';
     END IF;
+    -- a plain table without row security, and a column of a built-in numeric type: a view (over a
+    -- protected table, say) or a policy function would read other data, or run someone else's code,
+    -- with the caller's rights
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid = public_table AND c.relkind IN ('r', 'p') AND NOT c.relrowsecurity) THEN
+        RAISE EXCEPTION 'table % must be a plain table without row security to learn bounds from', public_table
+            USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a WHERE a.attrelid = public_table AND a.attname = public_column
+                      AND NOT a.attisdropped AND a.atttypid IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype,
+                                                              'float4'::regtype, 'float8'::regtype, 'numeric'::regtype)) THEN
+        RAISE EXCEPTION 'column % of table % must be a column of type smallint, integer, bigint, real, double precision or numeric', public_column, public_table
+            USING ERRCODE = 'datatype_mismatch';
+    END IF;
     -- the caller reads the public table with its own privileges; set_bounds checks dp_admin
     EXECUTE pg_catalog.format(
         'SELECT pg_catalog.percentile_disc(%s) WITHIN GROUP (ORDER BY v)::numeric, pg_catalog.percentile_disc(%s) WITHIN GROUP (ORDER BY v)::numeric

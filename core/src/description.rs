@@ -115,6 +115,9 @@ pub enum ParamSource {
     /// A bound declared for the aggregated column by a DBA (`dp.set_bounds`), which the grammar
     /// supplied to a call written without bounds.
     Declared,
+    /// The session's default ε (`dp.default_epsilon` or `dp.privacy_level`), which the grammar
+    /// supplied as a constant to a call written without ε.
+    Default,
 }
 
 impl DpLevel {

@@ -27,6 +27,11 @@ use pgrx::{AnyNumeric, IntoDatum, PgSqlErrorCode};
 /// follow from the bounds chosen at run time (`dp.last_releases` shows them).
 pub fn receipt(kind: Kind, p: f64, epsilon: f64) -> DpResult<(ReleaseInfo, String)> {
     let spec = AutoBoundsSpec::new(epsilon)?;
+    // both shares must be valid ε themselves, or the release would fail after the charge
+    let (e_bounds, _) = spec.split();
+    if e_bounds < pg_dp_core::params::EPSILON_MIN {
+        return Err(DpError::invalid("epsilon", "at least 5e-9 with automatic bounds (a fifth of it chooses the bounds)", pg_dp_core::params::fmt_f64(epsilon)));
+    }
     if kind == Kind::Percentile {
         pg_dp_core::smooth::check_p(p)?;
     }
@@ -208,9 +213,18 @@ unsafe fn release(fcinfo: pg_sys::FunctionCallInfo) -> (Kind, f64) {
     };
     check_ticket(fcinfo, func, &Paid::Auto { kind, p: 0.5f64.to_bits(), epsilon });
     let spec = AutoBoundsSpec::new(f64::from_bits(epsilon)).or_raise(func);
-    let r = with_rng(|rng| if kind == Kind::Avg { spec.release_avg(rng, hist) } else { spec.release_sum(rng, hist) }).or_raise(func);
-    super::recent::pending(fcinfo, func, r.value, &r.info, r.info.interval95);
-    (kind, r.value)
+    match with_rng(|rng| if kind == Kind::Avg { spec.release_avg(rng, hist) } else { spec.release_sum(rng, hist) }) {
+        Ok(r) => {
+            super::recent::pending(fcinfo, func, r.value, &r.info, r.info.interval95);
+            (kind, r.value)
+        }
+        Err(e) => {
+            // too little data for bounds: raised only if this group's row is returned (recent.rs),
+            // so that a group the key selection drops is not told apart by an error
+            super::recent::defer_error(fcinfo, func, e);
+            (kind, 0.0)
+        }
+    }
 }
 
 pg_v1_final!(pg_finfo_dp_auto_final_float8, dp_auto_final_float8, |fcinfo| { release(fcinfo).1.into_datum().unwrap() });

@@ -101,7 +101,7 @@ pub unsafe fn supply_declared_bounds(q: *mut Query, agg: *mut pg_sys::Aggref, ki
         )
     };
     // the bounded aggregate of the same name: the bounds have the value's type
-    let mut types: Vec<Oid> = (0..(*(*agg).aggargtypes).length).map(|i| pg_sys::list_nth_oid((*agg).aggargtypes, i)).collect();
+    let mut types: Vec<Oid> = (0..super::agg::list_len((*agg).aggargtypes) as i32).map(|i| pg_sys::list_nth_oid((*agg).aggargtypes, i)).collect();
     let vtype = types[0];
     types.insert(pos, vtype);
     types.insert(pos, vtype);
@@ -119,6 +119,52 @@ pub unsafe fn supply_declared_bounds(q: *mut Query, agg: *mut pg_sys::Aggref, ki
     vec![pos, pos + 1]
 }
 
+/// Gives a call written without ε the session's default (`dp.default_epsilon` or `dp.privacy_level`)
+/// as a constant argument, in place: the call becomes the aggregate of the same name with an ε.
+/// Nothing in the executor then reads the settings, so changing them while the query runs (with
+/// `set_config` in the query, or between a cursor's fetches) changes nothing. `dp_count(*)` becomes
+/// `dp_count(true, ε)`, which counts the same rows. Returns the argument position of the ε supplied.
+pub unsafe fn supply_default_epsilon(agg: *mut pg_sys::Aggref, kind: Kind) -> Option<usize> {
+    let n = super::agg::list_len((*agg).args);
+    let without = match kind {
+        Kind::Count => n <= 1,
+        Kind::IntSum | Kind::FloatSum | Kind::Avg | Kind::Variance | Kind::Stddev | Kind::Median => n == 1 || n == 3,
+        Kind::Percentile | Kind::PercentileEm => n == 2 || n == 4,
+        Kind::KeepGroup => false,
+    };
+    if !without {
+        return None;
+    }
+    let eps = super::guc::default_epsilon();
+    let eps_const = pg_sys::makeConst(pg_sys::FLOAT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(eps.to_bits()), false, true) as *mut Node;
+    let mut declared: Vec<Oid> = {
+        let mut types: *mut Oid = std::ptr::null_mut();
+        let mut nargs: i32 = 0;
+        pg_sys::get_func_signature((*agg).aggfnoid, &mut types, &mut nargs);
+        (0..nargs as usize).map(|i| *types.add(i)).collect()
+    };
+    let mut tles: Vec<*mut pg_sys::TargetEntry> = list_iter((*agg).args).collect();
+    let mut actual: Vec<Oid> = (0..super::agg::list_len((*agg).aggargtypes) as i32).map(|i| pg_sys::list_nth_oid((*agg).aggargtypes, i)).collect();
+    if (*agg).aggstar {
+        let t = pg_sys::makeBoolConst(true, false) as *mut pg_sys::Expr;
+        tles.push(pg_sys::makeTargetEntry(t, 1, std::ptr::null_mut(), false));
+        declared = vec![pg_sys::ANYOID];
+        actual = vec![pg_sys::BOOLOID];
+        (*agg).aggstar = false;
+    }
+    declared.push(pg_sys::FLOAT8OID);
+    actual.push(pg_sys::FLOAT8OID);
+    tles.push(pg_sys::makeTargetEntry(eps_const as *mut pg_sys::Expr, 0, std::ptr::null_mut(), false));
+    for (i, t) in tles.iter().enumerate() {
+        (**t).resno = (i + 1) as i16;
+    }
+    let schema = CStr::from_ptr(pg_sys::get_namespace_name(pg_sys::get_func_namespace((*agg).aggfnoid))).to_string_lossy().into_owned();
+    (*agg).aggfnoid = function(Some(&schema), kind.func(), &declared);
+    (*agg).aggargtypes = oid_list(&actual);
+    (*agg).args = ptr_list(&tles);
+    Some(tles.len() - 1)
+}
+
 // The aggregates without bounds never reach the executor: the grammar replaces them.
 pg_v1!(pg_finfo_dp_unbounded_trans, dp_unbounded_trans, |_fcinfo| { unreached() });
 pg_v1!(pg_finfo_dp_unbounded_final, dp_unbounded_final, |_fcinfo| { unreached() });
@@ -133,5 +179,8 @@ fn unreached() -> ! {
 
 pg_v1!(pg_finfo_dp_is_protected, dp_is_protected, |fcinfo| {
     let relid = super::agg::required::<Oid>(fcinfo, 0, "dp.is_protected", "tbl");
+    if pg_sys::get_rel_relkind(relid) == 0 {
+        return pg_sys::Datum::from(0usize); // no such relation: not protected
+    }
     protect::reads_protected(relid, true).into_datum().unwrap()
 });

@@ -505,17 +505,24 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
         }
         // a call without bounds takes the bounds declared for its column (bounds.rs)
         let declared = super::bounds::supply_declared_bounds(q, agg, kind);
+        // and a call without ε the session's, fixed now (bounds.rs)
+        let star = (*agg).aggstar;
+        let default_eps = super::bounds::supply_default_epsilon(agg, kind);
         let args: Vec<*mut pg_sys::TargetEntry> = list_iter((*agg).args).collect();
         let mut value_desc = "*".to_string();
         let mut params = Vec::new();
         let names = kind.param_names();
         for (i, te) in args.iter().enumerate() {
             let e = (**te).expr as *mut Node;
-            if i == 0 && !(*agg).aggstar {
+            if i == 0 && star {
+                // dp_count(*), counting rows through dp_count(true, ε)
+            } else if i == 0 {
                 value_below(&acx, e)?;
                 value_desc = describe_value(q, e);
             } else if declared.contains(&i) {
                 params.push(ParamSource::Declared);
+            } else if default_eps == Some(i) {
+                params.push(ParamSource::Default);
             } else {
                 let name = names.get(i.saturating_sub(1)).copied().unwrap_or("parameter");
                 params.push(param(e, f, name)?);

@@ -157,7 +157,14 @@ unsafe fn auto_finish(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::D
     let (p, epsilon) = ((*st).params.p, (*st).params.epsilon);
     super::charge::check_ticket(fcinfo, func, &Paid::Auto { kind, p, epsilon });
     let auto = pg_dp_core::autobounds::AutoBoundsSpec::new(f64::from_bits(epsilon)).or_raise(func);
-    let (bounds, e_release) = with_rng(|rng| auto.quantile_bounds(rng, (*st).values())).or_raise(func);
+    let (bounds, e_release) = match with_rng(|rng| auto.quantile_bounds(rng, (*st).values())) {
+        Ok(b) => b,
+        Err(e) => {
+            // raised only if this group's row is returned (recent.rs)
+            super::recent::defer_error(fcinfo, func, e);
+            return 0.0f64.into_datum().unwrap();
+        }
+    };
     let spec = QuantileSpec::exponential(f64::from_bits(p), bounds.lower(), bounds.upper(), e_release).or_raise(func);
     let value = with_rng(|rng| spec.release(rng, (*st).values()));
     let mut info = spec.describe();

@@ -19,6 +19,11 @@ pub const KEEP: usize = 100;
 
 #[derive(Clone)]
 struct Entry {
+    /// the role that received the release: a session's list shows only its current role's
+    role: pg_sys::Oid,
+    /// an error a final function met (automatic bounds on too little data), raised only if the
+    /// group's row is returned: a dropped group must not be told apart by an error
+    error: Option<pg_dp_core::DpError>,
     aggref: usize,
     at: pg_sys::TimestampTz,
     aggregate: &'static str,
@@ -39,6 +44,8 @@ thread_local! {
 /// half-width of this release (for a mean or a variance, computed from its own noisy statistics).
 pub unsafe fn pending(fcinfo: pg_sys::FunctionCallInfo, aggregate: &'static str, value: f64, info: &ReleaseInfo, interval95: Option<f64>) {
     let e = Entry {
+        role: pg_sys::GetUserId(),
+        error: None,
         aggref: pg_sys::AggGetAggref(fcinfo) as usize,
         at: pg_sys::GetCurrentTimestamp(),
         aggregate,
@@ -59,10 +66,30 @@ pub unsafe fn pending(fcinfo: pg_sys::FunctionCallInfo, aggregate: &'static str,
     });
 }
 
+/// Called by a final function that met an error which depends on the data (a function of noisy
+/// statistics, hence DP): the error waits, like a release, for the group's row. The function then
+/// returns a placeholder that never reaches the caller.
+pub unsafe fn defer_error(fcinfo: pg_sys::FunctionCallInfo, aggregate: &'static str, error: pg_dp_core::DpError) {
+    let e = Entry {
+        role: pg_sys::GetUserId(),
+        error: Some(error),
+        aggref: pg_sys::AggGetAggref(fcinfo) as usize,
+        at: 0,
+        aggregate,
+        value: f64::NAN,
+        epsilon: 0.0,
+        delta: 0.0,
+        mechanism: "",
+        noise_scale: 0.0,
+        interval95: None,
+    };
+    PENDING.with(|p| p.borrow_mut().push(e));
+}
+
 /// A row of the aggregation computing `aggrefs` was returned: keep the newest pending release of
-/// each, drop the others (groups HAVING dropped).
+/// each, drop the others (groups HAVING dropped); raise the group's deferred error, if any.
 pub fn returned(aggrefs: &[usize]) {
-    PENDING.with(|p| {
+    let failed = PENDING.with(|p| {
         let mut p = p.borrow_mut();
         let mut taken: Vec<Entry> = Vec::new();
         for a in aggrefs {
@@ -71,6 +98,10 @@ pub fn returned(aggrefs: &[usize]) {
             }
         }
         p.retain(|e| !aggrefs.contains(&e.aggref));
+        if let Some(i) = taken.iter().position(|e| e.error.is_some()) {
+            let e = taken.swap_remove(i);
+            return Some((e.aggregate, e.error.expect("an error")));
+        }
         KEPT.with(|k| {
             let mut k = k.borrow_mut();
             for e in taken {
@@ -80,7 +111,11 @@ pub fn returned(aggrefs: &[usize]) {
                 k.push_front(e);
             }
         });
+        None
     });
+    if let Some((aggregate, e)) = failed {
+        super::error::raise(aggregate, e);
+    }
 }
 
 /// The aggregation of `aggrefs` is done: its pending releases were never returned.
@@ -103,7 +138,8 @@ crate::pg_v1!(pg_finfo_dp_last_releases, dp_last_releases, |fcinfo| {
             None,
         );
     }
-    let rows: Vec<Entry> = KEPT.with(|k| k.borrow().iter().take(n as usize).cloned().collect());
+    let me = pg_sys::GetUserId();
+    let rows: Vec<Entry> = KEPT.with(|k| k.borrow().iter().filter(|e| e.role == me).take(n as usize).cloned().collect());
     pg_sys::InitMaterializedSRF(fcinfo, pg_sys::MAT_SRF_USE_EXPECTED_DESC as pg_sys::bits32);
     let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
     let (store, desc) = ((*rsinfo).setResult, (*rsinfo).setDesc);

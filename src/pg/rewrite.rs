@@ -667,10 +667,10 @@ unsafe fn per_unit_value(call: &DpCall, cap: i64) -> *mut Node {
     let bounds_at = |lo: usize| (args[lo], args[lo + 1]);
     let (name, value, lower, upper) = match call.kind {
         // a unit's group exists only if it has a row: counting it once needs no aggregate
-        Kind::Count if (*a).aggstar && filter.is_null() && cap == 1 => {
+        Kind::Count if counts_rows(a) && filter.is_null() && cap == 1 => {
             return int_const(pg_sys::INT4OID, 1);
         }
-        Kind::Count if (*a).aggstar => {
+        Kind::Count if counts_rows(a) => {
             let f = function(Some("dp"), "unit_count", &[]);
             return aggref(f, pg_sys::INT4OID, &[], filter, true) as *mut Node;
         }
@@ -695,6 +695,17 @@ unsafe fn per_unit_value(call: &DpCall, cap: i64) -> *mut Node {
     let t = expr_type(value);
     let f = function(Some("dp"), name, &[t, t, t]);
     aggref(f, t, &[value, lower, upper], filter, false) as *mut Node
+}
+
+/// Whether a count counts rows: `dp_count(*)`, which the grammar writes `dp_count(true, ε)`, or a
+/// count of a non-NULL constant.
+unsafe fn counts_rows(a: *mut pg_sys::Aggref) -> bool {
+    if (*a).aggstar {
+        return true;
+    }
+    let Some(first) = list_iter::<pg_sys::TargetEntry>((*a).args).next() else { return true };
+    let e = (*first).expr as *mut Node;
+    (*e).type_ == NodeTag::T_Const && !(*(e as *mut pg_sys::Const)).constisnull
 }
 
 /// The per-row value that gives `call` one value per row (no unit, public domain).

@@ -188,7 +188,7 @@ def check_no_budget_and_per_query_cap():
             assert "no privacy budget" in str(e)
     b = new_analyst("dp_l_cap", 10, cap=0.5)
     with connect(b) as c:
-        c.execute("SELECT dp_count(x, 0.25), dp_count(x, 0.25) FROM t")
+        c.execute("SELECT dp_count(x, 0.25), dp_count(i, 0.25) FROM t")
         try:
             c.execute("SELECT dp_count(x, 0.25), dp_count(x, 0.3) FROM t")
             raise AssertionError("cap not enforced")
@@ -225,7 +225,7 @@ def check_a_pinned_privacy_level_caps_each_query_and_sets_the_default():
             c.execute("RESET dp.privacy_level")
             c.execute("RESET dp.default_epsilon")
         try:
-            c.execute("SELECT dp_count(x, 0.2), dp_count(x, 0.2) FROM t")
+            c.execute("SELECT dp_count(x, 0.2), dp_count(i, 0.2) FROM t")
             raise AssertionError("level not enforced on the query's total")
         except E.ProgramLimitExceeded:
             pass
