@@ -12,7 +12,8 @@ fn support_functions_are_not_executable_by_public() {
         "SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
           WHERE n.nspname = 'dp' AND has_function_privilege('dp_analyst_t', p.oid, 'EXECUTE')
             AND p.proname NOT IN ('release_projection', 'release_projection_rows', 'keep_group', 'random_order',
-                                  'privacy_level_epsilon', 'privacy_level_names', 'is_protected', 'preview', 'last_releases')
+                                  'privacy_level_epsilon', 'privacy_level_names', 'is_protected', 'preview', 'last_releases',
+                                  'current_period_start')
             AND NOT (p.prokind = 'a' AND p.proname IN ('unit_sum', 'unit_mean', 'unit_count'))",
     );
     assert!(callable.is_empty(), "callable by an analyst: {callable:?}");

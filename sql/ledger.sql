@@ -28,7 +28,13 @@ CREATE TABLE dp.role_budget (
     delta_spent           numeric NOT NULL DEFAULT 0 CHECK (delta_spent >= 0),
     max_epsilon_per_query numeric CHECK (max_epsilon_per_query > 0),
     updated_at            timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    privacy_level         text
+    privacy_level         text,
+    -- a budget period: the granted amounts are renewed every period; what each period spent moves to
+    -- the lifetime totals (NULL: one budget for ever)
+    period                interval CHECK (period >= interval '1 hour'),
+    period_start          timestamptz,
+    lifetime_epsilon_spent numeric NOT NULL DEFAULT 0,
+    lifetime_delta_spent  numeric NOT NULL DEFAULT 0
 );
 COMMENT ON TABLE dp.role_budget IS 'pg_dp: privacy budget of each role (exact numeric); read it through dp.budgets';
 
@@ -59,19 +65,44 @@ SELECT pg_catalog.pg_extension_config_dump('dp.release_log_id_seq', '');
 
 REVOKE ALL ON dp.role_budget, dp.release_log, dp.release_log_id_seq FROM PUBLIC;
 
+-- The start of the period that contains now, for a budget period that started at `start`.
+CREATE FUNCTION dp.current_period_start(start timestamptz, period interval) RETURNS timestamptz
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    s timestamptz := start;
+BEGIN
+    IF start IS NULL OR period IS NULL THEN
+        RETURN start;
+    END IF;
+    WHILE s + period <= pg_catalog.now() LOOP
+        s := s + period;
+    END LOOP;
+    RETURN s;
+END
+$$;
+COMMENT ON FUNCTION dp.current_period_start(timestamptz, interval) IS 'pg_dp internal: the start of the budget period that contains now';
+
 CREATE VIEW dp.budgets AS
 SELECT b.role::regrole                                   AS role,
        b.epsilon_granted,
-       b.epsilon_spent,
-       b.epsilon_granted - b.epsilon_spent               AS epsilon_remaining,
+       s.epsilon_spent,
+       b.epsilon_granted - s.epsilon_spent               AS epsilon_remaining,
        b.delta_granted,
-       b.delta_spent,
-       b.delta_granted - b.delta_spent                   AS delta_remaining,
+       s.delta_spent,
+       b.delta_granted - s.delta_spent                   AS delta_remaining,
        b.max_epsilon_per_query,
        b.updated_at,
-       b.privacy_level                                   AS pinned_privacy_level
-  FROM dp.role_budget b;
-COMMENT ON VIEW dp.budgets IS 'pg_dp: granted, spent and remaining epsilon and delta of every role, its per-query cap and its pinned privacy level (superusers and dp_admin)';
+       b.privacy_level                                   AS pinned_privacy_level,
+       b.period,
+       CASE WHEN b.period IS NOT NULL THEN s.period_start + b.period END AS period_ends,
+       b.lifetime_epsilon_spent + b.epsilon_spent        AS lifetime_epsilon_spent,
+       b.lifetime_delta_spent + b.delta_spent            AS lifetime_delta_spent
+  FROM dp.role_budget b,
+       -- a period that has ended is shown renewed (the debit renews it at the next charge)
+       LATERAL (SELECT CASE WHEN b.period IS NOT NULL AND pg_catalog.now() >= b.period_start + b.period THEN 0 ELSE b.epsilon_spent END AS epsilon_spent,
+                       CASE WHEN b.period IS NOT NULL AND pg_catalog.now() >= b.period_start + b.period THEN 0 ELSE b.delta_spent END AS delta_spent,
+                       dp.current_period_start(b.period_start, b.period) AS period_start) s;
+COMMENT ON VIEW dp.budgets IS 'pg_dp: granted, spent and remaining epsilon and delta of every role (in its current period, if it has one), its per-query cap, pinned privacy level, budget period and lifetime spending (superusers and dp_admin)';
 
 CREATE VIEW dp.ledger AS
 SELECT l.id, l.charged_at, l.role::regrole AS role, l.role_name, l.database_user, l.query_id, l.query_text,
@@ -81,7 +112,7 @@ COMMENT ON VIEW dp.ledger IS 'pg_dp: every paid release, with its role, query, m
 
 CREATE VIEW dp.my_budget WITH (security_barrier) AS
 SELECT role, epsilon_granted, epsilon_spent, epsilon_remaining, delta_granted, delta_spent, delta_remaining,
-       max_epsilon_per_query, pinned_privacy_level
+       max_epsilon_per_query, pinned_privacy_level, period, period_ends, lifetime_epsilon_spent, lifetime_delta_spent
   FROM dp.budgets
  WHERE role::oid = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER);
 COMMENT ON VIEW dp.my_budget IS 'pg_dp: the current role''s privacy budget';
@@ -159,6 +190,31 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 $$;
 COMMENT ON FUNCTION dp.revoke_budget(regrole) IS 'pg_dp: takes back what remains of a role''s budget (granted becomes spent); the spending and the receipts stay, so a later grant adds to them (dp_admin)';
 
+CREATE FUNCTION dp.set_budget_period(role regrole, period interval) RETURNS SETOF dp.budgets
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF period IS NOT NULL AND NOT (period >= interval '1 hour') THEN
+        RAISE EXCEPTION 'period must be NULL or at least 1 hour, got %', period USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT FROM dp.role_budget b WHERE b.role = set_budget_period.role) THEN
+        RAISE EXCEPTION 'role % has no privacy budget', role USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'grant one first: SELECT dp.grant_budget(role, epsilon)';
+    END IF;
+    -- a new period starts now; what was spent so far moves to the lifetime totals
+    UPDATE dp.role_budget b
+       SET period = set_budget_period.period,
+           period_start = CASE WHEN set_budget_period.period IS NULL THEN NULL ELSE pg_catalog.now() END,
+           lifetime_epsilon_spent = b.lifetime_epsilon_spent + b.epsilon_spent,
+           lifetime_delta_spent = b.lifetime_delta_spent + b.delta_spent,
+           epsilon_spent = 0, delta_spent = 0, updated_at = pg_catalog.now()
+     WHERE b.role = set_budget_period.role;
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role = set_budget_period.role;
+END
+$$;
+COMMENT ON FUNCTION dp.set_budget_period(regrole, interval) IS 'pg_dp: renews a role''s granted epsilon and delta every period (at least 1 hour; NULL: no period), starting now; spending moves to lifetime totals, never erased (dp_admin)';
+REVOKE EXECUTE ON FUNCTION dp.set_budget_period(regrole, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dp.set_budget_period(regrole, interval) TO dp_admin;
+
 -- Named privacy levels (core/src/levels.rs holds the mapping).
 CREATE FUNCTION dp.privacy_level_epsilon(level text) RETURNS float8
     LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_privacy_level_epsilon';
@@ -215,6 +271,16 @@ DECLARE
     del_total numeric := (SELECT coalesce(sum(d), 0) FROM unnest(deltas) d);
 BEGIN
     SELECT * INTO b FROM dp.role_budget r WHERE r.role = debit.role FOR UPDATE;
+    IF FOUND AND b.period IS NOT NULL AND pg_catalog.now() >= b.period_start + b.period THEN
+        -- a new period: what the last one spent moves to the lifetime totals
+        UPDATE dp.role_budget r
+           SET lifetime_epsilon_spent = r.lifetime_epsilon_spent + r.epsilon_spent,
+               lifetime_delta_spent   = r.lifetime_delta_spent + r.delta_spent,
+               epsilon_spent = 0, delta_spent = 0,
+               period_start = dp.current_period_start(r.period_start, r.period)
+         WHERE r.role = debit.role
+        RETURNING * INTO b;
+    END IF;
     IF FOUND THEN
         epsilon_remaining := b.epsilon_granted - b.epsilon_spent;
         delta_remaining := b.delta_granted - b.delta_spent;

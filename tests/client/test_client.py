@@ -108,7 +108,8 @@ def check_non_superuser():
         n = c.execute("""SELECT count(*) FROM pg_proc p JOIN pg_namespace s ON s.oid = p.pronamespace
                           WHERE s.nspname = 'dp' AND has_function_privilege(p.oid, 'EXECUTE')
                             AND p.proname NOT IN ('release_projection', 'release_projection_rows', 'keep_group', 'random_order',
-                                                  'privacy_level_epsilon', 'privacy_level_names', 'is_protected', 'preview', 'last_releases')
+                                                  'privacy_level_epsilon', 'privacy_level_names', 'is_protected', 'preview', 'last_releases',
+                                  'current_period_start')
                             AND NOT (p.prokind = 'a' AND p.proname IN ('unit_sum', 'unit_mean', 'unit_count'))""").fetchone()[0]
         # only the table releases and dp.keep_group (charged like the aggregates), the per-unit aggregates
         # (refused over protected tables outside the queries pg_dp writes), dp.random_order and functions

@@ -306,6 +306,43 @@ def check_revoke_then_grant_keeps_the_spending():
         assert r == (Decimal("1.25"), Decimal("0.25"), Decimal("1")), r
 
 
+def check_a_budget_period_renews_the_grant_and_keeps_lifetime_totals():
+    a = new_analyst("dp_l_monthly", 1)
+    with connect() as c:
+        c.execute("SELECT dp.set_budget_period(%s, '1 month')", (a,))
+    with connect(a) as c:
+        c.execute("SELECT dp_count(x, 0.5) FROM t")
+        c.execute("SELECT dp_count(x, 0.5) FROM t")
+        try:
+            c.execute("SELECT dp_count(x, 0.5) FROM t")
+            raise AssertionError("the period's grant was exceeded")
+        except E.InsufficientResources:
+            pass
+        r = c.execute("SELECT epsilon_remaining, lifetime_epsilon_spent, period FROM dp.my_budget").fetchone()
+        assert r[0] == Decimal("0") and r[1] == Decimal("1"), r
+    with connect() as c:
+        # a month later (the period's start moved back instead of waiting)
+        c.execute("UPDATE dp.role_budget SET period_start = period_start - interval '1 month 1 day' WHERE role = %s::regrole", (a,))
+        r = c.execute("SELECT epsilon_spent, epsilon_remaining, lifetime_epsilon_spent FROM dp.budgets WHERE role = %s::regrole", (a,)).fetchone()
+        assert r == (Decimal("0"), Decimal("1"), Decimal("1")), r
+    with connect(a) as c:
+        c.execute("SELECT dp_count(x, 0.25) FROM t")
+    with connect() as c:
+        r = c.execute("SELECT epsilon_spent, epsilon_remaining, lifetime_epsilon_spent, period_ends > now() FROM dp.budgets WHERE role = %s::regrole", (a,)).fetchone()
+        assert r == (Decimal("0.25"), Decimal("0.75"), Decimal("1.25"), True), r
+        try:
+            c.execute("SELECT dp.set_budget_period(%s, '1 minute')", (a,))
+            raise AssertionError("a period under an hour was accepted")
+        except E.InvalidParameterValue as e:
+            assert "at least 1 hour" in str(e)
+    with connect(a) as c:
+        try:
+            c.execute("SELECT dp.set_budget_period(%s, NULL)", (a,))
+            raise AssertionError("an analyst changed its period")
+        except E.InsufficientPrivilege:
+            pass
+
+
 def check_prepared_statement_with_epsilon_parameter_is_charged_exactly():
     a = new_analyst("dp_l_prepared", 2.0)
     with connect(a) as c:
