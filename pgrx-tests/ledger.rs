@@ -316,3 +316,25 @@ fn the_same_call_twice_over_privacy_units_is_one_release() {
     }
     assert_eq!(receipts_for(sql), 10, "one receipt per execution");
 }
+
+#[pg_test]
+fn receipts_carry_a_fingerprint_an_execution_and_the_parameters() {
+    sample_table();
+    let sql = "SELECT dp_sum(x, 0, 100, 0.5), dp_median(x, 0, 100, 0.25, 1e-6) FROM s";
+    Spi::run(sql).unwrap();
+    Spi::run(sql).unwrap();
+    let rows = column(&format!(
+        "SELECT concat_ws('|', query_id <> 0, execution_id, parameters::text) FROM dp.ledger
+          WHERE query_text = {} ORDER BY id",
+        pgrx::spi::quote_literal(sql)
+    ));
+    assert_eq!(rows.len(), 4);
+    let parts: Vec<Vec<String>> = rows.iter().map(|r| r.clone().unwrap().split('|').map(String::from).collect()).collect();
+    assert!(parts.iter().all(|p| p[0] == "t"), "a query fingerprint: {rows:?}");
+    assert_eq!(parts[0][1], parts[1][1], "one execution id per execution");
+    assert_ne!(parts[1][1], parts[2][1], "another execution, another id");
+    assert_eq!(parts[0][2], r#"{"lower": 0.0, "upper": 100.0, "epsilon": 0.5}"#);
+    assert_eq!(parts[1][2], r#"{"p": 0.5, "delta": 0.000001, "lower": 0.0, "upper": 100.0, "epsilon": 0.25}"#);
+    // one fingerprint for both executions
+    assert_eq!(one_i64(&format!("SELECT count(DISTINCT query_id) FROM dp.ledger WHERE query_text = {}", pgrx::spi::quote_literal(sql))), 1);
+}

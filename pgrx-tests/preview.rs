@@ -4,7 +4,7 @@
 /// The receipts written since receipt `mark`, as comparable text (the fields preview shows).
 fn receipts_since(mark: i64) -> Vec<Option<String>> {
     column(&format!(
-        "SELECT concat_ws('|', aggregate, mechanism, epsilon, delta, sensitivity, round(noise_scale::numeric, 6), details::text)
+        "SELECT concat_ws('|', aggregate, mechanism, epsilon, delta, sensitivity, round(noise_scale::numeric, 6), (details - 'execution')::text)
            FROM dp.ledger WHERE id > {mark} ORDER BY id"
     ))
 }

@@ -106,9 +106,13 @@ COMMENT ON VIEW dp.budgets IS 'pg_dp: granted, spent and remaining epsilon and d
 
 CREATE VIEW dp.ledger AS
 SELECT l.id, l.charged_at, l.role::regrole AS role, l.role_name, l.database_user, l.query_id, l.query_text,
-       l.aggregate, l.mechanism, l.sensitivity, l.noise_scale, l.epsilon, l.delta, l.details
+       l.aggregate, l.mechanism, l.sensitivity, l.noise_scale, l.epsilon, l.delta, l.details,
+       l.details->'execution'->>'id' AS execution_id,
+       l.details->'execution'->>'application_name' AS application_name,
+       l.details->'execution'->>'client' AS client,
+       l.details->'parameters' AS parameters
   FROM dp.release_log l;
-COMMENT ON VIEW dp.ledger IS 'pg_dp: every paid release, with its role, query, mechanism, sensitivity, noise scale (for smooth sensitivity: its largest possible value), epsilon, delta and mechanism details (superusers and dp_admin)';
+COMMENT ON VIEW dp.ledger IS 'pg_dp: every paid release, with its role, query (query_id: a fingerprint of the query, as pg_stat_statements computes it), mechanism, sensitivity, noise scale (for smooth sensitivity: its largest possible value), epsilon, delta, mechanism details, and for audits the execution it belongs to (one id per execution), the application name, the client address and the parameters it was paid at (superusers and dp_admin)';
 
 CREATE VIEW dp.my_budget WITH (security_barrier) AS
 SELECT role, epsilon_granted, epsilon_spent, epsilon_remaining, delta_granted, delta_spent, delta_remaining,

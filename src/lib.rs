@@ -28,6 +28,8 @@ pub extern "C-unwind" fn _PG_init() {
     pg::planner::init();
     pg::charge::init();
     pg::lifecycle::init();
+    // receipts carry a stable fingerprint of the query (its query id), as pg_stat_statements does
+    unsafe { pgrx::pg_sys::EnableQueryId() };
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -420,8 +420,10 @@ pub(crate) fn receipts_of(level: &DpLevel, described: &DpAggregate, kind: Kind, 
             (info, s.details())
         }
     };
-    // every receipt states the 95% half-width of its noise (docs/privacy/intervals.md)
+    // every receipt states the 95% half-width of its noise (docs/privacy/intervals.md) and the
+    // parameters it was paid at
     let details = pg_dp_core::mechanisms::details_with_intervals(&details, &info);
+    let details = with_value(&details, "parameters", parameters_json(params));
     let mut details = with_level(&details, level);
     if described.params.contains(&ParamSource::Declared) {
         details = with_entry(&details, "bounds", "declared for the column (dp.set_bounds)");
@@ -471,6 +473,38 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
     TICKETS.with(|t| t.borrow_mut().extend(tickets));
 }
 
+/// The parameters of a release as JSON, for its receipt: bounds, p, ε, δ, a public count.
+fn parameters_json(params: Paid) -> serde_json::Value {
+    let f = f64::from_bits;
+    match params {
+        Paid::Sum(p) | Paid::AvgPublicCount { params: p, .. } => {
+            let mut v = match p.kind {
+                0 => serde_json::json!({ "epsilon": f(p.epsilon) }),
+                1 => serde_json::json!({ "lower": p.lower as i64, "upper": p.upper as i64, "epsilon": f(p.epsilon) }),
+                _ => serde_json::json!({ "lower": f(p.lower), "upper": f(p.upper), "epsilon": f(p.epsilon) }),
+            };
+            if let (Paid::AvgPublicCount { count, .. }, Some(o)) = (params, v.as_object_mut()) {
+                o.insert("public_count".into(), count.into());
+            }
+            v
+        }
+        Paid::Quantile(q) => serde_json::json!({
+            "p": f(q.p), "lower": f(q.lower), "upper": f(q.upper), "epsilon": f(q.epsilon), "delta": f(q.delta)
+        }),
+        Paid::Auto { p, epsilon, .. } => serde_json::json!({ "p": f(p), "epsilon": f(epsilon), "bounds": "automatic" }),
+        Paid::Selection { epsilon, delta } => serde_json::json!({ "epsilon": f(epsilon), "delta": f(delta) }),
+    }
+}
+
+/// Receipt details with one more JSON value.
+fn with_value(details: &str, key: &str, value: serde_json::Value) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(details).unwrap_or_else(|_| serde_json::json!({}));
+    if let Some(o) = v.as_object_mut() {
+        o.insert(key.into(), value);
+    }
+    v.to_string()
+}
+
 /// Receipt details with one more entry.
 fn with_entry(details: &str, key: &str, value: &str) -> String {
     let mut v: serde_json::Value = serde_json::from_str(details).unwrap_or_else(|_| serde_json::json!({}));
@@ -504,12 +538,36 @@ fn with_level(details: &str, level: &DpLevel) -> String {
 }
 
 
+thread_local! {
+    static EXECUTIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The execution a charge belongs to: an id unique in the cluster's run (backend start time,
+/// process id, a counter), the application name and the client's address.
+unsafe fn execution_audit() -> serde_json::Value {
+    let n = EXECUTIONS.with(|c| {
+        c.set(c.get() + 1);
+        c.get()
+    });
+    let (start, pid) = (std::ptr::addr_of!(pg_sys::MyStartTime).read(), std::ptr::addr_of!(pg_sys::MyProcPid).read());
+    let id = format!("{start}-{pid}-{n}");
+    let app = if pg_sys::application_name.is_null() { String::new() } else { cstr_or(pg_sys::application_name, "") };
+    // inet_client_addr(): NULL over a Unix socket
+    let client = pgrx::direct_function_call::<pgrx::Inet>(pg_sys::inet_client_addr, &[]).map_or_else(|| "local".to_string(), |i| i.0);
+    serde_json::json!({ "id": id, "application_name": app, "client": client })
+}
+
 /// Charges `releases` to the current role through the ledger worker (committed in its own
 /// transaction) and returns once they are paid, or raises the refusal: no budget, the per-query cap,
 /// exhaustion (nothing charged), or a failed debit.
 /// Callers check `ledger::require_preloaded` first.
-pub(crate) unsafe fn charge(releases: Vec<ReleaseRecord>, query_id: i64, query_text: String) {
+pub(crate) unsafe fn charge(mut releases: Vec<ReleaseRecord>, query_id: i64, query_text: String) {
     let role = pg_sys::GetUserId();
+    // for auditors: which execution, from which application and client
+    let execution = execution_audit();
+    for r in &mut releases {
+        r.details = with_value(&r.details, "execution", execution.clone());
+    }
     let req = ChargeRequest {
         role: role.to_u32(),
         database_user: cstr_or(pg_sys::GetUserNameFromId(pg_sys::GetSessionUserId(), true), "?"),
