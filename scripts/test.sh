@@ -4,7 +4,9 @@
 #   2. in-database tests (cargo pgrx test, a throwaway cluster)
 #   3. a real server: SQL regression script with expected output, a psycopg client (extended
 #      protocol, epsilon as a bind parameter, SQLSTATEs, a non-superuser role) and the budget
-#      ledger attacks (ROLLBACK, savepoints, errors, cancel, 16 racing sessions, kill -9, crash)
+#      ledger attacks (ROLLBACK, savepoints, errors, cancel, 16 racing sessions, kill -9, crash), and
+#      a JDBC client (Debian's driver: a prepared statement with epsilon as a parameter, fetch size
+#      with autocommit off, SQLSTATEs)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 TEST_DIR="${TEST_DIR:-$STATE_DIR/test}"
@@ -12,6 +14,8 @@ PSQL_PORT="${TEST_PORT:-25433}"
 LOGS="$ROOT/target/test-logs"
 
 install_deps
+# the JDBC client test: Debian's JDK and PostgreSQL JDBC driver
+as_root apt-get install -y -qq --no-install-recommends default-jdk-headless libpostgresql-jdbc-java >/dev/null
 mkdir -p "$LOGS"
 as_root install -d -m 755 "$TEST_DIR"
 as_root install -d -o postgres -g postgres "$TEST_DIR/pgrx"
@@ -48,6 +52,11 @@ done
 # budget attacks: ROLLBACK, savepoints, errors, cancel, 16-session race, kill -9, immediate shutdown
 "$PYTHON" "$ROOT/tests/client/test_ledger.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" \
     --datadir "$TEST_DIR/server" --pgbin "$PGBIN" 2>&1 | tee "$LOGS/ledger.log"
+# the ledger tests restart the server (crashes); JDBC connects over TCP to localhost
+cluster_start "$TEST_DIR/server" "$PSQL_PORT"
+mkdir -p "$ROOT/target/jdbc"
+(javac -d "$ROOT/target/jdbc" -cp /usr/share/java/postgresql.jar "$ROOT/tests/jdbc/JdbcClient.java" \
+    && java -cp "/usr/share/java/postgresql.jar:$ROOT/target/jdbc" JdbcClient "$PSQL_PORT") 2>&1 | tee "$LOGS/jdbc.log"
 
 # one closing line for all layers
 sum_results() { grep -hoE "test result: ok\. [0-9]+ passed" "$@" | awk '{s += $4} END {print s + 0}'; }
@@ -57,9 +66,11 @@ client=$(grep -oE "^client: [0-9]+ passed" "$LOGS/client.log" | awk '{print $2}'
 client_failed=$(grep -oE "[0-9]+ failed$" "$LOGS/client.log" | tail -1 | awk '{print $1}')
 ledger=$(grep -oE "^ledger: [0-9]+ passed" "$LOGS/ledger.log" | awk '{print $2}')
 ledger_failed=$(grep -oE "[0-9]+ failed$" "$LOGS/ledger.log" | tail -1 | awk '{print $1}')
-total=$((core + pgrx + regress_passed + ${client:-0} + ${ledger:-0}))
-failed=$((regress_failed + ${client_failed:-1} + ${ledger_failed:-1}))
+jdbc=$(grep -oE "^jdbc: [0-9]+ passed" "$LOGS/jdbc.log" | awk '{print $2}')
+jdbc_failed=$(grep -oE "^jdbc: [0-9]+ passed, [0-9]+ failed" "$LOGS/jdbc.log" | awk '{print $4}')
+total=$((core + pgrx + regress_passed + ${client:-0} + ${ledger:-0} + ${jdbc:-0}))
+failed=$((regress_failed + ${client_failed:-1} + ${ledger_failed:-1} + ${jdbc_failed:-1}))
 echo
-echo "core $core, in-database $pgrx, regression $regress_passed, client ${client:-0}, ledger ${ledger:-0}"
+echo "core $core, in-database $pgrx, regression $regress_passed, client ${client:-0}, ledger ${ledger:-0}, jdbc ${jdbc:-0}"
 echo "all: $total passed, $failed failed"
 [ "$failed" = 0 ]
