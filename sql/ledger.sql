@@ -219,6 +219,36 @@ COMMENT ON FUNCTION dp.set_budget_period(regrole, interval) IS 'pg_dp: renews a 
 REVOKE EXECUTE ON FUNCTION dp.set_budget_period(regrole, interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION dp.set_budget_period(regrole, interval) TO dp_admin;
 
+-- Budgets of dropped roles (DROP ROLE moves them here, src/pg/lifecycle.rs): a new role that gets the
+-- same OID does not inherit them, and what was granted and spent stays on record.
+CREATE TABLE dp.dropped_role_budget (
+    role           oid NOT NULL,
+    role_name      name NOT NULL,
+    dropped_at     timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    epsilon_granted numeric NOT NULL,
+    epsilon_spent  numeric NOT NULL,
+    delta_granted  numeric NOT NULL,
+    delta_spent    numeric NOT NULL,
+    lifetime_epsilon_spent numeric NOT NULL,
+    lifetime_delta_spent numeric NOT NULL
+);
+COMMENT ON TABLE dp.dropped_role_budget IS 'pg_dp: the budgets of dropped roles, archived by DROP ROLE in this database (superusers and dp_admin)';
+SELECT pg_catalog.pg_extension_config_dump('dp.dropped_role_budget', '');
+GRANT SELECT ON dp.dropped_role_budget TO dp_admin;
+
+CREATE FUNCTION dp.archive_role_budget(role oid) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    WITH gone AS (DELETE FROM dp.role_budget b WHERE b.role = archive_role_budget.role RETURNING b.*)
+    INSERT INTO dp.dropped_role_budget (role, role_name, epsilon_granted, epsilon_spent, delta_granted, delta_spent,
+                                        lifetime_epsilon_spent, lifetime_delta_spent)
+    SELECT g.role, coalesce((SELECT rolname FROM pg_catalog.pg_roles r WHERE r.oid = g.role), g.role::text),
+           g.epsilon_granted, g.epsilon_spent, g.delta_granted, g.delta_spent,
+           g.lifetime_epsilon_spent + g.epsilon_spent, g.lifetime_delta_spent + g.delta_spent
+      FROM gone g;
+$$;
+COMMENT ON FUNCTION dp.archive_role_budget(oid) IS 'pg_dp internal: moves the budget of a role being dropped to dp.dropped_role_budget';
+REVOKE EXECUTE ON FUNCTION dp.archive_role_budget(oid) FROM PUBLIC;
+
 -- Named privacy levels (core/src/levels.rs holds the mapping).
 CREATE FUNCTION dp.privacy_level_epsilon(level text) RETURNS float8
     LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_privacy_level_epsilon';

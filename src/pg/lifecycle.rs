@@ -1,7 +1,9 @@
 //! The ledger outlives careless DDL: `DROP EXTENSION pg_dp` (and `DROP SCHEMA dp CASCADE`, which
 //! drops the extension with it) is refused while the database holds budgets or receipts, unless a
 //! superuser confirms with `SET dp.confirm_drop = on` (superuser-only, for the transaction or
-//! session). Budgets are per database: the check reads this database's ledger.
+//! session). `DROP ROLE` moves the role's budget to `dp.dropped_role_budget`, so that a new role
+//! that gets the same OID does not inherit it. Budgets are per database: both read and write this
+//! database's ledger only.
 use super::error::raise_with;
 use pgrx::pg_sys::{self, Node, NodeTag};
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PgSqlErrorCode, Spi};
@@ -60,6 +62,34 @@ fn ledger_rows() -> Option<(i64, i64)> {
     r.ok().flatten()
 }
 
+/// Archives the budgets of the roles a DROP ROLE names (in this database, if pg_dp is installed). It
+/// runs in the DROP's transaction: if the DROP fails, the budgets stay.
+unsafe fn archive_budgets(d: *mut pg_sys::DropRoleStmt) {
+    let installed = Spi::get_one::<bool>("SELECT pg_catalog.to_regclass('dp.role_budget') IS NOT NULL").ok().flatten().unwrap_or(false);
+    if !installed {
+        return;
+    }
+    for spec in super::agg::list_iter::<pg_sys::RoleSpec>((*d).roles) {
+        if (*spec).roletype != pg_sys::RoleSpecType::ROLESPEC_CSTRING || (*spec).rolename.is_null() {
+            continue;
+        }
+        let oid = pg_sys::get_role_oid((*spec).rolename, true);
+        if oid == pg_sys::InvalidOid {
+            continue;
+        }
+        // as the bootstrap superuser: whoever may drop the role (CREATEROLE) archives its budget
+        let (mut user, mut ctx) = (pg_sys::InvalidOid, 0);
+        pg_sys::GetUserIdAndSecContext(&mut user, &mut ctx);
+        pg_sys::SetUserIdAndSecContext(pg_sys::Oid::from(pg_sys::BOOTSTRAP_SUPERUSERID), ctx | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
+        let r = pgrx::PgTryBuilder::new(|| Spi::run_with_args("SELECT dp.archive_role_budget($1)", &[oid.into()]))
+            .finally(|| pg_sys::SetUserIdAndSecContext(user, ctx))
+            .execute();
+        r.unwrap_or_else(|e| {
+            raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("pg_dp: could not archive the budget of a dropped role: {e}"), None)
+        });
+    }
+}
+
 #[pgrx::pg_guard]
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C-unwind" fn utility(
@@ -72,7 +102,11 @@ unsafe extern "C-unwind" fn utility(
     dest: *mut pg_sys::DestReceiver,
     qc: *mut pg_sys::QueryCompletion,
 ) {
-    if drops_ledger((*pstmt).utilityStmt) && !CONFIRM_DROP.get() {
+    let stmt = (*pstmt).utilityStmt;
+    if !stmt.is_null() && (*stmt).type_ == NodeTag::T_DropRoleStmt {
+        archive_budgets(stmt as *mut pg_sys::DropRoleStmt);
+    }
+    if drops_ledger(stmt) && !CONFIRM_DROP.get() {
         if let Some((budgets, receipts)) = ledger_rows().filter(|(b, r)| *b > 0 || *r > 0) {
             raise_with(
                 PgSqlErrorCode::ERRCODE_OBJECT_IN_USE,

@@ -316,6 +316,29 @@ def check_a_budget_period_renews_the_grant_and_keeps_lifetime_totals():
         refused(c, "SELECT dp.set_budget_period(%s, NULL)", E.InsufficientPrivilege, (a,))
 
 
+def check_drop_role_archives_its_budget():
+    a = new_analyst("dp_l_leaving", 1)
+    with connect(a) as c:
+        c.execute("SELECT dp_count(x, 0.25) FROM t")
+    with connect() as c:
+        c.execute("DROP ROLE IF EXISTS dp_l_creator")
+        c.execute("CREATE ROLE dp_l_creator LOGIN CREATEROLE")
+    with connect("dp_l_creator") as c:
+        # a DROP that fails (the role still holds a privilege) keeps the budget
+        refused(c, f"DROP ROLE {a}", E.DependentObjectsStillExist)
+    assert spent(a) == Decimal("0.25")
+    with connect() as c:
+        c.execute(f"REVOKE SELECT ON t FROM {a}")
+    with connect("dp_l_creator") as c:
+        c.execute(f"DROP ROLE {a}")
+    with connect() as c:
+        r = c.execute("SELECT role_name, epsilon_granted, epsilon_spent FROM dp.dropped_role_budget WHERE role_name = %s", (a,)).fetchone()
+        assert r == (a, Decimal("1"), Decimal("0.25")), r
+        assert c.execute("SELECT count(*) FROM dp.role_budget b LEFT JOIN pg_roles r ON r.oid = b.role WHERE r.oid IS NULL").fetchone()[0] == 0, \
+            "a budget without a role, for an OID a new role could get"
+        c.execute("DROP ROLE dp_l_creator")
+
+
 def check_prepared_statement_with_epsilon_parameter_is_charged_exactly():
     a = new_analyst("dp_l_prepared", 2.0)
     with connect(a) as c:
