@@ -338,3 +338,32 @@ fn receipts_carry_a_fingerprint_an_execution_and_the_parameters() {
     // one fingerprint for both executions
     assert_eq!(one_i64(&format!("SELECT count(DISTINCT query_id) FROM dp.ledger WHERE query_text = {}", pgrx::spi::quote_literal(sql))), 1);
 }
+
+#[pg_test]
+fn query_texts_are_kept_once_per_fingerprint_and_receipts_can_be_purged_and_exported() {
+    sample_table();
+    let a = "SELECT dp_count(x, 0.5) FROM s WHERE i > 10";
+    let b = "SELECT dp_count(x, 0.5) FROM s WHERE i > 20";
+    Spi::run(a).unwrap();
+    Spi::run(b).unwrap();
+    Spi::run(a).unwrap();
+    // one fingerprint (constants aside) and one stored text: receipts of that text keep none of their
+    // own, the one with other constants keeps its own, and the ledger shows each its exact text
+    let fp = one_i64(&format!("SELECT query_id FROM dp.ledger WHERE query_text = {} LIMIT 1", pgrx::spi::quote_literal(a)));
+    assert_eq!(one_i64(&format!("SELECT count(*) FROM dp.query_text WHERE query_id = {fp}")), 1);
+    let stored = one_text(&format!("SELECT query_text FROM dp.query_text WHERE query_id = {fp}"));
+    let own = if stored == a { b } else { a };
+    assert_eq!(one_i64(&format!("SELECT count(*) FROM dp.release_log WHERE query_id = {fp} AND query_text IS NOT NULL AND query_text <> {}", pgrx::spi::quote_literal(own))), 0);
+    assert_eq!(one_i64(&format!("SELECT count(*) FROM dp.ledger WHERE query_text = {}", pgrx::spi::quote_literal(a))), 2);
+    assert_eq!(one_i64(&format!("SELECT count(*) FROM dp.ledger WHERE query_text = {}", pgrx::spi::quote_literal(b))), 1);
+    // export: one JSON object per receipt
+    let n = one_i64("SELECT count(*) FROM dp.ledger");
+    assert_eq!(one_i64("SELECT count(*) FROM dp.export_ledger()"), n);
+    assert_eq!(one_text(&format!("SELECT e->>'query_id' FROM dp.export_ledger() e WHERE (e->>'query_id')::bigint = {fp} LIMIT 1")), fp.to_string());
+    // purge: receipts go, budgets keep their spending, unused texts go
+    assert_eq!(one_i64("SELECT dp.purge_receipts('0 seconds')"), n);
+    assert_eq!(one_i64("SELECT count(*) FROM dp.ledger"), 0);
+    assert_eq!(one_i64("SELECT count(*) FROM dp.query_text"), 0);
+    let e = error_of("SELECT dp.purge_receipts('-1 day')").unwrap();
+    assert!(e.contains("older_than must be an interval of at least 0"), "{e}");
+}

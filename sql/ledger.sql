@@ -45,7 +45,8 @@ CREATE TABLE dp.release_log (
     role_name     name NOT NULL,
     database_user name NOT NULL,
     query_id      bigint,
-    query_text    text NOT NULL,
+    -- NULL when the text is kept once for its fingerprint in dp.query_text
+    query_text    text,
     aggregate     text NOT NULL,
     mechanism     text NOT NULL,
     sensitivity   float8 NOT NULL,
@@ -58,10 +59,21 @@ CREATE INDEX ON dp.release_log (role, charged_at);
 COMMENT ON SEQUENCE dp.release_log_id_seq IS 'pg_dp: numbers the receipts in dp.release_log';
 COMMENT ON TABLE dp.release_log IS 'pg_dp: one row per paid release (the privacy receipts); read it through dp.ledger';
 
+-- The text of each query fingerprint, kept once (the first text seen; the request to the ledger worker
+-- caps it at a few kilobytes): a receipt of the same text stores none of its own, one with other
+-- constants keeps its own.
+CREATE TABLE dp.query_text (
+    query_id   bigint PRIMARY KEY,
+    query_text text NOT NULL,
+    first_seen timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+COMMENT ON TABLE dp.query_text IS 'pg_dp: the text of each query fingerprint of the receipts, kept once (the first text seen); read it through dp.ledger';
+
 -- pg_dump keeps budgets and receipts
 SELECT pg_catalog.pg_extension_config_dump('dp.role_budget', '');
 SELECT pg_catalog.pg_extension_config_dump('dp.release_log', '');
 SELECT pg_catalog.pg_extension_config_dump('dp.release_log_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('dp.query_text', '');
 
 REVOKE ALL ON dp.role_budget, dp.release_log, dp.release_log_id_seq FROM PUBLIC;
 
@@ -105,7 +117,8 @@ SELECT b.role::regrole                                   AS role,
 COMMENT ON VIEW dp.budgets IS 'pg_dp: granted, spent and remaining epsilon and delta of every role (in its current period, if it has one), its per-query cap, pinned privacy level, budget period and lifetime spending (superusers and dp_admin)';
 
 CREATE VIEW dp.ledger AS
-SELECT l.id, l.charged_at, l.role::regrole AS role, l.role_name, l.database_user, l.query_id, l.query_text,
+SELECT l.id, l.charged_at, l.role::regrole AS role, l.role_name, l.database_user, l.query_id,
+       coalesce(l.query_text, (SELECT q.query_text FROM dp.query_text q WHERE q.query_id = l.query_id)) AS query_text,
        l.aggregate, l.mechanism, l.sensitivity, l.noise_scale, l.epsilon, l.delta, l.details,
        l.details->'execution'->>'id' AS execution_id,
        l.details->'execution'->>'application_name' AS application_name,
@@ -218,6 +231,34 @@ $$;
 COMMENT ON FUNCTION dp.set_budget_period(regrole, interval) IS 'pg_dp: renews a role''s granted epsilon and delta every period (at least 1 hour; NULL: no period), starting now; spending moves to lifetime totals, never erased (dp_admin)';
 REVOKE EXECUTE ON FUNCTION dp.set_budget_period(regrole, interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION dp.set_budget_period(regrole, interval) TO dp_admin;
+
+-- Retention and export, for auditors.
+CREATE FUNCTION dp.purge_receipts(older_than interval) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    n bigint;
+BEGIN
+    IF older_than IS NULL OR older_than < interval '0' THEN
+        RAISE EXCEPTION 'older_than must be an interval of at least 0, got %', coalesce(older_than::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    DELETE FROM dp.release_log l WHERE l.charged_at < pg_catalog.clock_timestamp() - older_than;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    DELETE FROM dp.query_text q WHERE NOT EXISTS (SELECT FROM dp.release_log l WHERE l.query_id = q.query_id);
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION dp.purge_receipts(interval) IS 'pg_dp: deletes the receipts charged longer ago than older_than, and the query texts no receipt uses, and returns how many receipts went; budgets keep what was spent (dp_admin)';
+REVOKE EXECUTE ON FUNCTION dp.purge_receipts(interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dp.purge_receipts(interval) TO dp_admin;
+
+CREATE FUNCTION dp.export_ledger(since timestamptz DEFAULT '-infinity', until timestamptz DEFAULT 'infinity') RETURNS SETOF jsonb
+LANGUAGE sql STABLE SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT pg_catalog.to_jsonb(l) FROM dp.ledger l WHERE l.charged_at >= since AND l.charged_at < until ORDER BY l.id;
+$$;
+REVOKE EXECUTE ON FUNCTION dp.export_ledger(timestamptz, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dp.export_ledger(timestamptz, timestamptz) TO dp_admin;
+COMMENT ON FUNCTION dp.export_ledger(timestamptz, timestamptz) IS 'pg_dp: the receipts charged in [since, until), one JSON object each, for audits (reads dp.ledger with the caller''s rights: superusers and dp_admin); for CSV, COPY (SELECT * FROM dp.ledger) TO STDOUT WITH CSV HEADER';
 
 -- Budgets of dropped roles (DROP ROLE moves them here, src/pg/lifecycle.rs): a new role that gets the
 -- same OID does not inherit them, and what was granted and spent stays on record.
@@ -343,10 +384,19 @@ BEGIN
         reason := 'no budget';
         RETURN;
     END IF;
+    -- a fingerprinted query's text is kept once
+    IF debit.query_id IS NOT NULL AND debit.query_id <> 0 THEN
+        INSERT INTO dp.query_text AS q (query_id, query_text) VALUES (debit.query_id, debit.query_text)
+        ON CONFLICT ON CONSTRAINT query_text_pkey DO NOTHING;
+    END IF;
     INSERT INTO dp.release_log (role, role_name, database_user, query_id, query_text, aggregate, mechanism,
                                 sensitivity, noise_scale, epsilon, delta, details)
     SELECT debit.role, coalesce((SELECT rolname FROM pg_roles WHERE oid = debit.role), debit.role::text),
-           database_user, query_id, query_text, a, m, s, n, e, d, coalesce(x, '{}')
+           database_user, debit.query_id,
+           -- NULL when the text is the one kept for the fingerprint; another text (other constants) is kept
+           CASE WHEN (SELECT q.query_text FROM dp.query_text q WHERE q.query_id = debit.query_id) = debit.query_text
+                THEN NULL ELSE debit.query_text END,
+           a, m, s, n, e, d, coalesce(x, '{}')
       FROM unnest(aggregates, mechanisms, sensitivities, scales, epsilons, deltas, debit.details) AS u(a, m, s, n, e, d, x);
     granted := true;
     reason := NULL;
