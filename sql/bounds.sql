@@ -191,7 +191,7 @@ BEGIN
                 EXECUTE pg_catalog.format(
                     'CREATE AGGREGATE %s (SFUNC = dp.auto_trans, STYPE = internal, FINALFUNC = dp.auto_final_%s, '
                     'COMBINEFUNC = dp.auto_combine, SERIALFUNC = dp.auto_serialize, DESERIALFUNC = dp.auto_deserialize, PARALLEL = SAFE)',
-                    sig, CASE a.rtype WHEN 'float8' THEN 'float8' WHEN 'numeric' THEN 'numeric' ELSE 'int8' END);
+                    sig, a.rtype);
             ELSIF a.name IN ('dp_median', 'dp_percentile') THEN
                 EXECUTE pg_catalog.format(
                     'CREATE AGGREGATE %s (SFUNC = dp.%s_auto_trans, STYPE = internal, FINALFUNC = dp.%s_auto_final, FINALFUNC_MODIFY = READ_WRITE, PARALLEL = SAFE)',
@@ -199,7 +199,7 @@ BEGIN
             ELSE
                 EXECUTE pg_catalog.format(
                     'CREATE AGGREGATE %s (SFUNC = dp.unbounded_trans, STYPE = internal, FINALFUNC = dp.unbounded_final_%s, PARALLEL = SAFE)',
-                    sig, CASE a.rtype WHEN 'float8' THEN 'float8' WHEN 'numeric' THEN 'numeric' ELSE 'int8' END);
+                    sig, a.rtype);
             END IF;
             EXECUTE pg_catalog.format('COMMENT ON AGGREGATE %s IS %L', sig,
                 pg_catalog.format('%s(value%s%s): epsilon-DP %s of the column''s values clamped to its declared bounds (dp.set_bounds)%s%s',

@@ -58,15 +58,6 @@ impl ReleaseInfo {
     }
 }
 
-/// Adds the receipt's half-widths ([`ReleaseInfo::intervals_json`]) to a details JSON object.
-pub fn details_with_intervals(details: &str, info: &ReleaseInfo) -> String {
-    let mut v: serde_json::Value = serde_json::from_str(details).unwrap_or_else(|_| serde_json::json!({}));
-    if let (Some(o), serde_json::Value::Object(add)) = (v.as_object_mut(), info.intervals_json()) {
-        o.extend(add);
-    }
-    v.to_string()
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct Noisy<T> {
     pub value: T,

@@ -614,14 +614,10 @@ impl ParamValues {
     /// The parameters an aggregate of this kind was paid with (see charge.rs).
     pub unsafe fn paid(&self, kind: Kind) -> Paid {
         // a call without bounds (the grammar supplied none: automatic bounds) has fewer parameters
-        match kind {
-            Kind::IntSum | Kind::FloatSum | Kind::Avg | Kind::Median if self.vals.len() <= 1 => {
-                return Paid::Auto { kind, p: 0.5f64.to_bits(), epsilon: self.epsilon_at(0).to_bits() };
-            }
-            Kind::Percentile if self.vals.len() <= 2 => {
-                return Paid::Auto { kind, p: self.f64_at(0, "p").to_bits(), epsilon: self.epsilon_at(1).to_bits() };
-            }
-            _ => {}
+        if super::autobounds::has_automatic_bounds(kind) && super::bounds::without_bounds(kind, self.vals.len() + 1) {
+            let o = (kind == Kind::Percentile) as usize;
+            let p = if o == 1 { self.f64_at(0, "p") } else { 0.5 };
+            return Paid::Auto { kind, p: p.to_bits(), epsilon: self.epsilon_at(o).to_bits() };
         }
         if kind == Kind::Avg && self.vals.len() == 4 {
             return Paid::AvgPublicCount { params: self.params(kind), count: self.i64_at(3, "public_count") };

@@ -241,16 +241,6 @@ pg_v1_final!(pg_finfo_dp_auto_final_int8, dp_auto_final_int8, |fcinfo| {
     (v.round().clamp(i64::MIN as f64, i64::MAX as f64) as i64).into_datum().unwrap()
 });
 
-/// Whether an aggregate call has no bounds (the grammar found none declared): automatic bounds.
-pub unsafe fn is_boundless(kind: Kind, a: *mut pg_sys::Aggref) -> bool {
-    let n = super::agg::list_len((*a).args);
-    match kind {
-        Kind::IntSum | Kind::FloatSum | Kind::Avg | Kind::Median | Kind::Variance | Kind::Stddev => n <= 2,
-        Kind::Percentile | Kind::PercentileEm => n <= 3,
-        Kind::Count | Kind::KeepGroup => false,
-    }
-}
-
 /// Whether calls of this kind can choose their bounds themselves.
 pub fn has_automatic_bounds(kind: Kind) -> bool {
     matches!(kind, Kind::IntSum | Kind::FloatSum | Kind::Avg | Kind::Median | Kind::Percentile)

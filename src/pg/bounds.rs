@@ -27,6 +27,13 @@ fn bounds_position(kind: Kind) -> Option<usize> {
     }
 }
 
+/// Whether a call of `kind` with `nargs` arguments (the value included) is written without bounds:
+/// (value [, ε]), or (value, p [, ε]) for the percentiles. The grammar supplies declared bounds to
+/// such calls; those left without (automatic bounds, autobounds.rs) keep this shape to the executor.
+pub fn without_bounds(kind: Kind, nargs: usize) -> bool {
+    bounds_position(kind).is_some_and(|pos| nargs <= pos + 1)
+}
+
 /// The value expression without the implicit casts PostgreSQL added to reach the aggregate's
 /// argument type (smallint → bigint, real → double precision, integer → numeric): each keeps the
 /// value exactly, so bounds declared in the column's units still hold.
@@ -68,11 +75,10 @@ unsafe fn bound_const(typ: Oid, text: &str) -> *mut Node {
 /// becomes the bounded aggregate of the same name. Returns the argument positions of the supplied
 /// bounds (empty when the call has its own, or takes none).
 pub unsafe fn supply_declared_bounds(q: *mut Query, agg: *mut pg_sys::Aggref, kind: Kind) -> Vec<usize> {
-    let Some(pos) = bounds_position(kind) else { return Vec::new() };
     let args: Vec<*mut pg_sys::TargetEntry> = list_iter((*agg).args).collect();
-    if args.len() > pos + 1 {
-        return Vec::new(); // (value, [p,] lower, upper, …): bounds given
-    }
+    let Some(pos) = bounds_position(kind).filter(|_| without_bounds(kind, args.len())) else {
+        return Vec::new(); // no bounds to take, or (value, [p,] lower, upper, …): bounds given
+    };
     let f = kind.func();
     let hint = "pass lower and upper, or a DBA declares the column's bounds with dp.set_bounds (or dp.learn_bounds from a public table)";
     let value = strip_implicit_casts((*args[0]).expr as *mut Node);
@@ -101,22 +107,34 @@ pub unsafe fn supply_declared_bounds(q: *mut Query, agg: *mut pg_sys::Aggref, ki
         )
     };
     // the bounded aggregate of the same name: the bounds have the value's type
-    let mut types: Vec<Oid> = (0..super::agg::list_len((*agg).aggargtypes) as i32).map(|i| pg_sys::list_nth_oid((*agg).aggargtypes, i)).collect();
+    let mut types = arg_types(agg);
     let vtype = types[0];
     types.insert(pos, vtype);
     types.insert(pos, vtype);
-    let schema = CStr::from_ptr(pg_sys::get_namespace_name(pg_sys::get_func_namespace((*agg).aggfnoid))).to_string_lossy().into_owned();
-    let fnoid = function(Some(&schema), f, &types);
-    let mut tles = args.clone();
-    tles.insert(pos, pg_sys::makeTargetEntry(bound_const(vtype, &b.upper) as *mut pg_sys::Expr, 0, std::ptr::null_mut(), false));
-    tles.insert(pos, pg_sys::makeTargetEntry(bound_const(vtype, &b.lower) as *mut pg_sys::Expr, 0, std::ptr::null_mut(), false));
-    for (i, t) in tles.iter().enumerate() {
-        (**t).resno = (i + 1) as i16;
-    }
-    (*agg).aggfnoid = fnoid;
-    (*agg).aggargtypes = oid_list(&types);
-    (*agg).args = ptr_list(&tles);
+    let mut exprs: Vec<*mut Node> = args.iter().map(|t| (**t).expr as *mut Node).collect();
+    exprs.insert(pos, bound_const(vtype, &b.upper));
+    exprs.insert(pos, bound_const(vtype, &b.lower));
+    recall(agg, kind, &exprs, &types, &types);
     vec![pos, pos + 1]
+}
+
+/// The actual argument types of a call.
+unsafe fn arg_types(agg: *mut pg_sys::Aggref) -> Vec<Oid> {
+    (0..super::agg::list_len((*agg).aggargtypes) as i32).map(|i| pg_sys::list_nth_oid((*agg).aggargtypes, i)).collect()
+}
+
+/// Makes `agg` a call, over `exprs`, of the aggregate of the same name and schema whose declared
+/// argument types are `declared` (`actual`: the types of `exprs`).
+unsafe fn recall(agg: *mut pg_sys::Aggref, kind: Kind, exprs: &[*mut Node], declared: &[Oid], actual: &[Oid]) {
+    let tles: Vec<*mut pg_sys::TargetEntry> = exprs
+        .iter()
+        .enumerate()
+        .map(|(i, e)| pg_sys::makeTargetEntry(*e as *mut pg_sys::Expr, (i + 1) as i16, std::ptr::null_mut(), false))
+        .collect();
+    let schema = CStr::from_ptr(pg_sys::get_namespace_name(pg_sys::get_func_namespace((*agg).aggfnoid))).to_string_lossy().into_owned();
+    (*agg).aggfnoid = function(Some(&schema), kind.func(), declared);
+    (*agg).aggargtypes = oid_list(actual);
+    (*agg).args = ptr_list(&tles);
 }
 
 /// Gives a call written without ε the session's default (`dp.default_epsilon` or `dp.privacy_level`)
@@ -143,26 +161,19 @@ pub unsafe fn supply_default_epsilon(agg: *mut pg_sys::Aggref, kind: Kind) -> Op
         pg_sys::get_func_signature((*agg).aggfnoid, &mut types, &mut nargs);
         (0..nargs as usize).map(|i| *types.add(i)).collect()
     };
-    let mut tles: Vec<*mut pg_sys::TargetEntry> = list_iter((*agg).args).collect();
-    let mut actual: Vec<Oid> = (0..super::agg::list_len((*agg).aggargtypes) as i32).map(|i| pg_sys::list_nth_oid((*agg).aggargtypes, i)).collect();
+    let mut exprs: Vec<*mut Node> = list_iter::<pg_sys::TargetEntry>((*agg).args).map(|t| (*t).expr as *mut Node).collect();
+    let mut actual = arg_types(agg);
     if (*agg).aggstar {
-        let t = pg_sys::makeBoolConst(true, false) as *mut pg_sys::Expr;
-        tles.push(pg_sys::makeTargetEntry(t, 1, std::ptr::null_mut(), false));
+        exprs.push(pg_sys::makeBoolConst(true, false) as *mut Node);
         declared = vec![pg_sys::ANYOID];
         actual = vec![pg_sys::BOOLOID];
         (*agg).aggstar = false;
     }
     declared.push(pg_sys::FLOAT8OID);
     actual.push(pg_sys::FLOAT8OID);
-    tles.push(pg_sys::makeTargetEntry(eps_const as *mut pg_sys::Expr, 0, std::ptr::null_mut(), false));
-    for (i, t) in tles.iter().enumerate() {
-        (**t).resno = (i + 1) as i16;
-    }
-    let schema = CStr::from_ptr(pg_sys::get_namespace_name(pg_sys::get_func_namespace((*agg).aggfnoid))).to_string_lossy().into_owned();
-    (*agg).aggfnoid = function(Some(&schema), kind.func(), &declared);
-    (*agg).aggargtypes = oid_list(&actual);
-    (*agg).args = ptr_list(&tles);
-    Some(tles.len() - 1)
+    exprs.push(eps_const);
+    recall(agg, kind, &exprs, &declared, &actual);
+    Some(exprs.len() - 1)
 }
 
 // The aggregates without bounds never reach the executor: the grammar replaces them.

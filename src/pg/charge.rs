@@ -422,12 +422,18 @@ pub(crate) fn receipts_of(level: &DpLevel, described: &DpAggregate, kind: Kind, 
     };
     // every receipt states the 95% half-width of its noise (docs/privacy/intervals.md) and the
     // parameters it was paid at
-    let details = pg_dp_core::mechanisms::details_with_intervals(&details, &info);
-    let details = with_value(&details, "parameters", parameters_json(params));
-    let mut details = with_level(&details, level);
-    if described.params.contains(&ParamSource::Declared) {
-        details = with_entry(&details, "bounds", "declared for the column (dp.set_bounds)");
+    let mut v: serde_json::Value = serde_json::from_str(&details).unwrap_or_else(|_| serde_json::json!({}));
+    if let Some(o) = v.as_object_mut() {
+        if let serde_json::Value::Object(intervals) = info.intervals_json() {
+            o.extend(intervals);
+        }
+        o.insert("parameters".into(), parameters_json(params));
+        add_level(o, level);
+        if described.params.contains(&ParamSource::Declared) {
+            o.insert("bounds".into(), "declared for the column (dp.set_bounds)".into());
+        }
     }
+    let details = v.to_string();
     // the call as the query wrote it (a count over privacy units runs as a sum of per-unit counts)
     let name = described.function.clone();
     let delta = if info.delta > 0.0 { charged_decimal(info.delta) } else { "0".into() };
@@ -505,36 +511,24 @@ fn with_value(details: &str, key: &str, value: serde_json::Value) -> String {
     v.to_string()
 }
 
-/// Receipt details with one more entry.
-fn with_entry(details: &str, key: &str, value: &str) -> String {
-    let mut v: serde_json::Value = serde_json::from_str(details).unwrap_or_else(|_| serde_json::json!({}));
-    if let Some(o) = v.as_object_mut() {
-        o.insert(key.into(), value.into());
-    }
-    v.to_string()
-}
 
-/// The mechanism details of a receipt with the level's source table, privacy unit and the way its
-/// GROUP BY keys are released added.
-fn with_level(details: &str, level: &DpLevel) -> String {
-    let mut v: serde_json::Value = serde_json::from_str(details).unwrap_or_else(|_| serde_json::json!({}));
-    if let Some(o) = v.as_object_mut() {
-        o.insert("source".into(), level.source.name.clone().into());
-        if let Some(u) = &level.unit {
-            o.insert("privacy_unit".into(), serde_json::to_value(u).unwrap_or_default());
-            o.insert("groups_per_unit".into(), level.groups_per_unit().into());
+/// Adds to a receipt's details the level's source table, privacy unit and the way its GROUP BY keys
+/// are released.
+fn add_level(o: &mut serde_json::Map<String, serde_json::Value>, level: &DpLevel) {
+    o.insert("source".into(), level.source.name.clone().into());
+    if let Some(u) = &level.unit {
+        o.insert("privacy_unit".into(), serde_json::to_value(u).unwrap_or_default());
+        o.insert("groups_per_unit".into(), level.groups_per_unit().into());
+    }
+    match &level.keys {
+        KeyRelease::AsStored => {}
+        KeyRelease::PublicDomain(d) => {
+            o.insert("group_keys".into(), serde_json::json!({ "public_domain": d }));
         }
-        match &level.keys {
-            KeyRelease::AsStored => {}
-            KeyRelease::PublicDomain(d) => {
-                o.insert("group_keys".into(), serde_json::json!({ "public_domain": d }));
-            }
-            KeyRelease::Selected { epsilon, delta } => {
-                o.insert("group_keys".into(), serde_json::json!({ "partition_selection": { "epsilon": epsilon, "delta": delta } }));
-            }
+        KeyRelease::Selected { epsilon, delta } => {
+            o.insert("group_keys".into(), serde_json::json!({ "partition_selection": { "epsilon": epsilon, "delta": delta } }));
         }
     }
-    v.to_string()
 }
 
 

@@ -566,12 +566,9 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
 }
 
 /// Whether two pg_dp aggregate calls of one level are the same call: equal but for their place in
-/// the query text (the grammar's tag).
+/// the query text (the grammar's tag), which `equal` does not compare.
 unsafe fn same_call(a: *mut pg_sys::Aggref, b: *mut pg_sys::Aggref) -> bool {
-    let (ca, cb) = (pg_sys::copyObjectImpl(a as *const c_void) as *mut pg_sys::Aggref, pg_sys::copyObjectImpl(b as *const c_void) as *mut pg_sys::Aggref);
-    (*ca).location = -1;
-    (*cb).location = -1;
-    pg_sys::equal(ca as *const c_void, cb as *const c_void)
+    pg_sys::equal(a as *const c_void, b as *const c_void)
 }
 
 /// The table a level reads, for messages written before its FROM clause is checked: the first

@@ -235,18 +235,16 @@ pub fn effective_privacy_unit(relid: Oid) -> Option<(i16, UnitBounds)> {
 /// The public domain that applies to column `attnum` of a relation: its own, or the nearest
 /// ancestor's for the column of the same name.
 pub fn effective_domain(relid: Oid, attnum: i16) -> Option<Domain> {
-    if let Some(d) = domain_of(relid, attnum) {
-        return Some(d);
+    inherited(relid, attnum, domain_of)
+}
+
+/// A column declaration that applies to column `attnum` of a relation: its own (`own`), or the
+/// nearest ancestor's for the column of the same name (a partition or child keeps its parent's).
+fn inherited<T>(relid: Oid, attnum: i16, own: impl Fn(Oid, i16) -> Option<T>) -> Option<T> {
+    if let Some(v) = own(relid, attnum) {
+        return Some(v);
     }
-    unsafe {
-        for a in ancestors(relid) {
-            let Some(att) = same_column(relid, attnum, a) else { continue };
-            if let Some(d) = domain_of(a, att) {
-                return Some(d);
-            }
-        }
-    }
-    None
+    unsafe { ancestors(relid).into_iter().find_map(|a| same_column(relid, attnum, a).and_then(|att| own(a, att))) }
 }
 
 /// The attnum in `to` of the column named like column `attnum` of `from`.
@@ -278,24 +276,12 @@ pub fn privacy_unit(relid: Oid) -> Option<(i16, UnitBounds)> {
 /// The bounds declared for column `attnum` of a relation: its own, or the nearest ancestor's for the
 /// column of the same name.
 pub fn effective_bounds(relid: Oid, attnum: i16) -> Option<DeclaredBounds> {
-    let own = |r: Oid, a: i16| {
+    inherited(relid, attnum, |r, a| {
         column_labels(r).iter().find_map(|(x, l)| match l {
             ColumnLabel::Bounds(b) if *x == a => Some(b.clone()),
             _ => None,
         })
-    };
-    if let Some(b) = own(relid, attnum) {
-        return Some(b);
-    }
-    unsafe {
-        for a in ancestors(relid) {
-            let Some(att) = same_column(relid, attnum, a) else { continue };
-            if let Some(b) = own(a, att) {
-                return Some(b);
-            }
-        }
-    }
-    None
+    })
 }
 
 /// The public domain declared for a column, if any.

@@ -36,7 +36,7 @@
 //! and are refused over a table with a privacy unit; dp.keep_group written in a query over a
 //! protected table is refused too (with the reason, before anything is charged).
 use super::agg::{collect_nodes, kind_of, list_iter, Kind};
-use super::grammar::{attname, func_signature, has_level_aggregate, resolve_var, rt_fetch, split_and, Check, Refusal};
+use super::grammar::{attname, func_signature, has_level_aggregate, rt_fetch, split_and, Check, Refusal};
 use super::protect::{self, Domain};
 use pg_dp_core::description::{tag, DpAggregate, DpLevel, KeyRelease, ParamSource, PrivacyUnit};
 use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query, RangeTblEntry};
@@ -418,28 +418,9 @@ unsafe fn add_hops(q: *mut Query, rtindex: i32, path: &UnitPath) -> *mut Node {
 
 // ----- keys -----------------------------------------------------------------------------------
 
-/// The table column `e` reads in `q`, through subqueries: (relid, attnum).
-unsafe fn base_of(q: *mut Query, e: *mut Node) -> Option<(Oid, i16)> {
-    let (mut q, mut e) = (q, e);
-    for _ in 0..32 {
-        let (idx, att) = resolve_var(q, e)?;
-        let rte = rt_fetch(q, idx);
-        match (*rte).rtekind {
-            pg_sys::RTEKind::RTE_RELATION if att > 0 => return Some(((*rte).relid, att)),
-            pg_sys::RTEKind::RTE_SUBQUERY if att > 0 => {
-                let sq = (*rte).subquery;
-                let te = list_iter::<pg_sys::TargetEntry>((*sq).targetList).nth(att as usize - 1)?;
-                q = sq;
-                e = (*te).expr as *mut Node;
-            }
-            _ => return None,
-        }
-    }
-    None
-}
 
 unsafe fn classify_key(q: *mut Query, e: *mut Node, source: Oid) -> KeyKind {
-    let Some((relid, att)) = base_of(q, e) else { return KeyKind::Private };
+    let Some((relid, att)) = super::grammar::value_column(q, e) else { return KeyKind::Private };
     if relid == source {
         return match protect::effective_domain(relid, att) {
             Some(d) => KeyKind::Declared(d, relid, att),
@@ -839,7 +820,7 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
     });
     let cap = unit.as_ref().map_or(1, |u| u.bounds.max_count_per_unit as i64);
     if unit.is_some() {
-        if let Some(c) = calls.iter().find(|c| super::autobounds::is_boundless(c.kind, c.aggref)) {
+        if let Some(c) = calls.iter().find(|c| super::bounds::without_bounds(c.kind, super::agg::list_len((*c.aggref).args))) {
             return Err(Refusal::new(format!("{} without bounds over a table with a privacy unit", c.kind.func()))
                 .hint("each person's contribution is clamped to the bounds: declare the column's bounds with dp.set_bounds, or pass lower and upper"));
         }
