@@ -49,6 +49,8 @@ install_extension() {
     local sudo_flag=()
     [ "$(id -u)" = 0 ] || sudo_flag=(--sudo)
     (cd "$ROOT" && cargo pgrx install --pg-config "$PG_CONFIG" "${sudo_flag[@]}" "$@")
+    # earlier versions' install scripts and the upgrade scripts (ALTER EXTENSION pg_dp UPDATE)
+    as_root install -m 644 "$ROOT"/sql/versions/*.sql "$("$PG_CONFIG" --sharedir)/extension/"
 }
 
 # cluster_start DIR PORT [PRELOAD]: a private cluster owned by postgres, with pg_dp preloaded (or
