@@ -6,6 +6,14 @@
 //! worker takes every waiting request of its database, runs each in its own subtransaction of one
 //! transaction (`dp.debit`), commits durably, and only then answers. A worker idle for
 //! [`IDLE_EXIT_SECS`] exits, so that it does not hold a database open for long.
+//!
+//! The workers are registered at server start (`dp.ledger_workers`, static background workers):
+//! their slots are reserved, so parallel query, which any role can make take every dynamic slot,
+//! cannot starve the ledger. A static worker waits unconnected until a backend assigns it a
+//! database, serves it, and when idle exits with code 1, which has the postmaster start it again at
+//! once, unconnected. Only when every static worker serves another database is a dynamic one
+//! started. A backend waits at most `dp.ledger_timeout` for a worker to take its request; then the
+//! request is withdrawn and the query fails (SQLSTATE 53400), charged nothing.
 use pg_dp_core::accounting::{ChargeOutcome, ChargeRequest};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder};
 use pgrx::prelude::*;
@@ -23,6 +31,13 @@ const RESP_BYTES: usize = 512;
 pub const IDLE_EXIT_SECS: i64 = 4;
 /// How long a backend waits for a free slot or for a worker to start.
 const START_TIMEOUT_SECS: i64 = 30;
+/// Most static workers (`dp.ledger_workers`).
+pub const MAX_STATIC: usize = 16;
+
+/// Static ledger workers registered at server start (postmaster setting).
+pub static LEDGER_WORKERS: pgrx::GucSetting<i32> = pgrx::GucSetting::<i32>::new(2);
+/// Seconds a query waits for a ledger worker to take its charge before it fails (superuser only).
+pub static LEDGER_TIMEOUT: pgrx::GucSetting<i32> = pgrx::GucSetting::<i32>::new(10);
 
 const FREE: u32 = 0;
 const NEW: u32 = 1;
@@ -68,16 +83,27 @@ struct WorkerEntry {
 
 const NO_WORKER: WorkerEntry = WorkerEntry { dboid: pg_sys::InvalidOid, procno: -1, pid: 0, requested_at: 0 };
 
+/// A static worker: running (procno >= 0) and waiting for a database (dboid invalid), or assigned one.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct StaticEntry {
+    procno: i32,
+    dboid: pg_sys::Oid,
+}
+
+const NO_STATIC: StaticEntry = StaticEntry { procno: -1, dboid: pg_sys::InvalidOid };
+
 #[derive(Clone, Copy)]
 #[repr(C)]
 pub struct LedgerShmem {
     workers: [WorkerEntry; NWORKERS],
+    statics: [StaticEntry; MAX_STATIC],
     slots: [Slot; NSLOTS],
 }
 
 impl Default for LedgerShmem {
     fn default() -> Self {
-        LedgerShmem { workers: [NO_WORKER; NWORKERS], slots: [EMPTY_SLOT; NSLOTS] }
+        LedgerShmem { workers: [NO_WORKER; NWORKERS], statics: [NO_STATIC; MAX_STATIC], slots: [EMPTY_SLOT; NSLOTS] }
     }
 }
 
@@ -89,10 +115,43 @@ static mut PRELOADED: bool = false;
 /// Called from _PG_init: shared memory exists only when loaded by shared_preload_libraries.
 pub fn init() {
     unsafe {
-        if pg_sys::process_shared_preload_libraries_in_progress {
-            PRELOADED = true;
-            pg_shmem_init!(LEDGER);
+        if !pg_sys::process_shared_preload_libraries_in_progress {
+            return;
         }
+        PRELOADED = true;
+        pg_shmem_init!(LEDGER);
+    }
+    pgrx::GucRegistry::define_int_guc(
+        c"dp.ledger_workers",
+        c"Ledger workers pg_dp starts with the server (each serves one database at a time).",
+        c"Their background-worker slots are reserved at server start, so that parallel query cannot take them. A database finds no free one only when more databases than this charge at once; then a worker is started on demand. Valid range 1 to 16; counts towards max_worker_processes.",
+        &LEDGER_WORKERS,
+        1,
+        MAX_STATIC as i32,
+        pgrx::GucContext::Postmaster,
+        pgrx::GucFlags::default(),
+    );
+    pgrx::GucRegistry::define_int_guc(
+        c"dp.ledger_timeout",
+        c"Seconds a pg_dp query waits for a ledger worker to take its charge; then it fails, charged nothing.",
+        c"Valid range 1 to 3600 (superuser only).",
+        &LEDGER_TIMEOUT,
+        1,
+        3600,
+        pgrx::GucContext::Suset,
+        pgrx::GucFlags::UNIT_S,
+    );
+    for i in 0..LEDGER_WORKERS.get().clamp(1, MAX_STATIC as i32) {
+        BackgroundWorkerBuilder::new("pg_dp ledger")
+            .set_type("pg_dp ledger")
+            .set_library("pg_dp")
+            .set_function("pg_dp_ledger_static_main")
+            .enable_spi_access()
+            .set_start_time(pgrx::bgworkers::BgWorkerStartTime::RecoveryFinished)
+            // an idle worker leaves its database by exiting with code 1: start it again at once
+            .set_restart_time(Some(std::time::Duration::from_secs(0)))
+            .set_argument(Some(pg_sys::Datum::from(i as usize)))
+            .load();
     }
 }
 
@@ -138,9 +197,18 @@ unsafe fn wait_my_latch(timeout_ms: i64) {
 
 /// What a backend must do about the worker of its database.
 enum WorkerNeed {
+    /// a worker serves it, or a static worker was just assigned to it: wake that process
     Running(i32),
     Starting,
+    /// start a dynamic worker
     Start,
+}
+
+/// Hands the database to a static worker waiting for one, if any; returns its procno.
+fn assign_static(l: &mut LedgerShmem, dboid: pg_sys::Oid) -> Option<i32> {
+    let st = l.statics.iter_mut().find(|s| s.procno >= 0 && s.dboid == pg_sys::InvalidOid)?;
+    st.dboid = dboid;
+    Some(st.procno)
 }
 
 fn worker_need(l: &mut LedgerShmem, dboid: pg_sys::Oid) -> Option<WorkerNeed> {
@@ -153,16 +221,22 @@ fn worker_need(l: &mut LedgerShmem, dboid: pg_sys::Oid) -> Option<WorkerNeed> {
         }
         // the start was asked for long ago and never happened: ask again
         w.requested_at = now_us();
-        return Some(WorkerNeed::Start);
+        return Some(match assign_static(l, dboid) {
+            Some(procno) => WorkerNeed::Running(procno),
+            None => WorkerNeed::Start,
+        });
     }
     let free = l.workers.iter_mut().find(|w| w.dboid == pg_sys::InvalidOid)?;
     *free = WorkerEntry { dboid, procno: -1, pid: 0, requested_at: now_us() };
-    Some(WorkerNeed::Start)
+    match assign_static(l, dboid) {
+        Some(procno) => Some(WorkerNeed::Running(procno)),
+        None => Some(WorkerNeed::Start),
+    }
 }
 
 fn start_worker(dboid: pg_sys::Oid) -> bool {
-    let r = BackgroundWorkerBuilder::new("pg_dp ledger")
-        .set_type("pg_dp ledger")
+    let r = BackgroundWorkerBuilder::new("pg_dp ledger on demand")
+        .set_type("pg_dp ledger on demand")
         .set_library("pg_dp")
         .set_function("pg_dp_ledger_worker_main")
         .enable_spi_access()
@@ -200,7 +274,8 @@ pub fn charge(req: &ChargeRequest) -> ChargeOutcome {
     });
     let dboid = unsafe { pg_sys::MyDatabaseId };
     let my_procno = unsafe { (*pg_sys::MyProc).pgprocno };
-    let deadline = now_us() + START_TIMEOUT_SECS * 1_000_000;
+    let timeout_us = LEDGER_TIMEOUT.get() as i64 * 1_000_000;
+    let deadline = now_us() + timeout_us;
 
     // 1. take a slot, make sure a worker serves this database, wake it
     let idx = loop {
@@ -234,7 +309,7 @@ pub fn charge(req: &ChargeRequest) -> ChargeOutcome {
             raise_with(
                 PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
                 "pg_dp: the ledger queue stayed full; nothing was charged".into(),
-                None,
+                Some("retry; many sessions are charging at once"),
             );
         }
         unsafe { wait_my_latch(5) };
@@ -259,6 +334,16 @@ pub fn charge(req: &ChargeRequest) -> ChargeOutcome {
                         PgSqlErrorCode::ERRCODE_SYSTEM_ERROR,
                         "pg_dp: the ledger worker stopped while charging; the charge may have been recorded".into(),
                         Some("check dp.ledger before retrying"),
+                    );
+                }
+                NEW if now_us() > deadline => {
+                    // no worker took it in time: withdraw it, nothing is charged
+                    l.slots[idx].state = FREE;
+                    drop(l);
+                    raise_with(
+                        PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+                        format!("pg_dp: no ledger worker took the charge within dp.ledger_timeout ({} s); nothing was charged", timeout_us / 1_000_000),
+                        Some("the server may be out of background-worker slots: raise dp.ledger_workers or max_worker_processes (server restart)"),
                     );
                 }
                 NEW => worker_need(&mut l, dboid),
@@ -316,13 +401,50 @@ unsafe extern "C-unwind" fn worker_exit(_code: c_int, arg: pg_sys::Datum) {
     }
 }
 
+/// On any exit of a static worker: it no longer waits for a database.
+unsafe extern "C-unwind" fn static_exit(_code: c_int, arg: pg_sys::Datum) {
+    let mut l = LEDGER.exclusive();
+    l.statics[arg.value() % MAX_STATIC] = NO_STATIC;
+}
+
+/// A static worker (registered at server start): waits, unconnected, until a backend assigns it a
+/// database, serves that database until idle, and exits with code 1 to be started again at once.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn pg_dp_ledger_static_main(arg: pg_sys::Datum) {
+    unsafe {
+        pg_sys::pqsignal(pg_sys::SIGTERM as c_int, Some(pg_die));
+        pg_sys::BackgroundWorkerUnblockSignals();
+        let i = arg.value() % MAX_STATIC;
+        LEDGER.exclusive().statics[i] = StaticEntry { procno: (*pg_sys::MyProc).pgprocno, dboid: pg_sys::InvalidOid };
+        pg_sys::on_shmem_exit(Some(static_exit), arg);
+        let dboid = loop {
+            let d = LEDGER.share().statics[i].dboid;
+            if d != pg_sys::InvalidOid {
+                break d;
+            }
+            wait_my_latch(10_000);
+        };
+        serve(dboid);
+        pg_sys::proc_exit(1);
+    }
+}
+
+/// A worker started on demand for one database (when no static worker was free).
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn pg_dp_ledger_worker_main(arg: pg_sys::Datum) {
     unsafe {
         pg_sys::pqsignal(pg_sys::SIGTERM as c_int, Some(pg_die));
         pg_sys::BackgroundWorkerUnblockSignals();
-        let dboid = pg_sys::Oid::from(arg.value() as u32);
+        serve(pg_sys::Oid::from(arg.value() as u32));
+    }
+}
+
+/// Serves the charges of one database until idle for [`IDLE_EXIT_SECS`].
+unsafe fn serve(dboid: pg_sys::Oid) {
+    unsafe {
+        let arg = pg_sys::Datum::from(dboid.to_u32() as usize);
         {
             let mut l = LEDGER.exclusive();
             match l.workers.iter_mut().find(|w| w.dboid == dboid) {

@@ -399,6 +399,125 @@ def check_require_budget_off_is_superuser_only_and_still_recorded():
     assert receipts(a) == 1
 
 
+class ParallelHog:
+    """Sessions that, as any role may, raise max_parallel_workers and hold every free background-worker
+    slot with parallel scans that sleep on each row."""
+
+    def __init__(self, sessions=1, seconds=12):
+        self.threads = []
+        self.errors = []
+        with connect() as c:
+            c.execute("DROP TABLE IF EXISTS hog")
+            c.execute("CREATE TABLE hog WITH (parallel_workers = 64, fillfactor = 10) AS SELECT g FROM generate_series(1, 40000) g")
+            c.execute("ANALYZE hog")
+        per_row = seconds * 16 / 40000.0
+        for _ in range(sessions):
+            t = threading.Thread(target=self._run, args=(per_row,), daemon=True)
+            self.threads.append(t)
+
+    def _run(self, per_row):
+        try:
+            with connect() as c:
+                for s in ("SET max_parallel_workers = 1024", "SET max_parallel_workers_per_gather = 64",
+                          "SET parallel_setup_cost = 0", "SET parallel_tuple_cost = 0", "SET min_parallel_table_scan_size = 0"):
+                    c.execute(s)
+                c.execute("SELECT count(*) FROM hog WHERE pg_sleep(%s) IS NOT NULL", (per_row,))
+        except Exception as e:  # reported by the check
+            self.errors.append(e)
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        # wait until no slot is left: the parallel workers hold every one the static ledger workers do not
+        with connect(dbname="postgres") as c:
+            total = int(c.execute("SHOW max_worker_processes").fetchone()[0])
+            # the static ledger workers hold their slots whether connected (listed) or not
+            statics = int(c.execute("SHOW dp.ledger_workers").fetchone()[0])
+            deadline = time.time() + 20
+            while time.time() < deadline:
+                busy = c.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type IN "
+                                 "('parallel worker', 'pg_dp ledger on demand', 'logical replication launcher')").fetchone()[0]
+                if busy + statics >= total:
+                    return self
+                time.sleep(0.1)
+        raise AssertionError(f"the parallel scans did not take every background-worker slot ({busy} of {total})")
+
+    def __exit__(self, *exc):
+        for t in self.threads:
+            t.join()
+
+
+def fresh_database(name):
+    with connect(dbname="postgres") as c:
+        c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        c.execute(f"CREATE DATABASE {name}")
+    with connect(dbname=name) as c:
+        c.execute("CREATE EXTENSION pg_dp")
+        c.execute("CREATE TABLE t AS SELECT g::float8 AS x FROM generate_series(1, 100) g")
+
+
+def check_ledger_workers_started_with_the_server_cannot_be_starved():
+    fresh_database("pg_dp_starved")
+    with connect(dbname="postgres") as c:
+        statics = int(c.execute("SHOW dp.ledger_workers").fetchone()[0])
+    assert statics >= 1
+    with ParallelHog():
+        # a database no worker serves yet: a static worker takes it, although no slot is free
+        t0 = time.time()
+        with connect(dbname="pg_dp_starved") as c:
+            c.execute("SELECT dp_count(x, 0.5) FROM t")
+            n = c.execute("SELECT count(*) FROM dp.ledger").fetchone()[0]
+        assert n == 1, n
+        assert time.time() - t0 < 8, time.time() - t0
+
+
+def check_without_a_ledger_worker_a_query_fails_fast_and_is_not_charged():
+    fresh_database("pg_dp_starved")
+    with connect(dbname="postgres") as c:
+        statics = int(c.execute("SHOW dp.ledger_workers").fetchone()[0])
+    # keep every static worker busy serving another database
+    others = [f"pg_dp_busy{i}" for i in range(statics)]
+    for d in others:
+        fresh_database(d)
+    stop = threading.Event()
+
+    def keep_busy(d):
+        with connect(dbname=d) as c:
+            while not stop.is_set():
+                c.execute("SELECT dp_count(x, 0.001) FROM t")
+                time.sleep(0.3)
+
+    busy = [threading.Thread(target=keep_busy, args=(d,), daemon=True) for d in others]
+    for t in busy:
+        t.start()
+    try:
+        time.sleep(1)
+        with ParallelHog():
+            with connect(dbname="pg_dp_starved") as c:
+                c.execute("SET dp.ledger_timeout = 2")
+                t0 = time.time()
+                e = refused(c, "SELECT dp_count(x, 0.5) FROM t", E.ConfigurationLimitExceeded)
+                waited = time.time() - t0
+                assert "nothing was charged" in str(e) and "dp.ledger_timeout" in str(e), e
+                assert e.diag.message_hint and "max_worker_processes" in e.diag.message_hint, e.diag.message_hint
+                assert 1.5 < waited < 6, waited
+    finally:
+        stop.set()
+        for t in busy:
+            t.join()
+    # once slots are free again, the same query is charged once
+    with connect(dbname="pg_dp_starved") as c:
+        assert c.execute("SELECT count(*) FROM dp.ledger").fetchone()[0] == 0
+        c.execute("SELECT dp_count(x, 0.5) FROM t")
+        assert c.execute("SELECT count(*) FROM dp.ledger").fetchone()[0] == 1
+
+
+def check_the_ledger_timeout_is_superuser_only():
+    a = new_analyst("dp_l_timeout", 1.0)
+    with connect(a) as c:
+        refused(c, "SET dp.ledger_timeout = 1", E.InsufficientPrivilege)
+
+
 def wait_for_server(timeout=60):
     deadline = time.time() + timeout
     while True:
