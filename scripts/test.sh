@@ -52,6 +52,8 @@ done
 # budget attacks: ROLLBACK, savepoints, errors, cancel, 16-session race, kill -9, immediate shutdown
 "$PYTHON" "$ROOT/tests/client/test_ledger.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" \
     --datadir "$TEST_DIR/server" --pgbin "$PGBIN" 2>&1 | tee "$LOGS/ledger.log"
+# the release cache: reuse, staleness after writes, snapshots, per-table switch
+"$PYTHON" "$ROOT/tests/client/test_cache.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" 2>&1 | tee "$LOGS/cache.log"
 # the ledger tests restart the server (crashes); JDBC connects over TCP to localhost
 cluster_start "$TEST_DIR/server" "$PSQL_PORT"
 mkdir -p "$ROOT/target/jdbc"
@@ -66,11 +68,13 @@ client=$(grep -oE "^client: [0-9]+ passed" "$LOGS/client.log" | awk '{print $2}'
 client_failed=$(grep -oE "[0-9]+ failed$" "$LOGS/client.log" | tail -1 | awk '{print $1}')
 ledger=$(grep -oE "^ledger: [0-9]+ passed" "$LOGS/ledger.log" | awk '{print $2}')
 ledger_failed=$(grep -oE "[0-9]+ failed$" "$LOGS/ledger.log" | tail -1 | awk '{print $1}')
+cache=$(grep -oE "^cache: [0-9]+ passed" "$LOGS/cache.log" | awk '{print $2}')
+cache_failed=$(grep -oE "^cache: [0-9]+ passed, [0-9]+ failed" "$LOGS/cache.log" | awk '{print $4}')
 jdbc=$(grep -oE "^jdbc: [0-9]+ passed" "$LOGS/jdbc.log" | awk '{print $2}')
 jdbc_failed=$(grep -oE "^jdbc: [0-9]+ passed, [0-9]+ failed" "$LOGS/jdbc.log" | awk '{print $4}')
-total=$((core + pgrx + regress_passed + ${client:-0} + ${ledger:-0} + ${jdbc:-0}))
-failed=$((regress_failed + ${client_failed:-1} + ${ledger_failed:-1} + ${jdbc_failed:-1}))
+total=$((core + pgrx + regress_passed + ${client:-0} + ${ledger:-0} + ${cache:-0} + ${jdbc:-0}))
+failed=$((regress_failed + ${client_failed:-1} + ${ledger_failed:-1} + ${cache_failed:-1} + ${jdbc_failed:-1}))
 echo
-echo "core $core, in-database $pgrx, regression $regress_passed, client ${client:-0}, ledger ${ledger:-0}, jdbc ${jdbc:-0}"
+echo "core $core, in-database $pgrx, regression $regress_passed, client ${client:-0}, ledger ${ledger:-0}, cache ${cache:-0}, jdbc ${jdbc:-0}"
 echo "all: $total passed, $failed failed"
 [ "$failed" = 0 ]

@@ -51,7 +51,8 @@ CREATE TABLE dp.release_log (
     mechanism     text NOT NULL,
     sensitivity   float8 NOT NULL,
     noise_scale   float8 NOT NULL,
-    epsilon       numeric NOT NULL CHECK (epsilon > 0),
+    -- 0 for a reused release (details.reused names the release)
+    epsilon       numeric NOT NULL CHECK (epsilon > 0 OR (epsilon = 0 AND details ? 'reused')),
     delta         numeric NOT NULL DEFAULT 0 CHECK (delta >= 0),
     details       jsonb NOT NULL DEFAULT '{}'
 );

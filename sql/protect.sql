@@ -6,13 +6,34 @@
 -- superusers and members of dp_admin set them. These helpers run as the extension's owner, so that
 -- a dp_admin member who does not own a table can protect it.
 
+-- A table's pg_dp label is a list of words separated by commas: 'protected', 'no_release_cache'.
+CREATE FUNCTION dp.relabel_table(tbl regclass, word text, present bool) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    words text[];
+BEGIN
+    SELECT coalesce(array_agg(w ORDER BY w), '{}') INTO words
+      FROM (SELECT DISTINCT trim(w) AS w
+              FROM pg_catalog.pg_seclabel l, unnest(string_to_array(l.label, ',')) w
+             WHERE l.objoid = tbl AND l.classoid = 'pg_catalog.pg_class'::regclass AND l.objsubid = 0
+               AND l.provider = 'pg_dp' AND trim(w) <> relabel_table.word AND trim(w) <> '') x;
+    IF present THEN
+        words := words || word;
+    END IF;
+    EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON TABLE %s IS %L', tbl,
+                              nullif(array_to_string(words, ', '), ''));
+END
+$$;
+COMMENT ON FUNCTION dp.relabel_table(regclass, text, bool) IS 'pg_dp internal: adds or removes one word of a table''s pg_dp label (protected, no_release_cache)';
+REVOKE EXECUTE ON FUNCTION dp.relabel_table(regclass, text, bool) FROM PUBLIC;
+
 CREATE FUNCTION dp.protect_table(tbl regclass, privacy_unit name DEFAULT NULL, max_groups_contributed int DEFAULT 1,
                                  max_count_per_unit int DEFAULT 1) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     old record;
 BEGIN
-    EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON TABLE %s IS %L', tbl, 'protected');
+    PERFORM dp.relabel_table(tbl, 'protected', true);
     IF privacy_unit IS NULL THEN
         RETURN;
     END IF;
@@ -75,7 +96,7 @@ COMMENT ON FUNCTION dp.drop_domain(regclass, name) IS 'pg_dp: removes the public
 CREATE FUNCTION dp.unprotect_table(tbl regclass) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON TABLE %s IS NULL', tbl);
+    PERFORM dp.relabel_table(tbl, 'protected', false);
 END
 $$;
 COMMENT ON FUNCTION dp.unprotect_table(regclass) IS 'pg_dp: removes the protection of a table; roles with SELECT can then read it directly (dp_admin)';
@@ -109,7 +130,7 @@ SELECT l.objoid::pg_catalog.regclass AS table_name, c.relowner::pg_catalog.regro
         WHERE ul.objoid = l.objoid AND ul.classoid = l.classoid AND ul.provider = 'pg_dp' AND ul.objsubid > 0
           AND ul.label LIKE '{"privacy_unit"%') u ON true
  WHERE l.provider = 'pg_dp' AND l.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass
-   AND l.objsubid = 0 AND l.label = 'protected';
+   AND l.objsubid = 0 AND 'protected' = ANY (pg_catalog.string_to_array(pg_catalog.replace(l.label, ' ', ''), ','));
 COMMENT ON VIEW dp.protected_tables IS 'pg_dp: the tables of this database protected by pg_dp, their owners and privacy units (NULL: one row is one person)';
 
 CREATE VIEW dp.domains AS

@@ -92,6 +92,10 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
     }
     let flags = eflags as u32;
     let explain_only = flags & pg_sys::EXEC_FLAG_EXPLAIN_ONLY != 0;
+    if !explain_only {
+        // the relations it writes make their cached releases stale
+        super::cache::note_statement(stmt);
+    }
     if let Some(relid) = restricted_protected_read(stmt) {
         refuse_leaks_of_protected(relid, explain_only || (*qd).instrument_options != 0);
     }
@@ -210,6 +214,9 @@ unsafe extern "C-unwind" fn executor_end(qd: *mut pg_sys::QueryDesc) {
     let q = qd as usize;
     TICKETS.with(|t| t.borrow_mut().retain(|_, v| v.query != q));
     GROUP_VALUES.with(|g| g.borrow_mut().clear());
+    if !(*qd).estate.is_null() {
+        super::cache::forget((*qd).estate as usize);
+    }
     match PREV_EXECUTOR_END {
         Some(prev) => prev(qd),
         None => pg_sys::standard_ExecutorEnd(qd),
@@ -316,6 +323,8 @@ pub unsafe fn remember_value(fcinfo: pg_sys::FunctionCallInfo, d: pg_sys::Datum)
 /// A DP Release node of the plan: the level it releases and its aggregation.
 struct Release {
     level: DpLevel,
+    /// the DP Release node
+    node: *mut pg_sys::Plan,
     agg: *mut pg_sys::Plan,
 }
 
@@ -332,7 +341,7 @@ unsafe fn find_releases(stmt: *mut pg_sys::PlannedStmt) -> Vec<Release> {
                 raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: unreadable description in a DP Release node".into(), None)
             });
             covered.insert((*p).lefttree as usize);
-            out.push(Release { level, agg: (*p).lefttree });
+            out.push(Release { level, node: p, agg: (*p).lefttree });
         } else if (*p).type_ == pg_sys::NodeTag::T_Agg && (*(p as *mut pg_sys::Agg)).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL == 0 {
             aggs.push(p);
         }
@@ -451,14 +460,22 @@ pub(crate) fn receipts_of(level: &DpLevel, described: &DpAggregate, kind: Kind, 
 }
 
 /// Builds the receipts of every release of the plan, charges them in one request, and hands out
-/// the tickets.
+/// the tickets. A release found in the release cache (cache.rs) is not charged: its node replays the
+/// cached rows, and the request records a receipt of the reuse at ε = 0.
 unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
     ledger::require_preloaded("charge privacy budgets");
+    let cache = super::cache::statement(qd);
+    let execution = execution_audit();
+    let exec_id = execution["id"].as_str().unwrap_or_default().to_string();
+    let estate = (*qd).estate;
     let mut records = Vec::new();
+    let mut reused = Vec::new();
     let mut tickets = Vec::new();
     for r in releases {
         let single = (*(r.agg as *mut pg_sys::Agg)).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN;
         let mut charged_tags: HashSet<i32> = HashSet::new();
+        let mut level_records = Vec::new();
+        let mut level_tickets = Vec::new();
         for aggref in release::tagged_aggrefs(r.agg) {
             let Some(described) = r.level.aggregate((*aggref).location) else {
                 raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: a released aggregate is missing from its description".into(), None);
@@ -469,14 +486,59 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
             // a call written twice (one tag, grammar.rs) is one release: one receipt, one value
             let twin = !charged_tags.insert((*aggref).location);
             if !twin {
-                records.extend(receipts_of(&r.level, described, kind, params));
+                level_records.extend(receipts_of(&r.level, described, kind, params));
             }
-            tickets.push((aggref as usize, Ticket { query: qd as usize, params, single, releases: 0, twin }));
+            level_tickets.push((aggref as usize, Ticket { query: qd as usize, params, single, releases: 0, twin }));
         }
+        let key = match (&cache, release::statement_key_of(r.node)) {
+            (Some(c), Some(text)) => Some(c.key(&text, &level_key(&r.level), &receipts_key(&level_records))),
+            _ => None,
+        };
+        match (&cache, &key) {
+            (Some(c), Some(k)) => match super::cache::lookup(c, k) {
+                Some(hit) => {
+                    reused.extend(level_records.into_iter().map(|rec| reuse_record(rec, &hit)));
+                    super::cache::replay(estate, r.node, hit.rows);
+                    continue;
+                }
+                None => super::cache::store_when_done(estate, r.node, c, key.unwrap(), &exec_id),
+            },
+            _ => {}
+        }
+        records.extend(level_records);
+        tickets.extend(level_tickets);
     }
     let stmt = (*qd).plannedstmt;
-    charge(records, (*stmt).queryId as i64, cstr_or((*qd).sourceText, ""));
+    let free = records.is_empty();
+    records.extend(reused);
+    charge_execution(records, (*stmt).queryId as i64, cstr_or((*qd).sourceText, ""), execution, free);
     TICKETS.with(|t| t.borrow_mut().extend(tickets));
+}
+
+/// The level's description for the cache key: everything but the role it was planned for (a
+/// released value is public to every role that may run the query).
+fn level_key(level: &DpLevel) -> String {
+    let mut l = level.clone();
+    l.role = 0;
+    l.to_json()
+}
+
+/// What a release's receipts say, for the cache key: everything but the execution.
+fn receipts_key(records: &[ReleaseRecord]) -> String {
+    records
+        .iter()
+        .map(|r| format!("{}|{}|{}|{}|{}|{}|{}", r.aggregate, r.mechanism, r.sensitivity, r.noise_scale, r.epsilon, r.delta, r.details))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The receipt of a reused release: nothing spent, and which release it was.
+fn reuse_record(mut r: ReleaseRecord, hit: &super::cache::Hit) -> ReleaseRecord {
+    let at = unsafe { cstr_or(pg_sys::timestamptz_to_str(hit.charged_at), "") };
+    r.details = with_value(&r.details, "reused", serde_json::json!({ "execution": hit.execution, "charged_at": at, "epsilon": r.epsilon, "delta": r.delta }));
+    r.epsilon = "0".into();
+    r.delta = "0".into();
+    r
 }
 
 /// The parameters of a release as JSON, for its receipt: bounds, p, ε, δ, a public count.
@@ -555,17 +617,22 @@ unsafe fn execution_audit() -> serde_json::Value {
 /// transaction) and returns once they are paid, or raises the refusal: no budget, the per-query cap,
 /// exhaustion (nothing charged), or a failed debit.
 /// Callers check `ledger::require_preloaded` first.
-pub(crate) unsafe fn charge(mut releases: Vec<ReleaseRecord>, query_id: i64, query_text: String) {
-    let role = pg_sys::GetUserId();
+pub(crate) unsafe fn charge(releases: Vec<ReleaseRecord>, query_id: i64, query_text: String) {
     // for auditors: which execution, from which application and client
-    let execution = execution_audit();
+    charge_execution(releases, query_id, query_text, execution_audit(), false)
+}
+
+/// [`charge`] for a given execution; `free` requests (only reused releases, at ε = 0) are recorded
+/// for any role, with or without a budget.
+unsafe fn charge_execution(mut releases: Vec<ReleaseRecord>, query_id: i64, query_text: String, execution: serde_json::Value, free: bool) {
+    let role = pg_sys::GetUserId();
     for r in &mut releases {
         r.details = with_value(&r.details, "execution", execution.clone());
     }
     let req = ChargeRequest {
         role: role.to_u32(),
         database_user: cstr_or(pg_sys::GetUserNameFromId(pg_sys::GetSessionUserId(), true), "?"),
-        unlimited: pg_sys::superuser() || !REQUIRE_BUDGET.get(),
+        unlimited: free || pg_sys::superuser() || !REQUIRE_BUDGET.get(),
         query_id,
         query_text,
         releases,

@@ -101,3 +101,8 @@ pub fn default_epsilon() -> f64 {
     }
     pg_dp_core::levels::PRIVACY_LEVELS[PRIVACY_LEVEL.get() as usize].1
 }
+
+/// True while `dp.seed` makes the noise reproducible (such releases are not cached).
+pub fn seeded() -> bool {
+    SEED.get() >= 0
+}

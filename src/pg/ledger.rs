@@ -121,6 +121,7 @@ pub fn init() {
         PRELOADED = true;
         pg_shmem_init!(LEDGER);
     }
+    super::cache::init();
     pgrx::GucRegistry::define_int_guc(
         c"dp.ledger_workers",
         c"Ledger workers pg_dp starts with the server (each serves one database at a time).",
@@ -445,6 +446,7 @@ pub extern "C-unwind" fn pg_dp_ledger_worker_main(arg: pg_sys::Datum) {
 unsafe fn serve(dboid: pg_sys::Oid) {
     unsafe {
         let arg = pg_sys::Datum::from(dboid.to_u32() as usize);
+        super::cache::this_process_is_the_ledger();
         {
             let mut l = LEDGER.exclusive();
             match l.workers.iter_mut().find(|w| w.dboid == dboid) {

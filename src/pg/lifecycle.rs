@@ -103,6 +103,8 @@ unsafe extern "C-unwind" fn utility(
     qc: *mut pg_sys::QueryCompletion,
 ) {
     let stmt = (*pstmt).utilityStmt;
+    // data or definitions it may change make cached releases stale
+    super::cache::note_utility(stmt);
     if !stmt.is_null() && (*stmt).type_ == NodeTag::T_DropRoleStmt {
         archive_budgets(stmt as *mut pg_sys::DropRoleStmt);
     }

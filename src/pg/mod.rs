@@ -3,6 +3,7 @@ pub mod agg;
 pub mod autobounds;
 pub mod avg;
 pub mod bounds;
+pub mod cache;
 pub mod charge;
 pub mod contribution;
 pub mod count;

@@ -56,12 +56,15 @@ unsafe extern "C-unwind" fn planner(
     let stmt = if admitted.levels.is_empty() {
         plan_with_next(parse, query_string, cursor_options, bound)
     } else {
+        // the release cache's key: the admitted statement as analysed (before the planner changes
+        // it); none when row security applied, which depends on the role
+        let statement_key = if (*parse).hasRowSecurity { std::ptr::null_mut() } else { statement_key(parse) };
         let saved = pg_sys::enable_partitionwise_aggregate;
         pg_sys::enable_partitionwise_aggregate = false;
         let stmt = pgrx::PgTryBuilder::new(|| plan_with_next(parse, query_string, cursor_options, bound))
             .finally(|| pg_sys::enable_partitionwise_aggregate = saved)
             .execute();
-        release::insert(stmt, &admitted.levels);
+        release::insert(stmt, &admitted.levels, statement_key);
         stmt
     };
     if admitted.reads_protected {
@@ -101,4 +104,32 @@ unsafe extern "C-unwind" fn upper_paths(
     for p in super::agg::list_iter::<pg_sys::Path>((*output_rel).pathlist) {
         (*p).parallel_safe = false;
     }
+}
+
+/// The release cache's key of an admitted statement: its analysed tree as text, without the
+/// positions of its tokens in the query string (so that layout, or a `DECLARE … CURSOR FOR` around
+/// it, does not matter).
+unsafe fn statement_key(parse: *mut pg_sys::Query) -> *mut std::ffi::c_char {
+    let text = pg_sys::nodeToString(parse.cast());
+    let s = std::ffi::CStr::from_ptr(text).to_string_lossy();
+    let mut out = String::with_capacity(s.len());
+    let mut rest: &str = &s;
+    while let Some(i) = rest.find(" :") {
+        out.push_str(&rest[..i]);
+        let field = &rest[i + 2..];
+        let name_end = field.find(' ').unwrap_or(field.len());
+        let name = &field[..name_end];
+        if matches!(name, "location" | "stmt_location" | "stmt_len") {
+            let value = field[name_end..].trim_start();
+            let skip = value.find(|c: char| !(c == '-' || c.is_ascii_digit())).unwrap_or(value.len());
+            rest = &value[skip..];
+        } else {
+            out.push_str(" :");
+            rest = field;
+        }
+    }
+    out.push_str(rest);
+    pg_sys::pfree(text.cast());
+    let c = std::ffi::CString::new(out).unwrap_or_default();
+    pg_sys::pstrdup(c.as_ptr())
 }

@@ -26,6 +26,17 @@ use std::ffi::{c_char, CStr};
 pub const PROVIDER: &CStr = c"pg_dp";
 /// The label of a protected table.
 pub const PROTECTED: &str = "protected";
+/// The word of a table's label that turns the release cache off for it (`dp.set_release_cache`).
+pub const NO_RELEASE_CACHE: &str = "no_release_cache";
+
+/// The words of a table's label (`protected`, `no_release_cache`, separated by commas).
+fn label_words(label: &str) -> impl Iterator<Item = &str> {
+    label.split(',').map(str::trim).filter(|w| !w.is_empty())
+}
+
+fn label_has(label: Option<&str>, word: &str) -> bool {
+    label.is_some_and(|l| label_words(l).any(|w| w == word))
+}
 /// The label of a role exempt from protection.
 pub const TRUSTED: &str = "trusted";
 
@@ -345,7 +356,7 @@ unsafe fn protected_here_or_above(relid: Oid, depth: usize) -> bool {
     if depth > MAX_DEPTH {
         return true;
     }
-    if relation_label(relid).as_deref() == Some(PROTECTED) {
+    if label_has(relation_label(relid).as_deref(), PROTECTED) {
         return true;
     }
     parents(relid).into_iter().any(|p| protected_here_or_above(p, depth + 1))
@@ -370,7 +381,7 @@ unsafe fn protected_below(relid: Oid) -> bool {
         return false;
     }
     let all = super::ffi::find_all_inheritors(relid);
-    super::agg::list_oids(all).into_iter().any(|r| r != relid && relation_label(r).as_deref() == Some(PROTECTED))
+    super::agg::list_oids(all).into_iter().any(|r| r != relid && label_has(relation_label(r).as_deref(), PROTECTED))
 }
 
 /// Every role labelled `trusted` (pg_shseclabel is shared by all databases).
@@ -395,6 +406,11 @@ fn trusted_roles() -> Vec<Oid> {
     v
 }
 
+/// True if a DBA turned the release cache off for the relation or one of its ancestors.
+pub fn release_cache_off(relid: Oid) -> bool {
+    unsafe { std::iter::once(relid).chain(ancestors(relid)).any(|r| label_has(relation_label(r).as_deref(), NO_RELEASE_CACHE)) }
+}
+
 /// True if the database holds at least one protected table.
 pub fn any_protected() -> bool {
     cached(
@@ -404,7 +420,7 @@ pub fn any_protected() -> bool {
     )
 }
 
-/// Objects of class `classoid` carrying pg_dp label `label`, read from a security-label catalog
+/// Objects of class `classoid` whose pg_dp label has the word `label`, read from a security-label catalog
 /// (pg_seclabel: objoid, classoid, objsubid, provider, label; pg_shseclabel: the same without
 /// objsubid). Both catalogs are small: a sequential scan suffices.
 unsafe fn labelled_objects(catalog: Oid, classoid: Oid, label: &str, has_subid: bool) -> Vec<Oid> {
@@ -429,7 +445,7 @@ unsafe fn labelled_objects(catalog: Oid, classoid: Oid, label: &str, has_subid: 
             continue;
         }
         let text = |d: pg_sys::Datum| CStr::from_ptr(pg_sys::text_to_cstring(d.cast_mut_ptr())).to_string_lossy().into_owned();
-        if text(values[provider_at]) == "pg_dp" && text(values[label_at]) == label {
+        if text(values[provider_at]) == "pg_dp" && label_has(Some(&text(values[label_at])), label) {
             out.push(Oid::from(values[0].value() as u32));
         }
     }
@@ -488,19 +504,33 @@ unsafe extern "C-unwind" fn check_relabel(object: *const pg_sys::ObjectAddress, 
             return;
         }
         let kind = pg_sys::get_rel_relkind(obj.objectId) as u8;
-        if label.is_some() && kind != pg_sys::RELKIND_RELATION && kind != pg_sys::RELKIND_PARTITIONED_TABLE {
-            raise_with(
-                PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
-                "pg_dp can protect only tables and partitioned tables".into(),
-                Some("protect the table a view or materialized view reads from"),
-            );
-        }
-        if let Some(l) = label.as_deref().filter(|l| *l != PROTECTED) {
-            raise_with(
-                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                format!("invalid pg_dp label for a table: \"{l}\" (the valid label is 'protected')"),
-                None,
-            );
+        if let Some(l) = label.as_deref() {
+            let words: Vec<&str> = label_words(l).collect();
+            let valid = !words.is_empty()
+                && words.iter().all(|w| *w == PROTECTED || *w == NO_RELEASE_CACHE)
+                && words.iter().collect::<std::collections::HashSet<_>>().len() == words.len();
+            if !valid {
+                raise_with(
+                    PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                    format!("invalid pg_dp label for a table: \"{l}\" (valid: 'protected', 'no_release_cache', or both separated by a comma)"),
+                    None,
+                );
+            }
+            let table = kind == pg_sys::RELKIND_RELATION || kind == pg_sys::RELKIND_PARTITIONED_TABLE;
+            if words.contains(&PROTECTED) && !table {
+                raise_with(
+                    PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+                    "pg_dp can protect only tables and partitioned tables".into(),
+                    Some("protect the table a view or materialized view reads from"),
+                );
+            }
+            if !table && kind != pg_sys::RELKIND_MATVIEW {
+                raise_with(
+                    PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+                    "the release cache can be turned off only for tables, partitioned tables and materialized views".into(),
+                    None,
+                );
+            }
         }
         // every backend's caches and plans: the table's, and those of statistics queries planned
         // while the database had no protected table

@@ -55,6 +55,18 @@ pub unsafe fn is_release(plan: *mut pg_sys::Plan) -> bool {
 }
 
 /// The description a release node carries, or None if it cannot be read (never for nodes made here).
+/// The text form of the admitted statement a release node belongs to (the release cache's key),
+/// or None when its releases are not cached (row security applied).
+pub unsafe fn statement_key_of(plan: *mut pg_sys::Plan) -> Option<String> {
+    let cs = plan as *mut pg_sys::CustomScan;
+    let second = list_iter::<Node>((*cs).custom_private).nth(1)?;
+    if (*second).type_ != NodeTag::T_String {
+        return None;
+    }
+    let s = CStr::from_ptr((*(second as *mut pg_sys::String)).sval).to_string_lossy();
+    (!s.is_empty()).then(|| s.into_owned())
+}
+
 pub unsafe fn level_of(plan: *mut pg_sys::Plan) -> Option<DpLevel> {
     let cs = plan as *mut pg_sys::CustomScan;
     let first = list_iter::<Node>((*cs).custom_private).next()?;
@@ -83,16 +95,19 @@ fn finalizing(plan: *mut pg_sys::Plan) -> bool {
 
 struct Inserter<'a> {
     levels: &'a [DpLevel],
+    /// the statement's text form (the release cache's key), or empty
+    statement_key: *mut std::ffi::c_char,
     next_id: c_int,
     inserted: usize,
 }
 
 /// Wraps every finalizing Agg that computes tagged aggregates in a DP Release node. Returns the
 /// number of nodes inserted.
-pub unsafe fn insert(stmt: *mut pg_sys::PlannedStmt, levels: &[DpLevel]) -> usize {
+pub unsafe fn insert(stmt: *mut pg_sys::PlannedStmt, levels: &[DpLevel], statement_key: *mut std::ffi::c_char) -> usize {
     let mut max_id = 0;
     for_each_plan(stmt, &mut |p| max_id = max_id.max((*p).plan_node_id));
-    let mut ins = Inserter { levels, next_id: max_id + 1, inserted: 0 };
+    let statement_key = if statement_key.is_null() { pg_sys::pstrdup(c"".as_ptr()) } else { statement_key };
+    let mut ins = Inserter { levels, statement_key, next_id: max_id + 1, inserted: 0 };
     ins.visit(&mut (*stmt).planTree);
     let subplans = (*stmt).subplans;
     if !subplans.is_null() {
@@ -127,7 +142,7 @@ impl Inserter<'_> {
                 if tags.iter().any(|t| level.aggregate(*t).is_none()) {
                     raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: one aggregation computes two DP levels".into(), None);
                 }
-                *slot = make_release(p, level, self.next_id);
+                *slot = make_release(p, level, self.next_id, self.statement_key);
                 self.next_id += 1;
                 self.inserted += 1;
             }
@@ -181,7 +196,7 @@ unsafe fn make_var(varno: i32, attno: i16, expr: *mut Node) -> *mut pg_sys::Var 
     pg_sys::makeVar(varno, attno, pg_sys::exprType(expr), pg_sys::exprTypmod(expr), pg_sys::exprCollation(expr), 0)
 }
 
-unsafe fn make_release(agg: *mut pg_sys::Plan, level: &DpLevel, id: c_int) -> *mut pg_sys::Plan {
+unsafe fn make_release(agg: *mut pg_sys::Plan, level: &DpLevel, id: c_int, statement_key: *mut std::ffi::c_char) -> *mut pg_sys::Plan {
     let cs = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomScan>()) as *mut pg_sys::CustomScan;
     let plan = &mut (*cs).scan.plan;
     plan.type_ = NodeTag::T_CustomScan;
@@ -214,6 +229,7 @@ unsafe fn make_release(agg: *mut pg_sys::Plan, level: &DpLevel, id: c_int) -> *m
     let json = std::ffi::CString::new(level.to_json()).expect("JSON has no NUL byte");
     let s = pg_sys::makeString(pg_sys::pstrdup(json.as_ptr()));
     (*cs).custom_private = pg_sys::lappend(std::ptr::null_mut(), s.cast());
+    (*cs).custom_private = pg_sys::lappend((*cs).custom_private, pg_sys::makeString(statement_key).cast());
     cs as *mut pg_sys::Plan
 }
 
@@ -226,6 +242,8 @@ struct ReleaseState {
     /// the slot this node returns rows in: stored rows come back as minimal tuples
     slot: *mut pg_sys::TupleTableSlot,
     child_done: bool,
+    /// its rows go to the release cache when the aggregation has run to the end
+    storing: bool,
     /// the aggregate calls of the level (palloc'd array of Aggref addresses), for recent.rs
     aggrefs: *mut usize,
     naggrefs: usize,
@@ -273,10 +291,18 @@ unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_
     let estate = (*node).ss.ps.state;
     let forward = (*estate).es_direction != pg_sys::ScanDirection::BackwardScanDirection;
     let slot = (*st).slot;
+    let key = (estate as usize, (*node).ss.ps.plan as usize);
     if (*st).store.is_null() {
         let store = pg_sys::tuplestore_begin_heap(true, false, pg_sys::work_mem);
         pg_sys::tuplestore_set_eflags(store, (pg_sys::EXEC_FLAG_REWIND | pg_sys::EXEC_FLAG_BACKWARD) as c_int);
         (*st).store = store;
+        if let Some(rows) = super::cache::take_replay(key.0, key.1) {
+            // a reused release: its rows, never its aggregation
+            super::cache::restore_rows(&rows, store, slot);
+            (*st).child_done = true;
+        } else {
+            (*st).storing = super::cache::storing(key.0, key.1);
+        }
     }
     let store = (*st).store;
     let mut at_end = pg_sys::tuplestore_ateof(store);
@@ -302,9 +328,15 @@ unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_
         if child.is_null() || (*child).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
             (*st).child_done = true;
             super::recent::finished(aggrefs_of(st));
+            if (*st).storing {
+                super::cache::finished(key.0, key.1);
+            }
             return std::ptr::null_mut();
         }
         super::recent::returned(aggrefs_of(st));
+        if (*st).storing {
+            super::cache::collect(key.0, key.1, child);
+        }
         pg_sys::tuplestore_puttupleslot(store, child);
         pg_sys::ExecCopySlot(slot, child);
         return slot;

@@ -1,0 +1,341 @@
+#!/usr/bin/env python3
+"""The release cache, through real connections: the same DP query on unchanged data is answered with
+the rows released before, at no cost, and any change to what it reads makes it release afresh.
+
+Run by scripts/test.sh:
+    /usr/bin/python3 tests/client/test_cache.py --host /tmp --port 25433
+Prints one line per check and "cache: N passed, M failed"; exits non-zero on any failure.
+"""
+import argparse
+import threading
+from decimal import Decimal
+
+import psycopg
+from psycopg import errors as E
+
+from harness import run_checks
+
+ARGS = None
+DB = "pg_dp_cache"
+Q = "SELECT k, dp_sum(x, 0, 1000, 0.5) AS s, dp_count(x, 0.25) AS n FROM t GROUP BY k ORDER BY k"
+COUNT = "SELECT dp_count(x, 0.5) FROM t"
+
+
+def connect(user="postgres", autocommit=True):
+    return psycopg.connect(host=ARGS.host, port=ARGS.port, dbname=DB, user=user, autocommit=autocommit)
+
+
+def setup():
+    with psycopg.connect(host=ARGS.host, port=ARGS.port, dbname="postgres", user="postgres", autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+        c.execute(f"CREATE DATABASE {DB}")
+        for r in ("dp_c_alice", "dp_c_bob", "dp_c_nobudget"):
+            c.execute(f"DROP ROLE IF EXISTS {r}")
+            c.execute(f"CREATE ROLE {r} LOGIN")
+    with connect() as c:
+        c.execute("CREATE EXTENSION pg_dp")
+        c.execute("CREATE TABLE t (id int PRIMARY KEY, k int NOT NULL, x float8)")
+        c.execute("INSERT INTO t SELECT g, g % 4, g FROM generate_series(1, 1000) g")
+        c.execute("SELECT dp.protect_table('t')")
+        c.execute("SELECT dp.set_domain('t', 'k', ARRAY['0', '1', '2', '3'])")
+        for r in ("dp_c_alice", "dp_c_bob", "dp_c_nobudget"):
+            c.execute(f"GRANT SELECT ON t TO {r}")
+        for r in ("dp_c_alice", "dp_c_bob"):
+            c.execute("SELECT dp.set_budget(%s, 1000, 0)", (r,))
+
+
+def spent(role):
+    with connect() as c:
+        return c.execute("SELECT epsilon_spent FROM dp.budgets WHERE role = %s::regrole", (role,)).fetchone()[0]
+
+
+def fresh_release_state():
+    """A write, so that no earlier release of the checks' queries is current."""
+    with connect() as c:
+        c.execute("UPDATE t SET x = x WHERE id = 1")
+
+
+def run(sql, role="dp_c_alice", params=None):
+    with connect(role) as c:
+        return c.execute(sql, params).fetchall()
+
+
+def check_a_repeated_query_is_answered_again_for_free_and_identically():
+    fresh_release_state()
+    before = spent("dp_c_alice")
+    first = run(Q)
+    after_first = spent("dp_c_alice")
+    second = run(Q)
+    assert after_first - before == Decimal("0.75"), (before, after_first)
+    assert spent("dp_c_alice") == after_first, "the repeat was charged"
+    assert first == second, (first, second)
+    with connect() as c:
+        rows = c.execute("SELECT epsilon, details->'reused' FROM dp.ledger WHERE role = 'dp_c_alice'::regrole "
+                         "ORDER BY id DESC LIMIT 2").fetchall()
+        assert all(r[0] == 0 and r[1] is not None for r in rows), rows
+        original = c.execute("SELECT details->'execution'->>'id' FROM dp.ledger WHERE role = 'dp_c_alice'::regrole "
+                             "AND epsilon > 0 ORDER BY id DESC LIMIT 1").fetchone()[0]
+        assert rows[0][1]["execution"] == original, (rows[0][1], original)
+        assert Decimal(rows[0][1]["epsilon"]) in (Decimal("0.5"), Decimal("0.25")), rows[0][1]
+
+
+def check_another_role_gets_the_cached_release_even_without_a_budget():
+    fresh_release_state()
+    first = run(Q, "dp_c_alice")
+    bob_before = spent("dp_c_bob")
+    assert run(Q, "dp_c_bob") == first
+    assert run(Q, "dp_c_nobudget") == first
+    assert spent("dp_c_bob") == bob_before
+    # a query that is not cached still needs a budget
+    with connect("dp_c_nobudget") as c:
+        try:
+            c.execute("SELECT dp_count(x, 0.3) FROM t")
+            raise AssertionError("released without a budget")
+        except E.InsufficientPrivilege:
+            pass
+
+
+def check_a_committed_write_makes_the_release_stale():
+    for write in ("INSERT INTO t VALUES (5001, 1, 7)", "UPDATE t SET x = x + 1 WHERE id = 2",
+                  "DELETE FROM t WHERE id = 5001", "TRUNCATE tmp_other", "ALTER TABLE t ADD COLUMN IF NOT EXISTS note text",
+                  "COPY t (id, k, x) FROM PROGRAM 'echo 5002,1,3' WITH (FORMAT csv)"):
+        with connect() as c:
+            c.execute("CREATE TABLE IF NOT EXISTS tmp_other (a int)")
+        fresh_release_state()
+        run(COUNT)
+        before = spent("dp_c_alice")
+        with connect() as c:
+            c.execute(write)
+        run(COUNT)
+        assert spent("dp_c_alice") - before == Decimal("0.5"), f"not released afresh after: {write}"
+
+
+def check_a_write_through_a_function_or_a_cte_makes_the_release_stale():
+    with connect() as c:
+        c.execute("CREATE OR REPLACE FUNCTION bump() RETURNS void LANGUAGE sql AS 'UPDATE t SET x = x WHERE id = 3'")
+    for write in ("SELECT bump()", "WITH d AS (UPDATE t SET x = x WHERE id = 4 RETURNING 1) SELECT count(*) FROM d"):
+        fresh_release_state()
+        run(COUNT)
+        before = spent("dp_c_alice")
+        with connect() as c:
+            c.execute(write)
+        run(COUNT)
+        assert spent("dp_c_alice") - before == Decimal("0.5"), f"not released afresh after: {write}"
+
+
+def check_a_rolled_back_write_leaves_the_release_current():
+    fresh_release_state()
+    first = run(COUNT)
+    before = spent("dp_c_alice")
+    with connect(autocommit=False) as c:
+        c.execute("INSERT INTO t VALUES (6001, 1, 7)")
+        c.rollback()
+    assert run(COUNT) == first
+    assert spent("dp_c_alice") == before
+
+
+def check_a_transaction_that_wrote_sees_its_own_data_not_the_cache():
+    fresh_release_state()
+    run(COUNT)
+    with connect() as c:
+        c.execute("GRANT INSERT ON t TO dp_c_alice")
+        c.execute("SELECT dp.trust_role('dp_c_alice')")
+    try:
+        with connect("dp_c_alice", autocommit=False) as c:
+            before = spent("dp_c_alice")
+            c.execute("INSERT INTO t VALUES (7001, 1, 7)")
+            c.execute(COUNT)
+            c.rollback()
+        assert spent("dp_c_alice") - before == Decimal("0.5"), "a writing transaction reused the cache"
+    finally:
+        with connect() as c:
+            c.execute("SELECT dp.distrust_role('dp_c_alice')")
+            c.execute("REVOKE INSERT ON t FROM dp_c_alice")
+
+
+def check_other_parameters_and_other_text_release_afresh():
+    fresh_release_state()
+    run("SELECT dp_count(x, %s::float8) FROM t", params=(0.5,))
+    before = spent("dp_c_alice")
+    run("SELECT dp_count(x, %s::float8) FROM t", params=(0.5,))
+    assert spent("dp_c_alice") == before, "same bind parameters were charged again"
+    run("SELECT dp_count(x, %s::float8) FROM t", params=(0.25,))
+    assert spent("dp_c_alice") - before == Decimal("0.25")
+    run("SELECT dp_count(x, 0.5) FROM t WHERE k = %s", params=(1,))
+    run("SELECT dp_count(x, 0.5) FROM t WHERE k = %s", params=(2,))
+    assert spent("dp_c_alice") - before == Decimal("1.25"), "a WHERE parameter was not part of the key"
+
+
+def check_the_cache_can_be_turned_off_per_table_and_by_a_superuser():
+    with connect() as c:
+        c.execute("SELECT dp.set_release_cache('t', false)")
+        assert c.execute("SELECT count(*) FROM dp.uncached_tables WHERE table_name = 't'::regclass").fetchone()[0] == 1
+        assert c.execute("SELECT count(*) FROM dp.protected_tables WHERE table_name = 't'::regclass").fetchone()[0] == 1
+    try:
+        run(COUNT)
+        before = spent("dp_c_alice")
+        run(COUNT)
+        assert spent("dp_c_alice") - before == Decimal("0.5"), "reused although off for the table"
+    finally:
+        with connect() as c:
+            c.execute("SELECT dp.set_release_cache('t', true)")
+            assert c.execute("SELECT count(*) FROM dp.uncached_tables").fetchone()[0] == 0
+            assert c.execute("SELECT count(*) FROM dp.protected_tables WHERE table_name = 't'::regclass").fetchone()[0] == 1
+    run(COUNT)
+    before = spent("dp_c_alice")
+    run(COUNT)
+    assert spent("dp_c_alice") == before, "not reused once back on"
+    with connect() as c:
+        c.execute("ALTER ROLE dp_c_bob SET dp.release_cache = off")
+    try:
+        with connect("dp_c_bob") as c:
+            assert c.execute("SHOW dp.release_cache").fetchone()[0] == "off"
+            b = spent("dp_c_bob")
+            c.execute(COUNT)
+            assert spent("dp_c_bob") - b == Decimal("0.5")
+            try:
+                c.execute("SET dp.release_cache = on")
+                raise AssertionError("a role turned the release cache setting")
+            except E.InsufficientPrivilege:
+                pass
+    finally:
+        with connect() as c:
+            c.execute("ALTER ROLE dp_c_bob RESET dp.release_cache")
+
+
+def check_a_cursor_read_halfway_stores_nothing_and_a_full_one_is_replayed():
+    fresh_release_state()
+    unsorted = Q.replace(" ORDER BY k", "")  # rows leave the release one by one (a sort would take them all)
+    with connect(autocommit=False) as c:
+        cur = c.cursor(name="half")
+        cur.execute(unsorted)
+        cur.fetchmany(1)
+        c.commit()
+    before = spent("dp_c_alice")
+    run(unsorted)
+    assert spent("dp_c_alice") - before == Decimal("0.75"), "a release read halfway was stored"
+    first = run(Q)
+    with connect(autocommit=False) as c:
+        cur = c.cursor(name="full", scrollable=True)
+        cur.execute(Q)
+        rows = cur.fetchall()
+        cur.scroll(0, mode="absolute")
+        again = cur.fetchall()
+        c.commit()
+    assert rows == first == again
+
+
+def check_a_snapshot_older_than_a_write_neither_reuses_nor_stores():
+    fresh_release_state()
+    old = connect("dp_c_alice", autocommit=False)
+    try:
+        old.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        old.execute("SELECT 1")  # the snapshot is taken here
+        with connect() as c:
+            c.execute("INSERT INTO t VALUES (8001, 1, 999)")
+        new = run(COUNT)  # released and stored on the new data
+        before = spent("dp_c_alice")
+        stale = old.execute(COUNT).fetchall()  # computed on the old data: no reuse of the new release
+        assert spent("dp_c_alice") - before == Decimal("0.5"), "an older snapshot reused a newer release"
+        old.commit()
+        before = spent("dp_c_alice")
+        assert run(COUNT) == new, "the release of the old snapshot replaced the current one"
+        assert spent("dp_c_alice") == before
+        del stale
+    finally:
+        old.close()
+        with connect() as c:
+            c.execute("DELETE FROM t WHERE id = 8001")
+
+
+def check_reading_a_partition_sees_writes_through_its_parent():
+    with connect() as c:
+        c.execute("DROP TABLE IF EXISTS p")
+        c.execute("CREATE TABLE p (id int, k int NOT NULL, x float8) PARTITION BY LIST (k)")
+        c.execute("CREATE TABLE p1 PARTITION OF p FOR VALUES IN (1)")
+        c.execute("CREATE TABLE p2 PARTITION OF p FOR VALUES IN (2)")
+        c.execute("INSERT INTO p SELECT g, 1 + g % 2, g FROM generate_series(1, 100) g")
+        c.execute("GRANT SELECT ON p, p1, p2 TO dp_c_alice")
+    run("SELECT dp_count(x, 0.5) FROM p1")
+    run("SELECT dp_count(x, 0.5) FROM p")
+    before = spent("dp_c_alice")
+    with connect() as c:
+        c.execute("INSERT INTO p VALUES (101, 1, 1)")  # routed into p1 through p
+    run("SELECT dp_count(x, 0.5) FROM p1")
+    assert spent("dp_c_alice") - before == Decimal("0.5"), "a write through the parent left the partition's release current"
+    with connect() as c:
+        c.execute("INSERT INTO p2 VALUES (102, 2, 1)")  # straight into a partition
+    run("SELECT dp_count(x, 0.5) FROM p")
+    assert spent("dp_c_alice") - before == Decimal("1.0"), "a write to a partition left the parent's release current"
+
+
+def check_a_write_to_a_joined_public_table_makes_the_release_stale():
+    with connect() as c:
+        c.execute("DROP TABLE IF EXISTS region")
+        c.execute("CREATE TABLE region (k int PRIMARY KEY, name text NOT NULL)")
+        c.execute("INSERT INTO region SELECT g, 'r' || g FROM generate_series(0, 3) g")
+        c.execute("GRANT SELECT ON region TO dp_c_alice")
+    q = "SELECT dp_count(t.x, 0.5) FROM t JOIN region r ON r.k = t.k WHERE r.name = 'r1'"
+    run(q)
+    before = spent("dp_c_alice")
+    run(q)
+    assert spent("dp_c_alice") == before
+    with connect() as c:
+        c.execute("UPDATE region SET name = 'r1' WHERE k = 2")
+    run(q)
+    assert spent("dp_c_alice") - before == Decimal("0.5"), "a write to the joined table left the release current"
+
+
+def check_concurrent_writers_never_leave_a_stale_release():
+    """Writers commit while the same query runs again and again: every answer that cost nothing must
+    equal a release made after the last committed write."""
+    fresh_release_state()
+    stop = threading.Event()
+    errors = []
+
+    def writer():
+        try:
+            with connect() as c:
+                i = 0
+                while not stop.is_set():
+                    i += 1
+                    c.execute("UPDATE t SET x = %s WHERE id = 10", (float(i % 1000),))
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    w = threading.Thread(target=writer, daemon=True)
+    w.start()
+    try:
+        with connect("dp_c_alice") as c:
+            reused = fresh = 0
+            for _ in range(200):
+                c.execute(COUNT)
+                r = c.execute("SELECT epsilon FROM dp.my_ledger ORDER BY id DESC LIMIT 1").fetchone()[0]
+                if r == 0:
+                    reused += 1
+                else:
+                    fresh += 1
+    finally:
+        stop.set()
+        w.join()
+    assert not errors, errors
+    assert fresh > 0, "a write stream never made the release stale"
+    # once the writes stop, the release is reused again
+    run(COUNT)
+    before = spent("dp_c_alice")
+    run(COUNT)
+    assert spent("dp_c_alice") == before
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--host", default="/tmp")
+    ap.add_argument("--port", type=int, default=25433)
+    ARGS = ap.parse_args()
+    setup()
+    run_checks(globals(), "cache")
+
+
+if __name__ == "__main__":
+    main()
