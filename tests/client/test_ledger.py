@@ -31,6 +31,8 @@ def setup():
     with connect(dbname="postgres") as c:
         c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
         c.execute(f"CREATE DATABASE {DB}")
+        # these checks count the charges of repeated queries: no release cache
+        c.execute(f"ALTER DATABASE {DB} SET dp.release_cache = off")
     with connect() as c:
         c.execute("CREATE EXTENSION pg_dp")
         c.execute("CREATE TABLE t AS SELECT g AS i, g::float8 AS x FROM generate_series(1, 1000) g")
