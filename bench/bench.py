@@ -149,6 +149,8 @@ def charge_latency(conn, host, port, runs):
     conn.execute("CREATE ROLE dp_bench_analyst LOGIN")
     conn.execute("GRANT SELECT ON tiny TO dp_bench_analyst")
     conn.execute("SELECT dp.set_budget('dp_bench_analyst', 1e6)")
+    # every run is a fresh, charged release (the cache would answer repeats for free)
+    conn.execute("ALTER ROLE dp_bench_analyst SET dp.release_cache = off")
     out = {}
     with psycopg.connect(host=host, port=port, dbname="postgres", user="dp_bench_analyst", autocommit=True) as c:
         cur = c.cursor()
@@ -164,13 +166,68 @@ def charge_latency(conn, host, port, runs):
     return out
 
 
-def pgbench_tps(host, port, sql, clients, seconds):
+CACHE_QUERY = "SELECT region, dp_sum(income, 0, 100000, 0.2), dp_count(id, 0.2) FROM cb GROUP BY region"
+CACHE_NATIVE = "SELECT region, sum(income), count(id) FROM cb GROUP BY region"
+
+
+def cache_section(c, a):
+    """A dashboard tile repeated: PostgreSQL's own query, the DP query released afresh each time (cache
+    off for its role), and the DP query answered from the release cache."""
+    rows = a.cache_rows
+    for sql in ("DROP TABLE IF EXISTS cb",
+                f"CREATE TABLE cb AS SELECT g AS id, g % 10 AS region, (g * 37 % 100000)::float8 AS income FROM generate_series(1, {rows}) g",
+                "ANALYZE cb", "SELECT dp.protect_table('cb')",
+                "SELECT dp.set_domain('cb', 'region', ARRAY[0, 1, 2, 3, 4, 5, 6, 7, 8, 9])"):
+        c.execute(sql)
+    for role, cache in (("dp_bench_cache", "on"), ("dp_bench_nocache", "off")):
+        c.execute(f"DROP ROLE IF EXISTS {role}")
+        c.execute(f"CREATE ROLE {role} LOGIN")
+        c.execute(f"GRANT SELECT ON cb TO {role}")
+        c.execute(f"ALTER ROLE {role} SET dp.release_cache = {cache}")
+        c.execute("SELECT dp.set_budget(%s, 1e9)", (role,))
+    med = {}
+    conns = {r: psycopg.connect(host=a.host, port=a.port, dbname="postgres", user=r, autocommit=True)
+             for r in ("postgres", "dp_bench_cache", "dp_bench_nocache")}
+    runs = {"native": ("postgres", CACHE_NATIVE), "miss": ("dp_bench_nocache", CACHE_QUERY), "hit": ("dp_bench_cache", CACHE_QUERY)}
+    try:
+        for _, (r, q) in runs.items():
+            for _ in range(5):
+                timed(conns[r].cursor(), q)
+        times = {k: [] for k in runs}
+        for _ in range(a.cache_runs):
+            for k, (r, q) in runs.items():
+                times[k].append(timed(conns[r].cursor(), q))
+        med = {k: statistics.median(v) * 1000 for k, v in times.items()}
+    finally:
+        for x in conns.values():
+            x.close()
+    print(f"\nRelease cache: a 10-group dashboard query on {rows:,} rows, median of {a.cache_runs} alternating runs\n")
+    print("| query | median ms | ratio to PostgreSQL |")
+    print("|---|---:|---:|")
+    print(f"| {CACHE_NATIVE} | {med['native']:.3f} | 1.00 |")
+    print(f"| the DP query, released afresh (cache off) | {med['miss']:.3f} | {med['miss'] / med['native']:.2f} |")
+    print(f"| the DP query, reused from the cache | {med['hit']:.3f} | {med['hit'] / med['native']:.3f} |")
+    tps = {}
+    for k, (r, q) in runs.items():
+        tps[k], failed = pgbench_tps(a.host, a.port, q + ";", 8, a.pgbench_seconds, user=r)
+        assert failed == 0, (k, failed)
+    spent = c.execute("SELECT epsilon_spent FROM dp.budgets WHERE role = 'dp_bench_cache'::regrole").fetchone()[0]
+    print(f"\nThroughput of the same queries: pgbench, 8 clients, {a.pgbench_seconds} s each\n")
+    print("| query | queries/s | ratio to PostgreSQL |")
+    print("|---|---:|---:|")
+    print(f"| {CACHE_NATIVE} | {tps['native']:.0f} | 1.00 |")
+    print(f"| the DP query, released afresh (cache off) | {tps['miss']:.0f} | {tps['miss'] / tps['native']:.2f} |")
+    print(f"| the DP query, reused from the cache | {tps['hit']:.0f} | {tps['hit'] / tps['native']:.1f} |")
+    print(f"\n(epsilon spent by the cached role over all its runs: {spent}, one release)")
+
+
+def pgbench_tps(host, port, sql, clients, seconds, user="dp_bench_analyst"):
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
         f.write(sql + "\n")
         path = f.name
     os.chmod(path, 0o644)
     try:
-        r = subprocess.run(["pgbench", "-n", "-h", host, "-p", str(port), "-U", "dp_bench_analyst", "-c", str(clients),
+        r = subprocess.run(["pgbench", "-n", "-h", host, "-p", str(port), "-U", user, "-c", str(clients),
                             "-j", "2", "-T", str(seconds), "-f", path, "postgres"],
                            capture_output=True, text=True, check=True)
     finally:
@@ -195,8 +252,10 @@ def main():
     ap.add_argument("--plan-runs", type=int, default=400)
     ap.add_argument("--unit-rows", type=int, default=10_000_000)
     ap.add_argument("--selection-releases", type=int, default=400)
-    ap.add_argument("--sections", default="timing,quantiles,dprp,charge,accuracy,grammar,units,selection",
-                    help="comma-separated subset of timing,quantiles,dprp,charge,accuracy,grammar,units,selection")
+    ap.add_argument("--cache-rows", type=int, default=1_000_000)
+    ap.add_argument("--cache-runs", type=int, default=100)
+    ap.add_argument("--sections", default="timing,quantiles,dprp,charge,cache,accuracy,grammar,units,selection",
+                    help="comma-separated subset of timing,quantiles,dprp,charge,cache,accuracy,grammar,units,selection")
     a = ap.parse_args()
     sections = set(a.sections.split(","))
     with psycopg.connect(host=a.host, port=a.port, dbname="postgres", user="postgres", autocommit=True) as c:
@@ -231,6 +290,8 @@ def main():
             dprp_section(c, a)
         if "charge" in sections:
             charge_section(c, a)
+        if "cache" in sections:
+            cache_section(c, a)
         if "accuracy" in sections:
             accuracy_section(c, a)
         if "grammar" in sections:

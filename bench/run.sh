@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pg_dp benchmark: bash bench/run.sh [rows [bench.py options]]   (default 10,000,000 rows)
-# e.g. bash bench/run.sh 10000000 --sections quantiles   (sections: timing,quantiles,dprp,charge,accuracy,grammar,units,selection)
+# e.g. bash bench/run.sh 10000000 --sections quantiles   (sections: timing,quantiles,dprp,charge,cache,accuracy,grammar,units,selection)
 # Builds pg_dp in release mode, starts a private server, loads the rows and prints time ratios of
 # pg_dp aggregates against PostgreSQL's own, serial and parallel, measured side by side in one run,
 # dp_median/dp_percentile against percentile_cont on 1,000,000 rows, plus RMSE of dp_sum/dp_avg

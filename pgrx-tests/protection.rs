@@ -177,7 +177,16 @@ fn only_superusers_and_dp_admin_change_labels() {
 #[pg_test]
 fn labels_are_checked() {
     protected_setup();
-    refused("SECURITY LABEL FOR pg_dp ON TABLE regions IS 'secret'", "invalid pg_dp label for a table: \"secret\" (the valid label is 'protected')");
+    refused("SECURITY LABEL FOR pg_dp ON TABLE regions IS 'secret'", "invalid pg_dp label for a table: \"secret\" (valid: 'protected', 'no_release_cache', or both separated by a comma)");
+    refused("SECURITY LABEL FOR pg_dp ON TABLE regions IS 'protected, protected'", "invalid pg_dp label for a table");
+    refused("SECURITY LABEL FOR pg_dp ON TABLE regions IS 'protected, secret'", "invalid pg_dp label for a table");
+    Spi::run("SECURITY LABEL FOR pg_dp ON TABLE regions IS 'no_release_cache, protected'").unwrap();
+    assert_eq!(Spi::get_one::<bool>("SELECT dp.is_protected('regions'::regclass)").unwrap(), Some(true));
+    Spi::run("SELECT dp.unprotect_table('regions')").unwrap();
+    assert_eq!(Spi::get_one::<bool>("SELECT dp.is_protected('regions'::regclass)").unwrap(), Some(false));
+    assert_eq!(Spi::get_one::<i64>("SELECT count(*) FROM dp.uncached_tables WHERE table_name = 'regions'::regclass").unwrap(), Some(1));
+    Spi::run("SELECT dp.set_release_cache('regions', true)").unwrap();
+    assert_eq!(Spi::get_one::<i64>("SELECT count(*) FROM pg_seclabel WHERE objoid = 'regions'::regclass").unwrap(), Some(0));
     refused(&format!("SECURITY LABEL FOR pg_dp ON ROLE {ANALYST} IS 'protected'"), "invalid pg_dp label for a role");
     refused("SECURITY LABEL FOR pg_dp ON COLUMN regions.rname IS 'protected'", "invalid pg_dp label for column \"rname\"");
     refused(r#"SECURITY LABEL FOR pg_dp ON COLUMN regions.rname IS '{"privacy_unit": {"max_groups_contributed": 0}}'"#, "max_groups_contributed must be an integer between 1 and 1000000, got 0");
@@ -190,6 +199,7 @@ fn labels_are_checked() {
     refused(r#"SECURITY LABEL FOR pg_dp ON COLUMN patients.region IS '{"privacy_unit": {}}'"#, "table patients already has privacy unit column \"id\"");
     Spi::run("CREATE VIEW rv AS SELECT * FROM regions").unwrap();
     refused("SECURITY LABEL FOR pg_dp ON VIEW rv IS 'protected'", "pg_dp can protect only tables and partitioned tables");
+    refused("SELECT dp.set_release_cache('rv', false)", "the release cache can be turned off only for tables, partitioned tables and materialized views");
     refused("SECURITY LABEL FOR pg_dp ON SCHEMA public IS 'protected'", "pg_dp labels only tables and roles");
 }
 

@@ -20,8 +20,10 @@ BEGIN
     IF present THEN
         words := words || word;
     END IF;
-    EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON TABLE %s IS %L', tbl,
-                              nullif(array_to_string(words, ', '), ''));
+    EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON %s %s IS %L',
+                              CASE (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid = tbl)
+                                   WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'v' THEN 'VIEW' ELSE 'TABLE' END,
+                              tbl, nullif(array_to_string(words, ', '), ''));
 END
 $$;
 COMMENT ON FUNCTION dp.relabel_table(regclass, text, bool) IS 'pg_dp internal: adds or removes one word of a table''s pg_dp label (protected, no_release_cache)';

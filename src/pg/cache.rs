@@ -395,6 +395,8 @@ pub unsafe fn statement(qd: *mut pg_sys::QueryDesc) -> Option<Statement> {
         }
         relids.push((*rte).relid);
     }
+    let mut params = params;
+    params.extend_from_slice(session_settings().as_bytes());
     Some(Statement { versions: versions_for(&relids, snap)?, params })
 }
 
@@ -449,6 +451,46 @@ impl Statement {
 fn hash_of(key: &[u8]) -> u64 {
     // FNV-1a: entries compare the whole key; the hash only skips the others
     key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+/// True if an aggregation's output (its target list and HAVING, above the aggregates, whose inputs
+/// the grammar admits only with immutable functions) calls a function whose result can change
+/// between runs (`random()`, `now()`, `current_user`, ...): such a level is released afresh.
+pub unsafe fn output_is_mutable(agg: *mut pg_sys::Plan) -> bool {
+    unsafe extern "C-unwind" fn not_immutable(func: Oid, _ctx: *mut std::ffi::c_void) -> bool {
+        unsafe { pg_sys::func_volatile(func) != pg_sys::PROVOLATILE_IMMUTABLE as std::ffi::c_char }
+    }
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walker(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
+        use pg_sys::NodeTag::*;
+        if node.is_null() {
+            return false;
+        }
+        match (*node).type_ {
+            T_Aggref => return false,
+            T_SQLValueFunction | T_NextValueExpr | T_Param => return true,
+            _ => {}
+        }
+        if pg_sys::check_functions_in_node(node, Some(not_immutable), ctx) {
+            return true;
+        }
+        pg_sys::expression_tree_walker(node, Some(walker), ctx)
+    }
+    walker((*agg).targetlist.cast(), std::ptr::null_mut()) || walker((*agg).qual.cast(), std::ptr::null_mut())
+}
+
+/// The session settings that immutable-looking casts and comparisons of the admitted grammar
+/// depend on (text output of dates and floats, time zone conversions).
+pub fn session_settings() -> String {
+    ["TimeZone", "DateStyle", "IntervalStyle", "extra_float_digits"]
+        .iter()
+        .map(|g| unsafe {
+            let c = std::ffi::CString::new(*g).unwrap();
+            let v = pg_sys::GetConfigOption(c.as_ptr(), true, false);
+            if v.is_null() { String::new() } else { std::ffi::CStr::from_ptr(v).to_string_lossy().into_owned() }
+        })
+        .collect::<Vec<_>>()
+        .join("|")
 }
 
 /// A release found in the cache.

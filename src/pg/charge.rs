@@ -491,7 +491,9 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
             level_tickets.push((aggref as usize, Ticket { query: qd as usize, params, single, releases: 0, twin }));
         }
         let key = match (&cache, release::statement_key_of(r.node)) {
-            (Some(c), Some(text)) => Some(c.key(&text, &level_key(&r.level), &receipts_key(&level_records))),
+            (Some(c), Some(text)) if !super::cache::output_is_mutable(r.agg) => {
+                Some(c.key(&text, &level_key(&r.level), &receipts_key(&level_records)))
+            }
             _ => None,
         };
         match (&cache, &key) {

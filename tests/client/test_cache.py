@@ -186,6 +186,10 @@ def check_the_cache_can_be_turned_off_per_table_and_by_a_superuser():
     run(COUNT)
     assert spent("dp_c_alice") == before, "not reused once back on"
     with connect() as c:
+        c.execute("CREATE MATERIALIZED VIEW IF NOT EXISTS mv AS SELECT k, x FROM t")
+        c.execute("SELECT dp.set_release_cache('mv', false)")
+        assert c.execute("SELECT count(*) FROM dp.uncached_tables WHERE table_name = 'mv'::regclass").fetchone()[0] == 1
+        c.execute("SELECT dp.set_release_cache('mv', true)")
         c.execute("ALTER ROLE dp_c_bob SET dp.release_cache = off")
     try:
         with connect("dp_c_bob") as c:
