@@ -27,6 +27,8 @@ def setup():
     with connect("postgres") as c:
         c.execute("DROP DATABASE IF EXISTS pg_dp_client")
         c.execute("CREATE DATABASE pg_dp_client")
+        # these checks compare repeated releases of one query: no release cache
+        c.execute("ALTER DATABASE pg_dp_client SET dp.release_cache = off")
     with connect() as c:
         c.execute("CREATE EXTENSION pg_dp")
         c.execute("CREATE TABLE t AS SELECT g AS i, g::float8 AS x, g::numeric AS n FROM generate_series(1, 1000) g")
