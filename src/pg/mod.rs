@@ -11,6 +11,7 @@ pub mod error;
 pub mod ffi;
 pub mod grammar;
 pub mod guc;
+pub mod identity;
 pub mod inspect;
 pub mod ledger;
 pub mod levels;
