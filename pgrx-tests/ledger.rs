@@ -172,7 +172,7 @@ fn analyst_cannot_write_budgets() {
 
 #[pg_test]
 fn analyst_cannot_insert_a_budget() {
-    assert!(refused_for_a_plain_role("INSERT INTO dp.role_budget (role, epsilon_granted) VALUES (current_user::regrole, 1e6)"));
+    assert!(refused_for_a_plain_role("INSERT INTO dp.role_budget (role_uid, role_name, epsilon_granted) VALUES (gen_random_uuid(), current_user, 1e6)"));
 }
 
 #[pg_test]

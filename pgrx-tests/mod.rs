@@ -28,6 +28,7 @@ include!("bounds.rs");
 include!("preview.rs");
 include!("recent.rs");
 include!("autobounds.rs");
+include!("roles.rs");
 
 /// Runs a query and returns the first column of every row as text.
 pub fn column(sql: &str) -> Vec<Option<String>> {

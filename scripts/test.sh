@@ -6,7 +6,8 @@
 #      protocol, epsilon as a bind parameter, SQLSTATEs, a non-superuser role) and the budget
 #      ledger attacks (ROLLBACK, savepoints, errors, cancel, 16 racing sessions, kill -9, crash), and
 #      a JDBC client (Debian's driver: a prepared statement with epsilon as a parameter, fetch size
-#      with autocommit off, SQLSTATEs)
+#      with autocommit off, SQLSTATEs), and role identities across renames, DROP ROLE, several
+#      databases and pg_dumpall + pg_dump/pg_restore into other clusters
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 TEST_DIR="${TEST_DIR:-$STATE_DIR/test}"
@@ -54,6 +55,11 @@ done
     --datadir "$TEST_DIR/server" --pgbin "$PGBIN" 2>&1 | tee "$LOGS/ledger.log"
 # the release cache: reuse, staleness after writes, snapshots, per-table switch
 "$PYTHON" "$ROOT/tests/client/test_cache.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" 2>&1 | tee "$LOGS/cache.log"
+# role identities: a rename and DROP ROLE across two databases, and pg_dumpall + pg_dump/pg_restore
+# into fresh clusters of its own (ports 25440-25442), with a stranger that gets the analyst's OID
+cluster_start "$TEST_DIR/server" "$PSQL_PORT"
+"$PYTHON" "$ROOT/tests/client/test_roles.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" \
+    --datadir "$TEST_DIR/server" --pgbin "$PGBIN" 2>&1 | tee "$LOGS/roles.log"
 # the ledger tests restart the server (crashes); JDBC connects over TCP to localhost
 cluster_start "$TEST_DIR/server" "$PSQL_PORT"
 mkdir -p "$ROOT/target/jdbc"
@@ -64,17 +70,19 @@ mkdir -p "$ROOT/target/jdbc"
 sum_results() { grep -hoE "test result: ok\. [0-9]+ passed" "$@" | awk '{s += $4} END {print s + 0}'; }
 core=$(sum_results "$LOGS/core.log")
 pgrx=$(sum_results "$LOGS/pgrx.log")
-client=$(grep -oE "^client: [0-9]+ passed" "$LOGS/client.log" | awk '{print $2}')
-client_failed=$(grep -oE "[0-9]+ failed$" "$LOGS/client.log" | tail -1 | awk '{print $1}')
-ledger=$(grep -oE "^ledger: [0-9]+ passed" "$LOGS/ledger.log" | awk '{print $2}')
-ledger_failed=$(grep -oE "[0-9]+ failed$" "$LOGS/ledger.log" | tail -1 | awk '{print $1}')
-cache=$(grep -oE "^cache: [0-9]+ passed" "$LOGS/cache.log" | awk '{print $2}')
-cache_failed=$(grep -oE "^cache: [0-9]+ passed, [0-9]+ failed" "$LOGS/cache.log" | awk '{print $4}')
-jdbc=$(grep -oE "^jdbc: [0-9]+ passed" "$LOGS/jdbc.log" | awk '{print $2}')
-jdbc_failed=$(grep -oE "^jdbc: [0-9]+ passed, [0-9]+ failed" "$LOGS/jdbc.log" | awk '{print $4}')
-total=$((core + pgrx + regress_passed + ${client:-0} + ${ledger:-0} + ${cache:-0} + ${jdbc:-0}))
-failed=$((regress_failed + ${client_failed:-1} + ${ledger_failed:-1} + ${cache_failed:-1} + ${jdbc_failed:-1}))
+total=$((core + pgrx + regress_passed))
+failed=$regress_failed
+summary="core $core, in-database $pgrx, regression $regress_passed"
+# each client layer prints "<layer>: N passed, M failed"; a layer without that line counts as failed
+for layer in client ledger cache roles jdbc; do
+    line=$(grep -oE "^$layer: [0-9]+ passed, [0-9]+ failed" "$LOGS/$layer.log" 2>/dev/null | tail -1)
+    n=$(echo "$line" | awk '{print $2}')
+    f=$(echo "$line" | awk '{print $4}')
+    total=$((total + ${n:-0}))
+    failed=$((failed + ${f:-1}))
+    summary="$summary, $layer ${n:-0}"
+done
 echo
-echo "core $core, in-database $pgrx, regression $regress_passed, client ${client:-0}, ledger ${ledger:-0}, cache ${cache:-0}, jdbc ${jdbc:-0}"
+echo "$summary"
 echo "all: $total passed, $failed failed"
 [ "$failed" = 0 ]

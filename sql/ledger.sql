@@ -20,8 +20,11 @@ BEGIN
 END
 $$;
 
+-- Roles are identified by a pg_dp identity, a random uuid kept as the role's shared security label of
+-- provider pg_dp_role (pg_shseclabel, src/pg/identity.rs): it follows renames, is dumped and
+-- restored with the role by pg_dumpall, goes away with DROP ROLE, and so never passes to a new role
+-- that gets a dropped role's OID, in any database.
 CREATE TABLE dp.role_budget (
-    role                  oid PRIMARY KEY,
     epsilon_granted       numeric NOT NULL DEFAULT 0 CHECK (epsilon_granted >= 0),
     epsilon_spent         numeric NOT NULL DEFAULT 0 CHECK (epsilon_spent >= 0),
     delta_granted         numeric NOT NULL DEFAULT 0 CHECK (delta_granted >= 0 AND delta_granted < 1),
@@ -34,9 +37,13 @@ CREATE TABLE dp.role_budget (
     period                interval CHECK (period >= interval '1 hour'),
     period_start          timestamptz,
     lifetime_epsilon_spent numeric NOT NULL DEFAULT 0,
-    lifetime_delta_spent  numeric NOT NULL DEFAULT 0
+    lifetime_delta_spent  numeric NOT NULL DEFAULT 0,
+    -- the pg_dp identity of the role (dp.role_identities)
+    role_uid              uuid PRIMARY KEY,
+    -- the role's name at the last grant, for a budget no role carries any more
+    role_name             name NOT NULL
 );
-COMMENT ON TABLE dp.role_budget IS 'pg_dp: privacy budget of each role (exact numeric); read it through dp.budgets';
+COMMENT ON TABLE dp.role_budget IS 'pg_dp: privacy budget of each role in this database (exact numeric), by the role''s pg_dp identity (role_uid); read it through dp.budgets';
 
 CREATE TABLE dp.release_log (
     id            bigserial PRIMARY KEY,
@@ -54,9 +61,11 @@ CREATE TABLE dp.release_log (
     -- 0 for a reused release (details.reused names the release)
     epsilon       numeric NOT NULL CHECK (epsilon > 0 OR (epsilon = 0 AND details ? 'reused')),
     delta         numeric NOT NULL DEFAULT 0 CHECK (delta >= 0),
-    details       jsonb NOT NULL DEFAULT '{}'
+    details       jsonb NOT NULL DEFAULT '{}',
+    -- the pg_dp identity of the role charged (role above is its OID then, in the cluster of the charge)
+    role_uid      uuid
 );
-CREATE INDEX ON dp.release_log (role, charged_at);
+CREATE INDEX ON dp.release_log (role_uid, charged_at);
 COMMENT ON SEQUENCE dp.release_log_id_seq IS 'pg_dp: numbers the receipts in dp.release_log';
 COMMENT ON TABLE dp.release_log IS 'pg_dp: one row per paid release (the privacy receipts); read it through dp.ledger';
 
@@ -95,8 +104,40 @@ END
 $$;
 COMMENT ON FUNCTION dp.current_period_start(timestamptz, interval) IS 'pg_dp internal: the start of the budget period that contains now';
 
+-- The pg_dp identity of every role that has one. Labels are readable by everyone (pg_shseclabel).
+CREATE VIEW dp.role_identities AS
+SELECT l.objoid::pg_catalog.regrole AS role, l.label::uuid AS role_uid
+  FROM pg_catalog.pg_shseclabel l
+ WHERE l.provider = 'pg_dp_role' AND l.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass;
+COMMENT ON VIEW dp.role_identities IS 'pg_dp: the pg_dp identity (role_uid) of each role that has one, its security label of provider pg_dp_role, shared by every database; budgets and receipts belong to the identity, not to the OID';
+GRANT SELECT ON dp.role_identities TO PUBLIC;
+
+CREATE FUNCTION dp.role_uid(role regrole) RETURNS uuid
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT i.role_uid FROM dp.role_identities i WHERE i.role = role_uid.role;
+$$;
+COMMENT ON FUNCTION dp.role_uid(regrole) IS 'pg_dp: the pg_dp identity of a role (NULL: it has none, and so no budget)';
+
+CREATE FUNCTION dp.ensure_role_uid(role regrole) RETURNS uuid
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    u uuid := dp.role_uid(role);
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must be an existing role, got NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF u IS NULL THEN
+        u := pg_catalog.gen_random_uuid();
+        EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp_role ON ROLE %s IS %L', role, u);
+    END IF;
+    RETURN u;
+END
+$$;
+COMMENT ON FUNCTION dp.ensure_role_uid(regrole) IS 'pg_dp internal: the pg_dp identity of a role, given a new one (a random uuid) if it has none';
+REVOKE EXECUTE ON FUNCTION dp.ensure_role_uid(regrole) FROM PUBLIC;
+
 CREATE VIEW dp.budgets AS
-SELECT b.role::regrole                                   AS role,
+SELECT i.role,
        b.epsilon_granted,
        s.epsilon_spent,
        b.epsilon_granted - s.epsilon_spent               AS epsilon_remaining,
@@ -109,37 +150,42 @@ SELECT b.role::regrole                                   AS role,
        b.period,
        CASE WHEN b.period IS NOT NULL THEN s.period_start + b.period END AS period_ends,
        b.lifetime_epsilon_spent + b.epsilon_spent        AS lifetime_epsilon_spent,
-       b.lifetime_delta_spent + b.delta_spent            AS lifetime_delta_spent
-  FROM dp.role_budget b,
+       b.lifetime_delta_spent + b.delta_spent            AS lifetime_delta_spent,
+       b.role_uid,
+       coalesce((SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = i.role), b.role_name) AS role_name
+  FROM dp.role_budget b
+       LEFT JOIN dp.role_identities i ON i.role_uid = b.role_uid,
        -- a period that has ended is shown renewed (the debit renews it at the next charge)
        LATERAL (SELECT CASE WHEN b.period IS NOT NULL AND pg_catalog.now() >= b.period_start + b.period THEN 0 ELSE b.epsilon_spent END AS epsilon_spent,
                        CASE WHEN b.period IS NOT NULL AND pg_catalog.now() >= b.period_start + b.period THEN 0 ELSE b.delta_spent END AS delta_spent,
                        dp.current_period_start(b.period_start, b.period) AS period_start) s;
-COMMENT ON VIEW dp.budgets IS 'pg_dp: granted, spent and remaining epsilon and delta of every role (in its current period, if it has one), its per-query cap, pinned privacy level, budget period and lifetime spending (superusers and dp_admin)';
+COMMENT ON VIEW dp.budgets IS 'pg_dp: granted, spent and remaining epsilon and delta of every role in this database (in its current period, if it has one), its per-query cap, pinned privacy level, budget period, lifetime spending and pg_dp identity; role is NULL when no role carries the identity (the role was dropped, or restored without its label: dp.adopt_budget), role_name is then its last known name (superusers and dp_admin)';
 
 CREATE VIEW dp.ledger AS
-SELECT l.id, l.charged_at, l.role::regrole AS role, l.role_name, l.database_user, l.query_id,
+SELECT l.id, l.charged_at, i.role, l.role_name, l.database_user, l.query_id,
        coalesce(l.query_text, (SELECT q.query_text FROM dp.query_text q WHERE q.query_id = l.query_id)) AS query_text,
        l.aggregate, l.mechanism, l.sensitivity, l.noise_scale, l.epsilon, l.delta, l.details,
        l.details->'execution'->>'id' AS execution_id,
        l.details->'execution'->>'application_name' AS application_name,
        l.details->'execution'->>'client' AS client,
-       l.details->'parameters' AS parameters
-  FROM dp.release_log l;
-COMMENT ON VIEW dp.ledger IS 'pg_dp: every paid release, with its role, query (query_id: a fingerprint of the query, as pg_stat_statements computes it), mechanism, sensitivity, noise scale (for smooth sensitivity: its largest possible value), epsilon, delta, mechanism details, and for audits the execution it belongs to (one id per execution), the application name, the client address and the parameters it was paid at (superusers and dp_admin)';
+       l.details->'parameters' AS parameters,
+       l.role_uid
+  FROM dp.release_log l
+       LEFT JOIN dp.role_identities i ON i.role_uid = l.role_uid;
+COMMENT ON VIEW dp.ledger IS 'pg_dp: every paid release, with its role, query (query_id: a fingerprint of the query, as pg_stat_statements computes it), mechanism, sensitivity, noise scale (for smooth sensitivity: its largest possible value), epsilon, delta, mechanism details, and for audits the execution it belongs to (one id per execution), the application name, the client address and the parameters it was paid at; role is the role that carries the receipt''s pg_dp identity (role_uid) now, role_name its name at the charge (superusers and dp_admin)';
 
 CREATE VIEW dp.my_budget WITH (security_barrier) AS
 SELECT role, epsilon_granted, epsilon_spent, epsilon_remaining, delta_granted, delta_spent, delta_remaining,
        max_epsilon_per_query, pinned_privacy_level, period, period_ends, lifetime_epsilon_spent, lifetime_delta_spent
   FROM dp.budgets
- WHERE role::oid = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER);
+ WHERE role_uid = (SELECT dp.role_uid(r.oid) FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER);
 COMMENT ON VIEW dp.my_budget IS 'pg_dp: the current role''s privacy budget';
 
 CREATE VIEW dp.my_ledger WITH (security_barrier) AS
 SELECT id, charged_at, query_id, query_text, aggregate, mechanism, sensitivity, noise_scale, epsilon, delta, details
   FROM dp.ledger
- WHERE role::oid = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER);
-COMMENT ON VIEW dp.my_ledger IS 'pg_dp: the current role''s receipts';
+ WHERE role_uid = (SELECT dp.role_uid(r.oid) FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER);
+COMMENT ON VIEW dp.my_ledger IS 'pg_dp: the current role''s receipts (those of its pg_dp identity)';
 
 GRANT SELECT ON dp.budgets, dp.ledger TO dp_admin;
 GRANT SELECT ON dp.my_budget, dp.my_ledger TO PUBLIC;
@@ -164,22 +210,28 @@ COMMENT ON FUNCTION dp.check_epsilon_delta(float8, float8) IS 'pg_dp internal: v
 
 CREATE FUNCTION dp.grant_budget(role regrole, epsilon float8, delta float8 DEFAULT 0) RETURNS SETOF dp.budgets
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    u uuid;
 BEGIN
     PERFORM dp.check_epsilon_delta(epsilon, delta);
-    INSERT INTO dp.role_budget AS b (role, epsilon_granted, delta_granted)
-    VALUES (role, epsilon::text::numeric, delta::text::numeric)
+    u := dp.ensure_role_uid(role);
+    INSERT INTO dp.role_budget AS b (role_uid, role_name, epsilon_granted, delta_granted)
+    VALUES (u, (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = role), epsilon::text::numeric, delta::text::numeric)
     ON CONFLICT ON CONSTRAINT role_budget_pkey DO UPDATE
        SET epsilon_granted = b.epsilon_granted + EXCLUDED.epsilon_granted,
            delta_granted   = b.delta_granted + EXCLUDED.delta_granted,
+           role_name       = EXCLUDED.role_name,
            updated_at      = pg_catalog.now();
-    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role = grant_budget.role;
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = u;
 END
 $$;
-COMMENT ON FUNCTION dp.grant_budget(regrole, float8, float8) IS 'pg_dp: adds epsilon and delta to a role''s privacy budget (dp_admin)';
+COMMENT ON FUNCTION dp.grant_budget(regrole, float8, float8) IS 'pg_dp: adds epsilon and delta to a role''s privacy budget in this database, giving the role a pg_dp identity first if it has none (dp_admin)';
 
 CREATE FUNCTION dp.set_budget(role regrole, epsilon float8, delta float8 DEFAULT 0,
                               max_epsilon_per_query float8 DEFAULT NULL) RETURNS SETOF dp.budgets
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    u uuid;
 BEGIN
     PERFORM dp.check_epsilon_delta(epsilon, delta);
     IF max_epsilon_per_query IS NOT NULL
@@ -187,14 +239,16 @@ BEGIN
         RAISE EXCEPTION 'max_epsilon_per_query must be NULL or a number greater than 0 and at most 1e6, got %',
             max_epsilon_per_query USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    INSERT INTO dp.role_budget AS b (role, epsilon_granted, delta_granted, max_epsilon_per_query)
-    VALUES (role, epsilon::text::numeric, delta::text::numeric, max_epsilon_per_query::text::numeric)
+    u := dp.ensure_role_uid(role);
+    INSERT INTO dp.role_budget AS b (role_uid, role_name, epsilon_granted, delta_granted, max_epsilon_per_query)
+    VALUES (u, (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = role), epsilon::text::numeric, delta::text::numeric, max_epsilon_per_query::text::numeric)
     ON CONFLICT ON CONSTRAINT role_budget_pkey DO UPDATE
        SET epsilon_granted       = EXCLUDED.epsilon_granted,
            delta_granted         = EXCLUDED.delta_granted,
            max_epsilon_per_query = EXCLUDED.max_epsilon_per_query,
+           role_name             = EXCLUDED.role_name,
            updated_at            = pg_catalog.now();
-    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role = set_budget.role;
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = u;
 END
 $$;
 COMMENT ON FUNCTION dp.set_budget(regrole, float8, float8, float8) IS 'pg_dp: sets a role''s granted epsilon and delta (spending so far is kept) and its per-query epsilon cap (dp_admin)';
@@ -204,7 +258,7 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     -- nothing remains, and what was spent stays: a later grant adds to it, never erases it
     UPDATE dp.role_budget b
        SET epsilon_granted = b.epsilon_spent, delta_granted = b.delta_spent, updated_at = pg_catalog.now()
-     WHERE b.role = revoke_budget.role;
+     WHERE b.role_uid = dp.role_uid(revoke_budget.role);
 $$;
 COMMENT ON FUNCTION dp.revoke_budget(regrole) IS 'pg_dp: takes back what remains of a role''s budget (granted becomes spent); the spending and the receipts stay, so a later grant adds to them (dp_admin)';
 
@@ -214,7 +268,7 @@ BEGIN
     IF period IS NOT NULL AND NOT (period >= interval '1 hour') THEN
         RAISE EXCEPTION 'period must be NULL or at least 1 hour, got %', period USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF NOT EXISTS (SELECT FROM dp.role_budget b WHERE b.role = set_budget_period.role) THEN
+    IF NOT EXISTS (SELECT FROM dp.role_budget b WHERE b.role_uid = dp.role_uid(set_budget_period.role)) THEN
         RAISE EXCEPTION 'role % has no privacy budget', role USING ERRCODE = 'invalid_parameter_value',
             HINT = 'grant one first: SELECT dp.grant_budget(role, epsilon)';
     END IF;
@@ -225,13 +279,53 @@ BEGIN
            lifetime_epsilon_spent = b.lifetime_epsilon_spent + b.epsilon_spent,
            lifetime_delta_spent = b.lifetime_delta_spent + b.delta_spent,
            epsilon_spent = 0, delta_spent = 0, updated_at = pg_catalog.now()
-     WHERE b.role = set_budget_period.role;
-    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role = set_budget_period.role;
+     WHERE b.role_uid = dp.role_uid(set_budget_period.role);
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = dp.role_uid(set_budget_period.role);
 END
 $$;
 COMMENT ON FUNCTION dp.set_budget_period(regrole, interval) IS 'pg_dp: renews a role''s granted epsilon and delta every period (at least 1 hour; NULL: no period), starting now; spending moves to lifetime totals, never erased (dp_admin)';
 REVOKE EXECUTE ON FUNCTION dp.set_budget_period(regrole, interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION dp.set_budget_period(regrole, interval) TO dp_admin;
+
+-- A role restored without its pg_dp identity (pg_dumpall --no-security-labels, a role created by
+-- hand) takes back the budgets and receipts of its old identity (dp.budgets.role_uid).
+CREATE FUNCTION dp.adopt_budget(role regrole, role_uid uuid) RETURNS SETOF dp.budgets
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    own    uuid := dp.role_uid(role);
+    holder regrole := (SELECT i.role FROM dp.role_identities i WHERE i.role_uid = adopt_budget.role_uid);
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must be an existing role, got NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF adopt_budget.role_uid IS NULL THEN
+        RAISE EXCEPTION 'role_uid must be the pg_dp identity of a budget (a uuid, dp.budgets.role_uid), got NULL'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF own IS DISTINCT FROM adopt_budget.role_uid THEN
+        IF own IS NOT NULL THEN
+            RAISE EXCEPTION 'role % already has pg_dp identity %: it cannot adopt another', role, own
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'a superuser can remove its identity first (SECURITY LABEL FOR pg_dp_role ON ROLE ... IS NULL); the budgets of that identity, in every database, then belong to no role';
+        END IF;
+        IF holder IS NOT NULL THEN
+            RAISE EXCEPTION 'role_uid % is the pg_dp identity of role %: it cannot be adopted by role %', adopt_budget.role_uid, holder, role
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF NOT EXISTS (SELECT FROM dp.role_budget b WHERE b.role_uid = adopt_budget.role_uid)
+           AND NOT EXISTS (SELECT FROM dp.release_log l WHERE l.role_uid = adopt_budget.role_uid) THEN
+            RAISE EXCEPTION 'role_uid % has no budget and no receipt in database %', adopt_budget.role_uid, pg_catalog.current_database()
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'dp.budgets lists the role_uid of every budget of this database, with role NULL when no role carries it';
+        END IF;
+        EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp_role ON ROLE %s IS %L', role, adopt_budget.role_uid);
+    END IF;
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = adopt_budget.role_uid;
+END
+$$;
+COMMENT ON FUNCTION dp.adopt_budget(regrole, uuid) IS 'pg_dp: gives a role without a pg_dp identity the identity role_uid (dp.budgets.role_uid) of a budget no role carries, with its budgets and receipts in every database (a role restored without its security label); refused when the role has another identity or another role has this one (dp_admin)';
+REVOKE EXECUTE ON FUNCTION dp.adopt_budget(regrole, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dp.adopt_budget(regrole, uuid) TO dp_admin;
 
 -- Retention and export, for auditors.
 CREATE FUNCTION dp.purge_receipts(older_than interval) RETURNS bigint
@@ -272,20 +366,21 @@ CREATE TABLE dp.dropped_role_budget (
     delta_granted  numeric NOT NULL,
     delta_spent    numeric NOT NULL,
     lifetime_epsilon_spent numeric NOT NULL,
-    lifetime_delta_spent numeric NOT NULL
+    lifetime_delta_spent numeric NOT NULL,
+    role_uid       uuid
 );
-COMMENT ON TABLE dp.dropped_role_budget IS 'pg_dp: the budgets of dropped roles, archived by DROP ROLE in this database (superusers and dp_admin)';
+COMMENT ON TABLE dp.dropped_role_budget IS 'pg_dp: the budgets of dropped roles, archived by DROP ROLE in this database, with the role''s OID, name and pg_dp identity then (superusers and dp_admin)';
 SELECT pg_catalog.pg_extension_config_dump('dp.dropped_role_budget', '');
 GRANT SELECT ON dp.dropped_role_budget TO dp_admin;
 
 CREATE FUNCTION dp.archive_role_budget(role oid) RETURNS void
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    WITH gone AS (DELETE FROM dp.role_budget b WHERE b.role = archive_role_budget.role RETURNING b.*)
+    WITH gone AS (DELETE FROM dp.role_budget b WHERE b.role_uid = dp.role_uid(archive_role_budget.role) RETURNING b.*)
     INSERT INTO dp.dropped_role_budget (role, role_name, epsilon_granted, epsilon_spent, delta_granted, delta_spent,
-                                        lifetime_epsilon_spent, lifetime_delta_spent)
-    SELECT g.role, coalesce((SELECT rolname FROM pg_catalog.pg_roles r WHERE r.oid = g.role), g.role::text),
+                                        lifetime_epsilon_spent, lifetime_delta_spent, role_uid)
+    SELECT archive_role_budget.role, coalesce((SELECT rolname FROM pg_catalog.pg_roles r WHERE r.oid = archive_role_budget.role), g.role_name),
            g.epsilon_granted, g.epsilon_spent, g.delta_granted, g.delta_spent,
-           g.lifetime_epsilon_spent + g.epsilon_spent, g.lifetime_delta_spent + g.delta_spent
+           g.lifetime_epsilon_spent + g.epsilon_spent, g.lifetime_delta_spent + g.delta_spent, g.role_uid
       FROM gone g;
 $$;
 COMMENT ON FUNCTION dp.archive_role_budget(oid) IS 'pg_dp internal: moves the budget of a role being dropped to dp.dropped_role_budget';
@@ -309,6 +404,8 @@ GRANT SELECT ON dp.privacy_levels TO PUBLIC;
 
 CREATE FUNCTION dp.pin_privacy_level(role regrole, level text) RETURNS SETOF dp.budgets
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    u uuid;
 BEGIN
     IF role IS NULL THEN
         RAISE EXCEPTION 'role must be an existing role, got NULL' USING ERRCODE = 'invalid_parameter_value';
@@ -316,10 +413,12 @@ BEGIN
     IF level IS NOT NULL THEN
         PERFORM dp.privacy_level_epsilon(level);  -- an unknown level: an error that lists the valid ones
     END IF;
-    INSERT INTO dp.role_budget AS b (role, privacy_level)
-    VALUES (role, level)
+    u := dp.ensure_role_uid(role);
+    INSERT INTO dp.role_budget AS b (role_uid, role_name, privacy_level)
+    VALUES (u, (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = role), level)
     ON CONFLICT ON CONSTRAINT role_budget_pkey DO UPDATE
        SET privacy_level = EXCLUDED.privacy_level,
+           role_name     = EXCLUDED.role_name,
            updated_at    = pg_catalog.now();
     -- the role's sessions in this database start at its level (from their next connection)
     IF level IS NULL THEN
@@ -327,7 +426,7 @@ BEGIN
     ELSE
         EXECUTE pg_catalog.format('ALTER ROLE %s IN DATABASE %I SET dp.privacy_level = %L', role, pg_catalog.current_database(), level);
     END IF;
-    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role = pin_privacy_level.role;
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = u;
 END
 $$;
 COMMENT ON FUNCTION dp.pin_privacy_level(regrole, text) IS 'pg_dp: pins a named privacy level to a role in this database: each of its queries may spend at most the level''s epsilon (with any per-query cap), and its sessions start at that level; NULL unpins (dp_admin)';
@@ -343,10 +442,12 @@ CREATE FUNCTION dp.debit(role oid, database_user name, unlimited bool, query_id 
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     b         dp.role_budget;
+    uid       uuid := dp.role_uid(debit.role);
     eps_total numeric := (SELECT coalesce(sum(e), 0) FROM unnest(epsilons) e);
     del_total numeric := (SELECT coalesce(sum(d), 0) FROM unnest(deltas) d);
 BEGIN
-    SELECT * INTO b FROM dp.role_budget r WHERE r.role = debit.role FOR UPDATE;
+    -- a role without a pg_dp identity has no budget
+    SELECT * INTO b FROM dp.role_budget r WHERE r.role_uid = uid FOR UPDATE;
     IF FOUND AND b.period IS NOT NULL AND pg_catalog.now() >= b.period_start + b.period THEN
         -- a new period: what the last one spent moves to the lifetime totals
         UPDATE dp.role_budget r
@@ -354,7 +455,7 @@ BEGIN
                lifetime_delta_spent   = r.lifetime_delta_spent + r.delta_spent,
                epsilon_spent = 0, delta_spent = 0,
                period_start = dp.current_period_start(r.period_start, r.period)
-         WHERE r.role = debit.role
+         WHERE r.role_uid = uid
         RETURNING * INTO b;
     END IF;
     IF FOUND THEN
@@ -376,8 +477,9 @@ BEGIN
             RETURN;
         END IF;
         UPDATE dp.role_budget r
-           SET epsilon_spent = r.epsilon_spent + eps_total, delta_spent = r.delta_spent + del_total
-         WHERE r.role = debit.role;
+           SET epsilon_spent = r.epsilon_spent + eps_total, delta_spent = r.delta_spent + del_total,
+               role_name = coalesce((SELECT o.rolname FROM pg_catalog.pg_roles o WHERE o.oid = debit.role), r.role_name)
+         WHERE r.role_uid = uid;
         epsilon_remaining := epsilon_remaining - eps_total;
         delta_remaining := delta_remaining - del_total;
     ELSIF NOT unlimited THEN
@@ -385,19 +487,24 @@ BEGIN
         reason := 'no budget';
         RETURN;
     END IF;
+    -- receipts name the role by its identity: a role charged without a budget (a superuser, or with
+    -- dp.require_budget off) gets one now, unless this transaction cannot see the role yet
+    IF uid IS NULL AND EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = debit.role) THEN
+        uid := dp.ensure_role_uid(debit.role);
+    END IF;
     -- a fingerprinted query's text is kept once
     IF debit.query_id IS NOT NULL AND debit.query_id <> 0 THEN
         INSERT INTO dp.query_text AS q (query_id, query_text) VALUES (debit.query_id, debit.query_text)
         ON CONFLICT ON CONSTRAINT query_text_pkey DO NOTHING;
     END IF;
     INSERT INTO dp.release_log (role, role_name, database_user, query_id, query_text, aggregate, mechanism,
-                                sensitivity, noise_scale, epsilon, delta, details)
+                                sensitivity, noise_scale, epsilon, delta, details, role_uid)
     SELECT debit.role, coalesce((SELECT rolname FROM pg_roles WHERE oid = debit.role), debit.role::text),
            database_user, debit.query_id,
            -- NULL when the text is the one kept for the fingerprint; another text (other constants) is kept
            CASE WHEN (SELECT q.query_text FROM dp.query_text q WHERE q.query_id = debit.query_id) = debit.query_text
                 THEN NULL ELSE debit.query_text END,
-           a, m, s, n, e, d, coalesce(x, '{}')
+           a, m, s, n, e, d, coalesce(x, '{}'), uid
       FROM unnest(aggregates, mechanisms, sensitivities, scales, epsilons, deltas, debit.details) AS u(a, m, s, n, e, d, x);
     granted := true;
     reason := NULL;

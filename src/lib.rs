@@ -25,6 +25,7 @@ pub extern "C-unwind" fn _PG_init() {
     pg::guc::register();
     pg::ledger::init();
     pg::protect::init();
+    pg::identity::init();
     pg::release::init();
     pg::planner::init();
     pg::charge::init();

@@ -659,7 +659,9 @@ unsafe fn refuse(req: &ChargeRequest, role: pg_sys::Oid, reason: &str, remaining
         raise_with(
             PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
             format!("role \"{name}\" has no privacy budget"),
-            Some(&format!("a superuser or a member of dp_admin can grant one: SELECT dp.grant_budget('{name}', 1.0)")),
+            Some(&format!(
+                "a superuser or a member of dp_admin can grant one: SELECT dp.grant_budget('{name}', 1.0); a role restored without its pg_dp identity takes its budget back with dp.adopt_budget('{name}', role_uid)"
+            )),
         );
     }
     if let Some(cap) = reason.strip_prefix("cap:") {

@@ -1,9 +1,10 @@
 //! The ledger outlives careless DDL: `DROP EXTENSION pg_dp` (and `DROP SCHEMA dp CASCADE`, which
 //! drops the extension with it) is refused while the database holds budgets or receipts, unless a
 //! superuser confirms with `SET dp.confirm_drop = on` (superuser-only, for the transaction or
-//! session). `DROP ROLE` moves the role's budget to `dp.dropped_role_budget`, so that a new role
-//! that gets the same OID does not inherit it. Budgets are per database: both read and write this
-//! database's ledger only.
+//! session). `DROP ROLE` moves the role's budget in this database to `dp.dropped_role_budget`.
+//! Budgets are per database: both read and write this database's ledger only. In other databases
+//! the budget stays, belonging to no role: it is the role's pg_dp identity's (identity.rs), which
+//! PostgreSQL removes with the role, so a new role that gets the same OID inherits nothing.
 use super::error::raise_with;
 use pgrx::pg_sys::{self, Node, NodeTag};
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PgSqlErrorCode, Spi};

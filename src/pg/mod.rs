@@ -12,6 +12,7 @@ pub mod error;
 pub mod ffi;
 pub mod grammar;
 pub mod guc;
+pub mod identity;
 pub mod inspect;
 pub mod ledger;
 pub mod levels;

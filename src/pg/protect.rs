@@ -42,7 +42,7 @@ pub const TRUSTED: &str = "trusted";
 
 const INHERITS_RELATION_ID: Oid = Oid::from_u32(2611);
 const INHERITS_RELID_SEQNO_INDEX_ID: Oid = Oid::from_u32(2680);
-const SHARED_SECLABEL_RELATION_ID: Oid = Oid::from_u32(3592);
+pub(super) const SHARED_SECLABEL_RELATION_ID: Oid = Oid::from_u32(3592);
 const SECLABEL_RELATION_ID: Oid = Oid::from_u32(3596);
 /// Inheritance is at most this deep in practice; deeper chains are treated as protected.
 const MAX_DEPTH: usize = 64;
@@ -393,7 +393,7 @@ fn trusted_roles() -> Vec<Oid> {
     }) {
         return v;
     }
-    let v = unsafe { labelled_objects(SHARED_SECLABEL_RELATION_ID, pg_sys::AuthIdRelationId, TRUSTED, false) };
+    let v = unsafe { labelled_objects(SHARED_SECLABEL_RELATION_ID, pg_sys::AuthIdRelationId, "pg_dp", |l| l == TRUSTED, false) };
     if GENERATION.with(|g| g.get()) == now {
         CACHE.with(|c| {
             let mut c = c.borrow_mut();
@@ -415,15 +415,15 @@ pub fn release_cache_off(relid: Oid) -> bool {
 pub fn any_protected() -> bool {
     cached(
         |c| c.any_protected,
-        || unsafe { !labelled_objects(SECLABEL_RELATION_ID, pg_sys::RelationRelationId, PROTECTED, true).is_empty() },
+        || unsafe { !labelled_objects(SECLABEL_RELATION_ID, pg_sys::RelationRelationId, "pg_dp", |l| label_has(Some(l), PROTECTED), true).is_empty() },
         |c, v| c.any_protected = Some(v),
     )
 }
 
-/// Objects of class `classoid` whose pg_dp label has the word `label`, read from a security-label catalog
-/// (pg_seclabel: objoid, classoid, objsubid, provider, label; pg_shseclabel: the same without
-/// objsubid). Both catalogs are small: a sequential scan suffices.
-unsafe fn labelled_objects(catalog: Oid, classoid: Oid, label: &str, has_subid: bool) -> Vec<Oid> {
+/// Objects of class `classoid` carrying a label of `provider` that `wanted` accepts, read from a
+/// security-label catalog (pg_seclabel: objoid, classoid, objsubid, provider, label; pg_shseclabel:
+/// the same without objsubid). Both catalogs are small: a sequential scan suffices.
+pub(super) unsafe fn labelled_objects(catalog: Oid, classoid: Oid, provider: &str, wanted: impl Fn(&str) -> bool, has_subid: bool) -> Vec<Oid> {
     let rel = pg_sys::table_open(catalog, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
     let desc = (*rel).rd_att;
     let natts = (*desc).natts as usize;
@@ -445,7 +445,7 @@ unsafe fn labelled_objects(catalog: Oid, classoid: Oid, label: &str, has_subid: 
             continue;
         }
         let text = |d: pg_sys::Datum| CStr::from_ptr(pg_sys::text_to_cstring(d.cast_mut_ptr())).to_string_lossy().into_owned();
-        if text(values[provider_at]) == "pg_dp" && label_has(Some(&text(values[label_at])), label) {
+        if text(values[provider_at]) == provider && wanted(&text(values[label_at])) {
             out.push(Oid::from(values[0].value() as u32));
         }
     }
@@ -475,7 +475,7 @@ pub fn statistics_restricted() -> bool {
 }
 
 /// True if the current role is a superuser or a member of dp_admin.
-unsafe fn is_dp_admin() -> bool {
+pub(super) unsafe fn is_dp_admin() -> bool {
     if pg_sys::superuser() {
         return true;
     }
