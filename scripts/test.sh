@@ -4,9 +4,10 @@
 #   2. in-database tests (cargo pgrx test, a throwaway cluster)
 #   3. a real server: SQL regression script with expected output, a psycopg client (extended
 #      protocol, epsilon as a bind parameter, SQLSTATEs, a non-superuser role) and the budget
-#      ledger attacks (ROLLBACK, savepoints, errors, cancel, 16 racing sessions, kill -9, crash), and
-#      a JDBC client (Debian's driver: a prepared statement with epsilon as a parameter, fetch size
-#      with autocommit off, SQLSTATEs)
+#      ledger attacks (ROLLBACK, savepoints, errors, cancel, 16 racing sessions, kill -9, crash), the
+#      update from the last release (ALTER EXTENSION pg_dp UPDATE), and a JDBC client (Debian's
+#      driver: a prepared statement with epsilon as a parameter, fetch size with autocommit off,
+#      SQLSTATEs)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 TEST_DIR="${TEST_DIR:-$STATE_DIR/test}"
@@ -54,6 +55,9 @@ done
     --datadir "$TEST_DIR/server" --pgbin "$PGBIN" 2>&1 | tee "$LOGS/ledger.log"
 # the ledger tests restart the server (crashes); JDBC connects over TCP to localhost
 cluster_start "$TEST_DIR/server" "$PSQL_PORT"
+# ALTER EXTENSION pg_dp UPDATE from the last release: the data stays, the schema equals a fresh
+# install (fails until sql/versions holds the update script; counted in the totals, not fatal here)
+"$PYTHON" "$ROOT/tests/client/test_upgrade.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" 2>&1 | tee "$LOGS/upgrade.log" || true
 mkdir -p "$ROOT/target/jdbc"
 (javac -d "$ROOT/target/jdbc" -cp /usr/share/java/postgresql.jar "$ROOT/tests/jdbc/JdbcClient.java" \
     && java -cp "/usr/share/java/postgresql.jar:$ROOT/target/jdbc" JdbcClient "$PSQL_PORT") 2>&1 | tee "$LOGS/jdbc.log"
@@ -66,11 +70,14 @@ client=$(grep -oE "^client: [0-9]+ passed" "$LOGS/client.log" | awk '{print $2}'
 client_failed=$(grep -oE "[0-9]+ failed$" "$LOGS/client.log" | tail -1 | awk '{print $1}')
 ledger=$(grep -oE "^ledger: [0-9]+ passed" "$LOGS/ledger.log" | awk '{print $2}')
 ledger_failed=$(grep -oE "[0-9]+ failed$" "$LOGS/ledger.log" | tail -1 | awk '{print $1}')
+# (no summary line: the test stopped early, counted as one failure)
+upgrade=$(grep -oE "^upgrade: [0-9]+ passed" "$LOGS/upgrade.log" | awk '{print $2}' || true)
+upgrade_failed=$(grep -oE "^upgrade: [0-9]+ passed, [0-9]+ failed" "$LOGS/upgrade.log" | awk '{print $4}' || true)
 jdbc=$(grep -oE "^jdbc: [0-9]+ passed" "$LOGS/jdbc.log" | awk '{print $2}')
 jdbc_failed=$(grep -oE "^jdbc: [0-9]+ passed, [0-9]+ failed" "$LOGS/jdbc.log" | awk '{print $4}')
-total=$((core + pgrx + regress_passed + ${client:-0} + ${ledger:-0} + ${jdbc:-0}))
-failed=$((regress_failed + ${client_failed:-1} + ${ledger_failed:-1} + ${jdbc_failed:-1}))
+total=$((core + pgrx + regress_passed + ${client:-0} + ${ledger:-0} + ${upgrade:-0} + ${jdbc:-0}))
+failed=$((regress_failed + ${client_failed:-1} + ${ledger_failed:-1} + ${upgrade_failed:-1} + ${jdbc_failed:-1}))
 echo
-echo "core $core, in-database $pgrx, regression $regress_passed, client ${client:-0}, ledger ${ledger:-0}, jdbc ${jdbc:-0}"
+echo "core $core, in-database $pgrx, regression $regress_passed, client ${client:-0}, ledger ${ledger:-0}, upgrade ${upgrade:-0}, jdbc ${jdbc:-0}"
 echo "all: $total passed, $failed failed"
 [ "$failed" = 0 ]
