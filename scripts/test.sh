@@ -4,10 +4,11 @@
 #   2. in-database tests (cargo pgrx test, a throwaway cluster)
 #   3. a real server: SQL regression script with expected output, a psycopg client (extended
 #      protocol, epsilon as a bind parameter, SQLSTATEs, a non-superuser role) and the budget
-#      ledger attacks (ROLLBACK, savepoints, errors, cancel, 16 racing sessions, kill -9, crash), and
-#      a JDBC client (Debian's driver: a prepared statement with epsilon as a parameter, fetch size
-#      with autocommit off, SQLSTATEs), and role identities across renames, DROP ROLE, several
-#      databases and pg_dumpall + pg_dump/pg_restore into other clusters
+#      ledger attacks (ROLLBACK, savepoints, errors, cancel, 16 racing sessions, kill -9, crash), the
+#      release cache, role identities across renames, DROP ROLE, several databases and pg_dumpall +
+#      pg_dump/pg_restore into other clusters, the update from the last release (ALTER EXTENSION
+#      pg_dp UPDATE), and a JDBC client (Debian's driver: a prepared statement with epsilon as a
+#      parameter, fetch size with autocommit off, SQLSTATEs)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 TEST_DIR="${TEST_DIR:-$STATE_DIR/test}"
@@ -62,6 +63,8 @@ cluster_start "$TEST_DIR/server" "$PSQL_PORT"
     --datadir "$TEST_DIR/server" --pgbin "$PGBIN" 2>&1 | tee "$LOGS/roles.log"
 # the ledger tests restart the server (crashes); JDBC connects over TCP to localhost
 cluster_start "$TEST_DIR/server" "$PSQL_PORT"
+# ALTER EXTENSION pg_dp UPDATE from the last release: the data stays, the schema equals a fresh install
+"$PYTHON" "$ROOT/tests/client/test_upgrade.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" 2>&1 | tee "$LOGS/upgrade.log"
 mkdir -p "$ROOT/target/jdbc"
 (javac -d "$ROOT/target/jdbc" -cp /usr/share/java/postgresql.jar "$ROOT/tests/jdbc/JdbcClient.java" \
     && java -cp "/usr/share/java/postgresql.jar:$ROOT/target/jdbc" JdbcClient "$PSQL_PORT") 2>&1 | tee "$LOGS/jdbc.log"
@@ -74,7 +77,7 @@ total=$((core + pgrx + regress_passed))
 failed=$regress_failed
 summary="core $core, in-database $pgrx, regression $regress_passed"
 # each client layer prints "<layer>: N passed, M failed"; a layer without that line counts as failed
-for layer in client ledger cache roles jdbc; do
+for layer in client ledger cache roles upgrade jdbc; do
     line=$(grep -oE "^$layer: [0-9]+ passed, [0-9]+ failed" "$LOGS/$layer.log" 2>/dev/null | tail -1)
     n=$(echo "$line" | awk '{print $2}')
     f=$(echo "$line" | awk '{print $4}')
