@@ -59,7 +59,7 @@ CREATE TABLE dp.release_log (
     sensitivity   float8 NOT NULL,
     noise_scale   float8 NOT NULL,
     -- 0 for a reused release (details.reused names the release)
-    epsilon       numeric NOT NULL CHECK (epsilon > 0 OR (epsilon = 0 AND details ? 'reused')),
+    epsilon       numeric NOT NULL CONSTRAINT release_log_epsilon_check CHECK (epsilon > 0 OR (epsilon = 0 AND details ? 'reused')),
     delta         numeric NOT NULL DEFAULT 0 CHECK (delta >= 0),
     details       jsonb NOT NULL DEFAULT '{}',
     -- the pg_dp identity of the role charged (role above is its OID then, in the cluster of the charge)

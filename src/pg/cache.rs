@@ -376,6 +376,11 @@ pub unsafe fn statement(qd: *mut pg_sys::QueryDesc) -> Option<Statement> {
     if !available() || !RELEASE_CACHE.get() || (*SHARED).arena_size == 0 || transaction_wrote() || super::guc::seeded() {
         return None;
     }
+    if !schema_has_cache() {
+        // a database still on an earlier version's schema (before ALTER EXTENSION pg_dp UPDATE) has
+        // no receipts for reused releases
+        return None;
+    }
     let snap = (*qd).snapshot;
     if snap.is_null() || (*snap).snapshot_type != pg_sys::SnapshotType::SNAPSHOT_MVCC {
         return None;
@@ -398,6 +403,12 @@ pub unsafe fn statement(qd: *mut pg_sys::QueryDesc) -> Option<Statement> {
     let mut params = params;
     params.extend_from_slice(session_settings().as_bytes());
     Some(Statement { versions: versions_for(&relids, snap)?, params })
+}
+
+/// True if this database's pg_dp schema is of a version with the release cache.
+unsafe fn schema_has_cache() -> bool {
+    let ns = pg_sys::get_namespace_oid(c"dp".as_ptr(), true);
+    ns != pg_sys::InvalidOid && pg_sys::get_relname_relid(c"uncached_tables".as_ptr(), ns) != pg_sys::InvalidOid
 }
 
 /// The bind parameters' values, byte for byte (None when they are fetched dynamically).

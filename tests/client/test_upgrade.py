@@ -42,6 +42,10 @@ def drop_all():
             c.execute(f"DROP ROLE IF EXISTS {role}")
 
 
+# columns a later version replaces on purpose: (relation, column)
+REPLACED_COLUMNS = {("dp.role_budget", "role")}
+
+
 def data_queries(c):
     """name -> query of everything the old version keeps: each of its config tables and sequences
     (the columns it has now, rows sorted by all of them), the views users read, pg_dp's labels and
@@ -56,7 +60,9 @@ def data_queries(c):
         if kind == "S":
             qs[rel] = f"SELECT last_value, is_called FROM {rel}"
     for rel in [r for r, k in config if k != "S"] + VIEWS:
-        names = cols(rel)
+        # 0.2.0 keys budgets by the role's pg_dp identity, not its OID: the role of each budget is
+        # compared through dp.budgets, which names it
+        names = [n for n in cols(rel) if (rel, n) not in REPLACED_COLUMNS]
         qs[rel] = f"SELECT {', '.join(names)} FROM {rel} ORDER BY {', '.join(str(i + 1) for i in range(len(names)))}"
     qs["labels"] = ("SELECT objoid::regclass::text, objsubid, label FROM pg_seclabel WHERE provider = 'pg_dp'"
                     " AND classoid = 'pg_class'::regclass"

@@ -1,0 +1,489 @@
+-- pg_dp 0.1.0 -> 0.2.0 (ALTER EXTENSION pg_dp UPDATE TO '0.2.0'). Keeps every budget, receipt,
+-- query text, label and archive; tests/client/test_upgrade.py checks that the result equals a fresh
+-- install of 0.2.0.
+\echo Use "ALTER EXTENSION pg_dp UPDATE TO '0.2.0'" to load this file. \quit
+
+-- receipts of reused releases (the release cache) are recorded at epsilon 0
+ALTER TABLE dp.release_log DROP CONSTRAINT release_log_epsilon_check;
+ALTER TABLE dp.release_log ADD CONSTRAINT release_log_epsilon_check CHECK (epsilon > 0 OR (epsilon = 0 AND details ? 'reused'));
+
+-- a table's pg_dp label is a list of words (protected, no_release_cache)
+CREATE FUNCTION dp.relabel_table(tbl regclass, word text, present bool) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    words text[];
+BEGIN
+    SELECT coalesce(array_agg(w ORDER BY w), '{}') INTO words
+      FROM (SELECT DISTINCT trim(w) AS w
+              FROM pg_catalog.pg_seclabel l, unnest(string_to_array(l.label, ',')) w
+             WHERE l.objoid = tbl AND l.classoid = 'pg_catalog.pg_class'::regclass AND l.objsubid = 0
+               AND l.provider = 'pg_dp' AND trim(w) <> relabel_table.word AND trim(w) <> '') x;
+    IF present THEN
+        words := words || word;
+    END IF;
+    EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON %s %s IS %L',
+                              CASE (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid = tbl)
+                                   WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'v' THEN 'VIEW' ELSE 'TABLE' END,
+                              tbl, nullif(array_to_string(words, ', '), ''));
+END
+$$;
+COMMENT ON FUNCTION dp.relabel_table(regclass, text, bool) IS 'pg_dp internal: adds or removes one word of a table''s pg_dp label (protected, no_release_cache)';
+REVOKE EXECUTE ON FUNCTION dp.relabel_table(regclass, text, bool) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION dp.protect_table(tbl regclass, privacy_unit name DEFAULT NULL, max_groups_contributed int DEFAULT 1,
+                                 max_count_per_unit int DEFAULT 1) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    old record;
+BEGIN
+    PERFORM dp.relabel_table(tbl, 'protected', true);
+    IF privacy_unit IS NULL THEN
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a
+                    WHERE a.attrelid = tbl AND a.attname = privacy_unit AND a.attnum > 0 AND NOT a.attisdropped) THEN
+        RAISE EXCEPTION 'column "%" of % does not exist', privacy_unit, tbl USING ERRCODE = '42703';
+    END IF;
+    -- the previous unit column, if another, loses its label first (a table has one unit)
+    FOR old IN SELECT a.attname FROM pg_catalog.pg_seclabel l
+                 JOIN pg_catalog.pg_attribute a ON a.attrelid = l.objoid AND a.attnum = l.objsubid
+                WHERE l.objoid = tbl AND l.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass AND l.provider = 'pg_dp'
+                  AND l.objsubid > 0 AND l.label LIKE '{"privacy_unit"%' AND a.attname <> privacy_unit LOOP
+        EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON COLUMN %s.%I IS NULL', tbl, old.attname);
+    END LOOP;
+    EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON COLUMN %s.%I IS %L', tbl, privacy_unit,
+        pg_catalog.json_build_object('privacy_unit', pg_catalog.json_build_object(
+            'max_groups_contributed', max_groups_contributed, 'max_count_per_unit', max_count_per_unit))::text);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION dp.unprotect_table(tbl regclass) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM dp.relabel_table(tbl, 'protected', false);
+END
+$$;
+
+CREATE OR REPLACE VIEW dp.protected_tables AS
+SELECT l.objoid::pg_catalog.regclass AS table_name, c.relowner::pg_catalog.regrole AS owner,
+       u.attname AS privacy_unit,
+       (u.label::pg_catalog.jsonb -> 'privacy_unit' ->> 'max_groups_contributed')::int AS max_groups_contributed,
+       (u.label::pg_catalog.jsonb -> 'privacy_unit' ->> 'max_count_per_unit')::int AS max_count_per_unit
+  FROM pg_catalog.pg_seclabel l
+  JOIN pg_catalog.pg_class c ON c.oid = l.objoid
+  LEFT JOIN LATERAL (
+       SELECT a.attname, ul.label FROM pg_catalog.pg_seclabel ul
+         JOIN pg_catalog.pg_attribute a ON a.attrelid = ul.objoid AND a.attnum = ul.objsubid
+        WHERE ul.objoid = l.objoid AND ul.classoid = l.classoid AND ul.provider = 'pg_dp' AND ul.objsubid > 0
+          AND ul.label LIKE '{"privacy_unit"%') u ON true
+ WHERE l.provider = 'pg_dp' AND l.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass
+   AND l.objsubid = 0 AND 'protected' = ANY (pg_catalog.string_to_array(pg_catalog.replace(l.label, ' ', ''), ','));
+
+-- the release cache
+CREATE FUNCTION dp.set_release_cache(tbl regclass, enabled bool) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF enabled IS NULL THEN
+        RAISE EXCEPTION 'enabled must be true or false, got NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM dp.relabel_table(tbl, 'no_release_cache', NOT enabled);
+END
+$$;
+COMMENT ON FUNCTION dp.set_release_cache(regclass, bool) IS 'pg_dp: turns the release cache off (false) or back on (true) for a table, partitioned table (with its partitions) or materialized view: DP queries that read it then always release afresh, paid for (dp_admin)';
+REVOKE EXECUTE ON FUNCTION dp.set_release_cache(regclass, bool) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dp.set_release_cache(regclass, bool) TO dp_admin;
+
+CREATE VIEW dp.uncached_tables AS
+SELECT l.objoid::pg_catalog.regclass AS table_name
+  FROM pg_catalog.pg_seclabel l
+ WHERE l.provider = 'pg_dp' AND l.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass AND l.objsubid = 0
+   AND 'no_release_cache' = ANY (pg_catalog.string_to_array(pg_catalog.replace(l.label, ' ', ''), ','));
+COMMENT ON VIEW dp.uncached_tables IS 'pg_dp: the tables of this database whose DP queries never reuse a release (dp.set_release_cache)';
+
+-- role identities (a shared security label of provider pg_dp_role) instead of OIDs
+CREATE OR REPLACE VIEW dp.role_identities AS
+SELECT l.objoid::pg_catalog.regrole AS role, l.label::uuid AS role_uid
+  FROM pg_catalog.pg_shseclabel l
+ WHERE l.provider = 'pg_dp_role' AND l.classoid = 'pg_catalog.pg_authid'::pg_catalog.regclass;
+
+COMMENT ON VIEW dp.role_identities IS 'pg_dp: the pg_dp identity (role_uid) of each role that has one, its security label of provider pg_dp_role, shared by every database; budgets and receipts belong to the identity, not to the OID';
+
+GRANT SELECT ON dp.role_identities TO PUBLIC;
+
+CREATE OR REPLACE FUNCTION dp.role_uid(role regrole) RETURNS uuid
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT i.role_uid FROM dp.role_identities i WHERE i.role = role_uid.role;
+$$;
+
+COMMENT ON FUNCTION dp.role_uid(regrole) IS 'pg_dp: the pg_dp identity of a role (NULL: it has none, and so no budget)';
+
+CREATE OR REPLACE FUNCTION dp.ensure_role_uid(role regrole) RETURNS uuid
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    u uuid := dp.role_uid(role);
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must be an existing role, got NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF u IS NULL THEN
+        u := pg_catalog.gen_random_uuid();
+        EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp_role ON ROLE %s IS %L', role, u);
+    END IF;
+    RETURN u;
+END
+$$;
+
+COMMENT ON FUNCTION dp.ensure_role_uid(regrole) IS 'pg_dp internal: the pg_dp identity of a role, given a new one (a random uuid) if it has none';
+
+REVOKE EXECUTE ON FUNCTION dp.ensure_role_uid(regrole) FROM PUBLIC;
+
+DROP FUNCTION dp.grant_budget(regrole, float8, float8);
+DROP FUNCTION dp.set_budget(regrole, float8, float8, float8);
+DROP FUNCTION dp.set_budget_period(regrole, interval);
+DROP FUNCTION dp.pin_privacy_level(regrole, text);
+DROP VIEW dp.my_ledger;
+DROP VIEW dp.ledger;
+DROP VIEW dp.my_budget;
+DROP VIEW dp.budgets;
+
+-- every role with a budget gets its identity; a budget whose role is gone gets one no role carries
+ALTER TABLE dp.role_budget ADD COLUMN role_uid uuid, ADD COLUMN role_name name;
+UPDATE dp.role_budget b
+   SET role_uid = CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = b.role)
+                       THEN dp.ensure_role_uid(b.role::pg_catalog.regrole) ELSE pg_catalog.gen_random_uuid() END,
+       role_name = coalesce((SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = b.role), b.role::text::name);
+ALTER TABLE dp.role_budget DROP CONSTRAINT role_budget_pkey;
+ALTER TABLE dp.role_budget DROP COLUMN role;
+ALTER TABLE dp.role_budget ADD CONSTRAINT role_budget_pkey PRIMARY KEY (role_uid);
+ALTER TABLE dp.role_budget ALTER COLUMN role_name SET NOT NULL;
+
+ALTER TABLE dp.release_log ADD COLUMN role_uid uuid;
+UPDATE dp.release_log l SET role_uid = dp.role_uid(l.role::pg_catalog.regrole)
+ WHERE EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = l.role);
+DROP INDEX dp.release_log_role_charged_at_idx;
+CREATE INDEX ON dp.release_log (role_uid, charged_at);
+
+ALTER TABLE dp.dropped_role_budget ADD COLUMN role_uid uuid;
+
+COMMENT ON TABLE dp.role_budget IS 'pg_dp: privacy budget of each role in this database (exact numeric), by the role''s pg_dp identity (role_uid); read it through dp.budgets';
+
+CREATE VIEW dp.budgets AS
+SELECT i.role,
+       b.epsilon_granted,
+       s.epsilon_spent,
+       b.epsilon_granted - s.epsilon_spent               AS epsilon_remaining,
+       b.delta_granted,
+       s.delta_spent,
+       b.delta_granted - s.delta_spent                   AS delta_remaining,
+       b.max_epsilon_per_query,
+       b.updated_at,
+       b.privacy_level                                   AS pinned_privacy_level,
+       b.period,
+       CASE WHEN b.period IS NOT NULL THEN s.period_start + b.period END AS period_ends,
+       b.lifetime_epsilon_spent + b.epsilon_spent        AS lifetime_epsilon_spent,
+       b.lifetime_delta_spent + b.delta_spent            AS lifetime_delta_spent,
+       b.role_uid,
+       coalesce((SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = i.role), b.role_name) AS role_name
+  FROM dp.role_budget b
+       LEFT JOIN dp.role_identities i ON i.role_uid = b.role_uid,
+       -- a period that has ended is shown renewed (the debit renews it at the next charge)
+       LATERAL (SELECT CASE WHEN b.period IS NOT NULL AND pg_catalog.now() >= b.period_start + b.period THEN 0 ELSE b.epsilon_spent END AS epsilon_spent,
+                       CASE WHEN b.period IS NOT NULL AND pg_catalog.now() >= b.period_start + b.period THEN 0 ELSE b.delta_spent END AS delta_spent,
+                       dp.current_period_start(b.period_start, b.period) AS period_start) s;
+
+COMMENT ON VIEW dp.budgets IS 'pg_dp: granted, spent and remaining epsilon and delta of every role in this database (in its current period, if it has one), its per-query cap, pinned privacy level, budget period, lifetime spending and pg_dp identity; role is NULL when no role carries the identity (the role was dropped, or restored without its label: dp.adopt_budget), role_name is then its last known name (superusers and dp_admin)';
+
+CREATE VIEW dp.ledger AS
+SELECT l.id, l.charged_at, i.role, l.role_name, l.database_user, l.query_id,
+       coalesce(l.query_text, (SELECT q.query_text FROM dp.query_text q WHERE q.query_id = l.query_id)) AS query_text,
+       l.aggregate, l.mechanism, l.sensitivity, l.noise_scale, l.epsilon, l.delta, l.details,
+       l.details->'execution'->>'id' AS execution_id,
+       l.details->'execution'->>'application_name' AS application_name,
+       l.details->'execution'->>'client' AS client,
+       l.details->'parameters' AS parameters,
+       l.role_uid
+  FROM dp.release_log l
+       LEFT JOIN dp.role_identities i ON i.role_uid = l.role_uid;
+
+COMMENT ON VIEW dp.ledger IS 'pg_dp: every paid release, with its role, query (query_id: a fingerprint of the query, as pg_stat_statements computes it), mechanism, sensitivity, noise scale (for smooth sensitivity: its largest possible value), epsilon, delta, mechanism details, and for audits the execution it belongs to (one id per execution), the application name, the client address and the parameters it was paid at; role is the role that carries the receipt''s pg_dp identity (role_uid) now, role_name its name at the charge (superusers and dp_admin)';
+
+CREATE VIEW dp.my_budget WITH (security_barrier) AS
+SELECT role, epsilon_granted, epsilon_spent, epsilon_remaining, delta_granted, delta_spent, delta_remaining,
+       max_epsilon_per_query, pinned_privacy_level, period, period_ends, lifetime_epsilon_spent, lifetime_delta_spent
+  FROM dp.budgets
+ WHERE role_uid = (SELECT dp.role_uid(r.oid) FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER);
+
+COMMENT ON VIEW dp.my_budget IS 'pg_dp: the current role''s privacy budget';
+
+CREATE VIEW dp.my_ledger WITH (security_barrier) AS
+SELECT id, charged_at, query_id, query_text, aggregate, mechanism, sensitivity, noise_scale, epsilon, delta, details
+  FROM dp.ledger
+ WHERE role_uid = (SELECT dp.role_uid(r.oid) FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER);
+
+COMMENT ON VIEW dp.my_ledger IS 'pg_dp: the current role''s receipts (those of its pg_dp identity)';
+
+GRANT SELECT ON dp.budgets, dp.ledger TO dp_admin;
+
+GRANT SELECT ON dp.my_budget, dp.my_ledger TO PUBLIC;
+
+CREATE FUNCTION dp.grant_budget(role regrole, epsilon float8, delta float8 DEFAULT 0) RETURNS SETOF dp.budgets
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    u uuid;
+BEGIN
+    PERFORM dp.check_epsilon_delta(epsilon, delta);
+    u := dp.ensure_role_uid(role);
+    INSERT INTO dp.role_budget AS b (role_uid, role_name, epsilon_granted, delta_granted)
+    VALUES (u, (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = role), epsilon::text::numeric, delta::text::numeric)
+    ON CONFLICT ON CONSTRAINT role_budget_pkey DO UPDATE
+       SET epsilon_granted = b.epsilon_granted + EXCLUDED.epsilon_granted,
+           delta_granted   = b.delta_granted + EXCLUDED.delta_granted,
+           role_name       = EXCLUDED.role_name,
+           updated_at      = pg_catalog.now();
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = u;
+END
+$$;
+
+COMMENT ON FUNCTION dp.grant_budget(regrole, float8, float8) IS 'pg_dp: adds epsilon and delta to a role''s privacy budget in this database, giving the role a pg_dp identity first if it has none (dp_admin)';
+
+CREATE FUNCTION dp.set_budget(role regrole, epsilon float8, delta float8 DEFAULT 0,
+                              max_epsilon_per_query float8 DEFAULT NULL) RETURNS SETOF dp.budgets
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    u uuid;
+BEGIN
+    PERFORM dp.check_epsilon_delta(epsilon, delta);
+    IF max_epsilon_per_query IS NOT NULL
+       AND NOT (max_epsilon_per_query > 0 AND max_epsilon_per_query <= 1e6) THEN
+        RAISE EXCEPTION 'max_epsilon_per_query must be NULL or a number greater than 0 and at most 1e6, got %',
+            max_epsilon_per_query USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    u := dp.ensure_role_uid(role);
+    INSERT INTO dp.role_budget AS b (role_uid, role_name, epsilon_granted, delta_granted, max_epsilon_per_query)
+    VALUES (u, (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = role), epsilon::text::numeric, delta::text::numeric, max_epsilon_per_query::text::numeric)
+    ON CONFLICT ON CONSTRAINT role_budget_pkey DO UPDATE
+       SET epsilon_granted       = EXCLUDED.epsilon_granted,
+           delta_granted         = EXCLUDED.delta_granted,
+           max_epsilon_per_query = EXCLUDED.max_epsilon_per_query,
+           role_name             = EXCLUDED.role_name,
+           updated_at            = pg_catalog.now();
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = u;
+END
+$$;
+
+COMMENT ON FUNCTION dp.set_budget(regrole, float8, float8, float8) IS 'pg_dp: sets a role''s granted epsilon and delta (spending so far is kept) and its per-query epsilon cap (dp_admin)';
+
+CREATE OR REPLACE FUNCTION dp.revoke_budget(role regrole) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    -- nothing remains, and what was spent stays: a later grant adds to it, never erases it
+    UPDATE dp.role_budget b
+       SET epsilon_granted = b.epsilon_spent, delta_granted = b.delta_spent, updated_at = pg_catalog.now()
+     WHERE b.role_uid = dp.role_uid(revoke_budget.role);
+$$;
+
+CREATE FUNCTION dp.set_budget_period(role regrole, period interval) RETURNS SETOF dp.budgets
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF period IS NOT NULL AND NOT (period >= interval '1 hour') THEN
+        RAISE EXCEPTION 'period must be NULL or at least 1 hour, got %', period USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT FROM dp.role_budget b WHERE b.role_uid = dp.role_uid(set_budget_period.role)) THEN
+        RAISE EXCEPTION 'role % has no privacy budget', role USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'grant one first: SELECT dp.grant_budget(role, epsilon)';
+    END IF;
+    -- a new period starts now; what was spent so far moves to the lifetime totals
+    UPDATE dp.role_budget b
+       SET period = set_budget_period.period,
+           period_start = CASE WHEN set_budget_period.period IS NULL THEN NULL ELSE pg_catalog.now() END,
+           lifetime_epsilon_spent = b.lifetime_epsilon_spent + b.epsilon_spent,
+           lifetime_delta_spent = b.lifetime_delta_spent + b.delta_spent,
+           epsilon_spent = 0, delta_spent = 0, updated_at = pg_catalog.now()
+     WHERE b.role_uid = dp.role_uid(set_budget_period.role);
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = dp.role_uid(set_budget_period.role);
+END
+$$;
+
+COMMENT ON FUNCTION dp.set_budget_period(regrole, interval) IS 'pg_dp: renews a role''s granted epsilon and delta every period (at least 1 hour; NULL: no period), starting now; spending moves to lifetime totals, never erased (dp_admin)';
+
+REVOKE EXECUTE ON FUNCTION dp.set_budget_period(regrole, interval) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION dp.set_budget_period(regrole, interval) TO dp_admin;
+
+CREATE OR REPLACE FUNCTION dp.adopt_budget(role regrole, role_uid uuid) RETURNS SETOF dp.budgets
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    own    uuid := dp.role_uid(role);
+    holder regrole := (SELECT i.role FROM dp.role_identities i WHERE i.role_uid = adopt_budget.role_uid);
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must be an existing role, got NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF adopt_budget.role_uid IS NULL THEN
+        RAISE EXCEPTION 'role_uid must be the pg_dp identity of a budget (a uuid, dp.budgets.role_uid), got NULL'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF own IS DISTINCT FROM adopt_budget.role_uid THEN
+        IF own IS NOT NULL THEN
+            RAISE EXCEPTION 'role % already has pg_dp identity %: it cannot adopt another', role, own
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'a superuser can remove its identity first (SECURITY LABEL FOR pg_dp_role ON ROLE ... IS NULL); the budgets of that identity, in every database, then belong to no role';
+        END IF;
+        IF holder IS NOT NULL THEN
+            RAISE EXCEPTION 'role_uid % is the pg_dp identity of role %: it cannot be adopted by role %', adopt_budget.role_uid, holder, role
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF NOT EXISTS (SELECT FROM dp.role_budget b WHERE b.role_uid = adopt_budget.role_uid)
+           AND NOT EXISTS (SELECT FROM dp.release_log l WHERE l.role_uid = adopt_budget.role_uid) THEN
+            RAISE EXCEPTION 'role_uid % has no budget and no receipt in database %', adopt_budget.role_uid, pg_catalog.current_database()
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'dp.budgets lists the role_uid of every budget of this database, with role NULL when no role carries it';
+        END IF;
+        EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp_role ON ROLE %s IS %L', role, adopt_budget.role_uid);
+    END IF;
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = adopt_budget.role_uid;
+END
+$$;
+
+COMMENT ON FUNCTION dp.adopt_budget(regrole, uuid) IS 'pg_dp: gives a role without a pg_dp identity the identity role_uid (dp.budgets.role_uid) of a budget no role carries, with its budgets and receipts in every database (a role restored without its security label); refused when the role has another identity or another role has this one (dp_admin)';
+
+REVOKE EXECUTE ON FUNCTION dp.adopt_budget(regrole, uuid) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION dp.adopt_budget(regrole, uuid) TO dp_admin;
+
+CREATE OR REPLACE FUNCTION dp.export_ledger(since timestamptz DEFAULT '-infinity', until timestamptz DEFAULT 'infinity') RETURNS SETOF jsonb
+LANGUAGE sql STABLE SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT pg_catalog.to_jsonb(l) FROM dp.ledger l WHERE l.charged_at >= since AND l.charged_at < until ORDER BY l.id;
+$$;
+
+COMMENT ON FUNCTION dp.export_ledger(timestamptz, timestamptz) IS 'pg_dp: the receipts charged in [since, until), one JSON object each, for audits (reads dp.ledger with the caller''s rights: superusers and dp_admin); for CSV, COPY (SELECT * FROM dp.ledger) TO STDOUT WITH CSV HEADER';
+
+COMMENT ON TABLE dp.dropped_role_budget IS 'pg_dp: the budgets of dropped roles, archived by DROP ROLE in this database, with the role''s OID, name and pg_dp identity then (superusers and dp_admin)';
+
+CREATE OR REPLACE FUNCTION dp.archive_role_budget(role oid) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    WITH gone AS (DELETE FROM dp.role_budget b WHERE b.role_uid = dp.role_uid(archive_role_budget.role) RETURNING b.*)
+    INSERT INTO dp.dropped_role_budget (role, role_name, epsilon_granted, epsilon_spent, delta_granted, delta_spent,
+                                        lifetime_epsilon_spent, lifetime_delta_spent, role_uid)
+    SELECT archive_role_budget.role, coalesce((SELECT rolname FROM pg_catalog.pg_roles r WHERE r.oid = archive_role_budget.role), g.role_name),
+           g.epsilon_granted, g.epsilon_spent, g.delta_granted, g.delta_spent,
+           g.lifetime_epsilon_spent + g.epsilon_spent, g.lifetime_delta_spent + g.delta_spent, g.role_uid
+      FROM gone g;
+$$;
+
+CREATE FUNCTION dp.pin_privacy_level(role regrole, level text) RETURNS SETOF dp.budgets
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    u uuid;
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must be an existing role, got NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF level IS NOT NULL THEN
+        PERFORM dp.privacy_level_epsilon(level);  -- an unknown level: an error that lists the valid ones
+    END IF;
+    u := dp.ensure_role_uid(role);
+    INSERT INTO dp.role_budget AS b (role_uid, role_name, privacy_level)
+    VALUES (u, (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = role), level)
+    ON CONFLICT ON CONSTRAINT role_budget_pkey DO UPDATE
+       SET privacy_level = EXCLUDED.privacy_level,
+           role_name     = EXCLUDED.role_name,
+           updated_at    = pg_catalog.now();
+    -- the role's sessions in this database start at its level (from their next connection)
+    IF level IS NULL THEN
+        EXECUTE pg_catalog.format('ALTER ROLE %s IN DATABASE %I RESET dp.privacy_level', role, pg_catalog.current_database());
+    ELSE
+        EXECUTE pg_catalog.format('ALTER ROLE %s IN DATABASE %I SET dp.privacy_level = %L', role, pg_catalog.current_database(), level);
+    END IF;
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = u;
+END
+$$;
+
+COMMENT ON FUNCTION dp.pin_privacy_level(regrole, text) IS 'pg_dp: pins a named privacy level to a role in this database: each of its queries may spend at most the level''s epsilon (with any per-query cap), and its sessions start at that level; NULL unpins (dp_admin)';
+
+REVOKE EXECUTE ON FUNCTION dp.pin_privacy_level(regrole, text) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION dp.pin_privacy_level(regrole, text) TO dp_admin;
+
+CREATE OR REPLACE FUNCTION dp.debit(role oid, database_user name, unlimited bool, query_id bigint, query_text text,
+                         aggregates text[], mechanisms text[], sensitivities float8[], scales float8[],
+                         epsilons numeric[], deltas numeric[], details jsonb[],
+                         OUT granted bool, OUT reason text, OUT epsilon_remaining numeric, OUT delta_remaining numeric)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    b         dp.role_budget;
+    uid       uuid := dp.role_uid(debit.role);
+    eps_total numeric := (SELECT coalesce(sum(e), 0) FROM unnest(epsilons) e);
+    del_total numeric := (SELECT coalesce(sum(d), 0) FROM unnest(deltas) d);
+BEGIN
+    -- a role without a pg_dp identity has no budget
+    SELECT * INTO b FROM dp.role_budget r WHERE r.role_uid = uid FOR UPDATE;
+    IF FOUND AND b.period IS NOT NULL AND pg_catalog.now() >= b.period_start + b.period THEN
+        -- a new period: what the last one spent moves to the lifetime totals
+        UPDATE dp.role_budget r
+           SET lifetime_epsilon_spent = r.lifetime_epsilon_spent + r.epsilon_spent,
+               lifetime_delta_spent   = r.lifetime_delta_spent + r.delta_spent,
+               epsilon_spent = 0, delta_spent = 0,
+               period_start = dp.current_period_start(r.period_start, r.period)
+         WHERE r.role_uid = uid
+        RETURNING * INTO b;
+    END IF;
+    IF FOUND THEN
+        epsilon_remaining := b.epsilon_granted - b.epsilon_spent;
+        delta_remaining := b.delta_granted - b.delta_spent;
+        IF b.max_epsilon_per_query IS NOT NULL AND eps_total > b.max_epsilon_per_query THEN
+            granted := false;
+            reason := 'cap:' || b.max_epsilon_per_query::text;
+            RETURN;
+        END IF;
+        IF b.privacy_level IS NOT NULL AND eps_total > dp.privacy_level_epsilon(b.privacy_level)::numeric THEN
+            granted := false;
+            reason := 'level:' || b.privacy_level || ':' || dp.privacy_level_epsilon(b.privacy_level)::numeric::text;
+            RETURN;
+        END IF;
+        IF eps_total > epsilon_remaining OR del_total > delta_remaining THEN
+            granted := false;
+            reason := 'exhausted';
+            RETURN;
+        END IF;
+        UPDATE dp.role_budget r
+           SET epsilon_spent = r.epsilon_spent + eps_total, delta_spent = r.delta_spent + del_total,
+               role_name = coalesce((SELECT o.rolname FROM pg_catalog.pg_roles o WHERE o.oid = debit.role), r.role_name)
+         WHERE r.role_uid = uid;
+        epsilon_remaining := epsilon_remaining - eps_total;
+        delta_remaining := delta_remaining - del_total;
+    ELSIF NOT unlimited THEN
+        granted := false;
+        reason := 'no budget';
+        RETURN;
+    END IF;
+    -- receipts name the role by its identity: a role charged without a budget (a superuser, or with
+    -- dp.require_budget off) gets one now, unless this transaction cannot see the role yet
+    IF uid IS NULL AND EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = debit.role) THEN
+        uid := dp.ensure_role_uid(debit.role);
+    END IF;
+    -- a fingerprinted query's text is kept once
+    IF debit.query_id IS NOT NULL AND debit.query_id <> 0 THEN
+        INSERT INTO dp.query_text AS q (query_id, query_text) VALUES (debit.query_id, debit.query_text)
+        ON CONFLICT ON CONSTRAINT query_text_pkey DO NOTHING;
+    END IF;
+    INSERT INTO dp.release_log (role, role_name, database_user, query_id, query_text, aggregate, mechanism,
+                                sensitivity, noise_scale, epsilon, delta, details, role_uid)
+    SELECT debit.role, coalesce((SELECT rolname FROM pg_roles WHERE oid = debit.role), debit.role::text),
+           database_user, debit.query_id,
+           -- NULL when the text is the one kept for the fingerprint; another text (other constants) is kept
+           CASE WHEN (SELECT q.query_text FROM dp.query_text q WHERE q.query_id = debit.query_id) = debit.query_text
+                THEN NULL ELSE debit.query_text END,
+           a, m, s, n, e, d, coalesce(x, '{}'), uid
+      FROM unnest(aggregates, mechanisms, sensitivities, scales, epsilons, deltas, debit.details) AS u(a, m, s, n, e, d, x);
+    granted := true;
+    reason := NULL;
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION dp.grant_budget(regrole, float8, float8) FROM PUBLIC;
+
+REVOKE EXECUTE ON FUNCTION dp.set_budget(regrole, float8, float8, float8) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION dp.grant_budget(regrole, float8, float8) TO dp_admin;
+
+GRANT EXECUTE ON FUNCTION dp.set_budget(regrole, float8, float8, float8) TO dp_admin;
