@@ -53,6 +53,8 @@ def two_databases():
         for db in (DB_A, DB_B):
             c.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
             c.execute(f"CREATE DATABASE {db}")
+            # these checks count the charges of repeated queries: no release cache
+            c.execute(f"ALTER DATABASE {db} SET dp.release_cache = off")
     for db in (DB_A, DB_B):
         with connect(db) as c:
             c.execute("CREATE EXTENSION pg_dp")
