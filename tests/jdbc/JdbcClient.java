@@ -48,6 +48,8 @@ public class JdbcClient {
              Statement s = c.createStatement()) {
             s.execute("DROP DATABASE IF EXISTS pg_dp_jdbc WITH (FORCE)");
             s.execute("CREATE DATABASE pg_dp_jdbc");
+            // these checks count the charges of repeated executions: no release cache
+            s.execute("ALTER DATABASE pg_dp_jdbc SET dp.release_cache = off");
         }
         try (Connection c = connect("postgres"); Statement s = c.createStatement()) {
             s.execute("CREATE EXTENSION pg_dp");
