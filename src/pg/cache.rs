@@ -323,7 +323,7 @@ unsafe extern "C-unwind" fn xact_event(event: pg_sys::XactEvent::Type, _arg: *mu
 #[derive(Clone, PartialEq, Eq)]
 pub struct Versions(Vec<(u32, u64)>);
 
-/// The versions of the relations a statement reads (with their ancestors) and of the database, if
+/// The versions of the relations a statement reads (`relids`, ancestors included) and of the database, if
 /// the statement may use the cache: no commit pending on any, and `snap` sees every committed one.
 unsafe fn versions_for(relids: &[Oid], snap: pg_sys::Snapshot) -> Option<Versions> {
     let db = pg_sys::MyDatabaseId;
@@ -331,9 +331,6 @@ unsafe fn versions_for(relids: &[Oid], snap: pg_sys::Snapshot) -> Option<Version
     slots.insert(database_slot());
     for r in relids {
         slots.insert(slot_of(db, *r));
-        for a in super::protect::ancestors(*r) {
-            slots.insert(slot_of(db, a));
-        }
     }
     if slots.len() > MAX_SLOTS {
         return None;
@@ -395,10 +392,13 @@ pub unsafe fn statement(qd: *mut pg_sys::QueryDesc) -> Option<Statement> {
         if ![pg_sys::RELKIND_RELATION, pg_sys::RELKIND_PARTITIONED_TABLE, pg_sys::RELKIND_MATVIEW, pg_sys::RELKIND_VIEW].contains(&k) {
             return None;
         }
-        if super::protect::release_cache_off((*rte).relid) {
-            return None;
+        // a partition is stale when written through its parent: the parent's version counts too
+        for r in std::iter::once((*rte).relid).chain(super::protect::ancestors((*rte).relid)) {
+            if super::protect::release_cache_off_here(r) {
+                return None;
+            }
+            relids.push(r);
         }
-        relids.push((*rte).relid);
     }
     let mut params = params;
     params.extend_from_slice(session_settings().as_bytes());

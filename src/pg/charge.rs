@@ -492,7 +492,7 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
         }
         let key = match (&cache, release::statement_key_of(r.node)) {
             (Some(c), Some(text)) if !super::cache::output_is_mutable(r.agg) => {
-                Some(c.key(&text, &level_key(&r.level), &receipts_key(&level_records)))
+                Some(c.key(&text, &level_key(&r.level), &serde_json::to_string(&level_records).unwrap_or_default()))
             }
             _ => None,
         };
@@ -523,15 +523,6 @@ fn level_key(level: &DpLevel) -> String {
     let mut l = level.clone();
     l.role = 0;
     l.to_json()
-}
-
-/// What a release's receipts say, for the cache key: everything but the execution.
-fn receipts_key(records: &[ReleaseRecord]) -> String {
-    records
-        .iter()
-        .map(|r| format!("{}|{}|{}|{}|{}|{}|{}", r.aggregate, r.mechanism, r.sensitivity, r.noise_scale, r.epsilon, r.delta, r.details))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The receipt of a reused release: nothing spent, and which release it was.

@@ -205,11 +205,15 @@ enum WorkerNeed {
     Start,
 }
 
-/// Hands the database to a static worker waiting for one, if any; returns its procno.
-fn assign_static(l: &mut LedgerShmem, dboid: pg_sys::Oid) -> Option<i32> {
-    let st = l.statics.iter_mut().find(|s| s.procno >= 0 && s.dboid == pg_sys::InvalidOid)?;
-    st.dboid = dboid;
-    Some(st.procno)
+/// Hands the database to a static worker waiting for one (wake it), or else asks for a dynamic one.
+fn assign_or_start(l: &mut LedgerShmem, dboid: pg_sys::Oid) -> WorkerNeed {
+    match l.statics.iter_mut().find(|s| s.procno >= 0 && s.dboid == pg_sys::InvalidOid) {
+        Some(st) => {
+            st.dboid = dboid;
+            WorkerNeed::Running(st.procno)
+        }
+        None => WorkerNeed::Start,
+    }
 }
 
 fn worker_need(l: &mut LedgerShmem, dboid: pg_sys::Oid) -> Option<WorkerNeed> {
@@ -222,17 +226,11 @@ fn worker_need(l: &mut LedgerShmem, dboid: pg_sys::Oid) -> Option<WorkerNeed> {
         }
         // the start was asked for long ago and never happened: ask again
         w.requested_at = now_us();
-        return Some(match assign_static(l, dboid) {
-            Some(procno) => WorkerNeed::Running(procno),
-            None => WorkerNeed::Start,
-        });
+        return Some(assign_or_start(l, dboid));
     }
     let free = l.workers.iter_mut().find(|w| w.dboid == pg_sys::InvalidOid)?;
     *free = WorkerEntry { dboid, procno: -1, pid: 0, requested_at: now_us() };
-    match assign_static(l, dboid) {
-        Some(procno) => Some(WorkerNeed::Running(procno)),
-        None => Some(WorkerNeed::Start),
-    }
+    Some(assign_or_start(l, dboid))
 }
 
 fn start_worker(dboid: pg_sys::Oid) -> bool {

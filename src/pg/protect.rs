@@ -406,9 +406,9 @@ fn trusted_roles() -> Vec<Oid> {
     v
 }
 
-/// True if a DBA turned the release cache off for the relation or one of its ancestors.
-pub fn release_cache_off(relid: Oid) -> bool {
-    unsafe { std::iter::once(relid).chain(ancestors(relid)).any(|r| label_has(relation_label(r).as_deref(), NO_RELEASE_CACHE)) }
+/// True if a DBA turned the release cache off for the relation itself (callers check its ancestors).
+pub fn release_cache_off_here(relid: Oid) -> bool {
+    unsafe { label_has(relation_label(relid).as_deref(), NO_RELEASE_CACHE) }
 }
 
 /// True if the database holds at least one protected table.

@@ -25,3 +25,12 @@ def run_checks(namespace, label):
             failed += 1
     print(f"{label}: {passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
+
+
+def refused(c, sql, error, args=None):
+    """Runs sql and returns the exception it must raise (an instance of error)."""
+    try:
+        c.execute(sql, args)
+    except error as e:
+        return e
+    raise AssertionError("not refused: " + sql)

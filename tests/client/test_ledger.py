@@ -17,7 +17,7 @@ from decimal import Decimal
 import psycopg
 from psycopg import errors as E
 
-from harness import run_checks
+from harness import refused, run_checks
 
 ARGS = None
 DB = "pg_dp_ledger"
@@ -58,15 +58,6 @@ def spent(name):
 def receipts(name):
     with connect() as c:
         return c.execute("SELECT count(*) FROM dp.ledger WHERE role = %s::regrole", (name,)).fetchone()[0]
-
-
-def refused(c, sql, error, args=None):
-    """Runs sql and returns the exception it must raise (an instance of error)."""
-    try:
-        c.execute(sql, args)
-    except error as e:
-        return e
-    raise AssertionError("not refused: " + sql)
 
 
 def check_grant_query_and_my_budget_show_the_exact_spend():

@@ -23,7 +23,7 @@ from decimal import Decimal
 import psycopg
 from psycopg import errors as E
 
-from harness import run_checks
+from harness import refused, run_checks
 
 ARGS = None
 DB_A, DB_B = "pg_dp_roles_a", "pg_dp_roles_b"
@@ -31,15 +31,6 @@ DB_A, DB_B = "pg_dp_roles_a", "pg_dp_roles_b"
 
 def connect(dbname, user="postgres", port=None):
     return psycopg.connect(host=ARGS.host, port=port or ARGS.port, dbname=dbname, user=user, autocommit=True)
-
-
-def refused(c, sql, error, args=None):
-    """Runs sql and returns the exception it must raise (an instance of error)."""
-    try:
-        c.execute(sql, args)
-    except error as e:
-        return e
-    raise AssertionError("not refused: " + sql)
 
 
 def one(c, sql, args=None):
