@@ -48,6 +48,13 @@ const MAX_SLOTS: usize = 32;
 /// Writers remembered per version counter.
 const RING: usize = 4;
 const EXEC_ID: usize = 64;
+/// Largest cached release (key and rows): also bounds the backend memory a store or a reuse takes.
+const MAX_ENTRY: usize = 64 * 1024 * 1024;
+
+/// Largest entry this cache keeps: an eighth of its arena, at most [`MAX_ENTRY`].
+unsafe fn max_entry() -> usize {
+    ((*SHARED).arena_size as usize / 8).min(MAX_ENTRY)
+}
 
 #[repr(C)]
 struct Version {
@@ -545,11 +552,11 @@ pub unsafe fn lookup(st: &Statement, key: &[u8]) -> Option<Hit> {
 }
 
 /// Stores a release (rows as concatenated minimal tuples) under `key`, at the versions read
-/// before it ran. Entries larger than an eighth of the arena are not kept.
+/// before it ran. Entries larger than [`max_entry`] are not kept.
 unsafe fn store(versions: &Versions, key: &[u8], rows: &[u8], execution: &str) {
     let size = (*SHARED).arena_size as usize;
     let len = key.len() + rows.len();
-    if len == 0 || len > size / 8 {
+    if len == 0 || len > max_entry() {
         return;
     }
     let h = hash_of(key);
@@ -650,7 +657,7 @@ pub unsafe fn collect(estate: usize, node: usize, slot: *mut pg_sys::TupleTableS
         let mt = pg_sys::ExecFetchSlotMinimalTuple(slot, &mut should_free);
         let len = (*mt).t_len as usize;
         let external = (*mt).t_infomask as u32 & pg_sys::HEAP_HASEXTERNAL != 0;
-        if external || rows.len() + len > (*SHARED).arena_size as usize / 8 {
+        if external || rows.len() + len > max_entry() {
             // out-of-line values point into a table; too large rows would evict the rest
             *ok = false;
             rows.clear();
