@@ -184,7 +184,7 @@ def cache_section(c, a):
         c.execute(f"CREATE ROLE {role} LOGIN")
         c.execute(f"GRANT SELECT ON cb TO {role}")
         c.execute(f"ALTER ROLE {role} SET dp.release_cache = {cache}")
-        c.execute("SELECT dp.set_budget(%s, 1e9)", (role,))
+        c.execute("SELECT dp.set_budget(%s, 1e6)", (role,))
     med = {}
     conns = {r: psycopg.connect(host=a.host, port=a.port, dbname="postgres", user=r, autocommit=True)
              for r in ("postgres", "dp_bench_cache", "dp_bench_nocache")}
