@@ -81,6 +81,20 @@ CONF
     fi
 }
 
+# Citus 12.1 from the workplace's source snapshot, built into the system PostgreSQL (about 2 minutes
+# the first time, nothing after): the distributed tests and benchmark need it.
+citus_install() {
+    local script
+    for script in "${CITUS_BUILD:-}" "$ROOT/../shared/citus/build.sh" /work/shared/citus/build.sh; do
+        if [ -n "$script" ] && [ -f "$script" ]; then
+            bash "$script"
+            return
+        fi
+    done
+    echo "Citus build script not found: set CITUS_BUILD to the path of shared/citus/build.sh" >&2
+    return 1
+}
+
 cluster_stop() {
     local dir="$1"
     if as_root test -s "$dir/PG_VERSION" && as_postgres "$PGBIN/pg_ctl" -D "$dir" status >/dev/null 2>&1; then

@@ -9,6 +9,7 @@
 #      pg_dump/pg_restore into other clusters, the update from the last release (ALTER EXTENSION
 #      pg_dp UPDATE), and a JDBC client (Debian's driver: a prepared statement with epsilon as a
 #      parameter, fetch size with autocommit off, SQLSTATEs)
+#   4. Citus (built from the workplace's snapshot): a coordinator and two workers on this machine
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 TEST_DIR="${TEST_DIR:-$STATE_DIR/test}"
@@ -65,6 +66,15 @@ cluster_start "$TEST_DIR/server" "$PSQL_PORT"
 cluster_start "$TEST_DIR/server" "$PSQL_PORT"
 # ALTER EXTENSION pg_dp UPDATE from the last release: the data stays, the schema equals a fresh install
 "$PYTHON" "$ROOT/tests/client/test_upgrade.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" 2>&1 | tee "$LOGS/upgrade.log"
+# Citus: a coordinator and two workers on this machine, each with pg_dp preloaded after Citus
+citus_install
+CITUS_DIRS=("$TEST_DIR/citus-coordinator" "$TEST_DIR/citus-worker1" "$TEST_DIR/citus-worker2")
+CITUS_PORTS=(25450 25451 25452)
+for i in 0 1 2; do cluster_start "${CITUS_DIRS[$i]}" "${CITUS_PORTS[$i]}" "citus,pg_dp"; done
+trap 'cluster_stop "$TEST_DIR/server"; for d in "${CITUS_DIRS[@]}"; do cluster_stop "$d"; done' EXIT
+"$PYTHON" "$ROOT/tests/client/test_citus.py" --host "$SOCKET_DIR" --coordinator 25450 --workers 25451,25452 \
+    2>&1 | tee "$LOGS/citus.log"
+for d in "${CITUS_DIRS[@]}"; do cluster_stop "$d"; done
 mkdir -p "$ROOT/target/jdbc"
 (javac -d "$ROOT/target/jdbc" -cp /usr/share/java/postgresql.jar "$ROOT/tests/jdbc/JdbcClient.java" \
     && java -cp "/usr/share/java/postgresql.jar:$ROOT/target/jdbc" JdbcClient "$PSQL_PORT") 2>&1 | tee "$LOGS/jdbc.log"
@@ -77,7 +87,7 @@ total=$((core + pgrx + regress_passed))
 failed=$regress_failed
 summary="core $core, in-database $pgrx, regression $regress_passed"
 # each client layer prints "<layer>: N passed, M failed"; a layer without that line counts as failed
-for layer in client ledger cache roles upgrade jdbc; do
+for layer in client ledger cache roles upgrade citus jdbc; do
     line=$(grep -oE "^$layer: [0-9]+ passed, [0-9]+ failed" "$LOGS/$layer.log" 2>/dev/null | tail -1)
     n=$(echo "$line" | awk '{print $2}')
     f=$(echo "$line" | awk '{print $4}')

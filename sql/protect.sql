@@ -11,6 +11,9 @@ CREATE FUNCTION dp.relabel_table(tbl regclass, word text, present bool) RETURNS 
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     words text[];
+    label text;
+    distributed bool := false;
+    propagated bool;
 BEGIN
     SELECT coalesce(array_agg(w ORDER BY w), '{}') INTO words
       FROM (SELECT DISTINCT trim(w) AS w
@@ -20,10 +23,29 @@ BEGIN
     IF present THEN
         words := words || word;
     END IF;
+    label := nullif(array_to_string(words, ', '), '');
+    -- a Citus table's label also goes to the workers, whose shards of it are protected with it
+    -- (docs/distributed.md); Citus itself propagates only the labels of roles
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1)' INTO distributed USING tbl;
+        IF distributed THEN
+            PERFORM pg_catalog.set_config('citus.enable_unsupported_feature_messages', 'off', true);
+        END IF;
+    END IF;
     EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON %s %s IS %L',
                               CASE (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid = tbl)
                                    WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'v' THEN 'VIEW' ELSE 'TABLE' END,
-                              tbl, nullif(array_to_string(words, ', '), ''));
+                              tbl, label);
+    IF distributed THEN
+        EXECUTE 'SELECT coalesce(pg_catalog.bool_and(success), true) FROM pg_catalog.run_command_on_workers($1)'
+           INTO propagated
+          USING (SELECT pg_catalog.format('SECURITY LABEL FOR pg_dp ON TABLE %I.%I IS %L', n.nspname, c.relname, label)
+                   FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl);
+        IF NOT propagated THEN
+            RAISE EXCEPTION 'the pg_dp label of % could not be set on every Citus worker', tbl
+                  USING ERRCODE = '58000', HINT = 'check that pg_dp is installed and preloaded on every worker, then try again';
+        END IF;
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION dp.relabel_table(regclass, text, bool) IS 'pg_dp internal: adds or removes one word of a table''s pg_dp label (protected, no_release_cache)';

@@ -436,6 +436,7 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
 
     let source = check_from(&mut cx, q, 0)?;
     cx.table = protect::relation_short_name(source.relation.oid.into());
+    distributed_refusal(&cx, &source)?;
     let mut filters = source.filters;
 
     // Columns that are not GROUP BY keys may appear around the aggregates when they depend on a
@@ -569,6 +570,32 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
 /// the query text (the grammar's tag), which `equal` does not compare.
 unsafe fn same_call(a: *mut pg_sys::Aggref, b: *mut pg_sys::Aggref) -> bool {
     pg_sys::equal(a as *const c_void, b as *const c_void)
+}
+
+/// Citus tables and shards are not read by DP levels of this version (docs/distributed.md): on the
+/// coordinator a Citus table would be read shard by shard inside the workers, each charging its own
+/// ledger; on a worker a shard is a slice of a table whose releases belong to the coordinator.
+unsafe fn distributed_refusal(cx: &Cx, source: &Source) -> Check<()> {
+    for (rte, _) in &source.reads {
+        let relid = (**rte).relid;
+        if super::distributed::is_citus_table(relid) {
+            return Err(Refusal::new(format!(
+                "{} over Citus table {}: pg_dp does not yet compute DP aggregates over distributed tables",
+                cx.func,
+                protect::relation_short_name(relid)
+            ))
+            .hint("docs/distributed.md says what runs on Citus today"));
+        }
+        if let Some(owner) = super::distributed::shard_owner(relid) {
+            return Err(Refusal::new(format!(
+                "{} over {}, a shard of Citus table {}: a Citus worker releases nothing, DP queries run on the coordinator",
+                cx.func,
+                protect::relation_short_name(relid),
+                protect::relation_short_name(owner)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The table a level reads, for messages written before its FROM clause is checked: the first

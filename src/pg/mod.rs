@@ -7,6 +7,7 @@ pub mod cache;
 pub mod charge;
 pub mod contribution;
 pub mod count;
+pub mod distributed;
 pub mod dprp;
 pub mod error;
 pub mod ffi;

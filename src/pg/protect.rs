@@ -359,6 +359,10 @@ unsafe fn protected_here_or_above(relid: Oid, depth: usize) -> bool {
     if label_has(relation_label(relid).as_deref(), PROTECTED) {
         return true;
     }
+    // a Citus shard (on a worker) is protected with its table
+    if super::distributed::shard_owner(relid).is_some_and(|t| protected_here_or_above(t, depth + 1)) {
+        return true;
+    }
     parents(relid).into_iter().any(|p| protected_here_or_above(p, depth + 1))
 }
 
