@@ -123,6 +123,28 @@ def check_a_dp_only_role_reads_nothing_from_a_shard_on_a_worker():
         assert receipts(su) == 0
 
 
+def check_citus_helpers_do_not_read_protected_shards_for_a_dp_only_role():
+    """Citus runs these commands on the workers as the caller: each would read the shards raw."""
+    attacks = [
+        "SELECT result FROM run_command_on_shards('t', 'SELECT sum(x) FROM %s')",
+        "SELECT result FROM run_command_on_workers($$SELECT sum(x) FROM public.t$$)",
+        "SELECT result FROM run_command_on_placements('t', 'SELECT count(*) FROM %s WHERE x > 50')",
+    ]
+    with coordinator(ROLE) as a:
+        for sql in attacks:
+            try:
+                rows = a.execute(sql).fetchall()
+            except psycopg.Error as e:  # refused outright is fine too
+                assert "protected by pg_dp" in str(e) or "permission denied" in str(e), (sql, str(e))
+                continue
+            # each node answers with its own error: no number comes back
+            for (result,) in rows:
+                assert "protected by pg_dp" in result, (sql, result)
+        for sql in ("SELECT count(*) FROM t", "SELECT sum(x) FROM t WHERE g = 1", "EXPLAIN SELECT count(*) FROM t",
+                    "SELECT * FROM t LIMIT 1"):
+            refused(a, sql, E.InsufficientPrivilege)
+
+
 def check_roles_that_may_read_the_table_keep_using_citus():
     with coordinator() as su:
         n, s = su.execute("SELECT count(*), sum(x) FROM t").fetchone()
