@@ -7,13 +7,54 @@
 -- a dp_admin member who does not own a table can protect it.
 
 -- A table's pg_dp label is a list of words separated by commas: 'protected', 'no_release_cache'.
+-- A Citus table's pg_dp label, sent to every worker, whose shards of the table are protected with it
+-- (docs/distributed.md). Citus itself propagates only the labels of roles.
+CREATE FUNCTION dp.send_label_to_workers(tbl regclass, label text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    propagated bool;
+BEGIN
+    EXECUTE 'SELECT coalesce(pg_catalog.bool_and(success), true) FROM pg_catalog.run_command_on_workers($1)'
+       INTO propagated
+      USING (SELECT pg_catalog.format('SECURITY LABEL FOR pg_dp ON TABLE %I.%I IS %L', n.nspname, c.relname, label)
+               FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl);
+    IF NOT propagated THEN
+        RAISE EXCEPTION 'the pg_dp label of % could not be set on every Citus worker, so its shards there would not be protected', tbl
+              USING ERRCODE = '55000',
+                    HINT = 'a table distributed in this transaction is not visible to the workers yet: distribute it (and add nodes) in one transaction and protect it in a later one, before granting it to DP-only roles; check that pg_dp is installed and preloaded on every worker';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION dp.send_label_to_workers(regclass, text) IS 'pg_dp internal: sets a Citus table''s pg_dp label on every worker';
+REVOKE EXECUTE ON FUNCTION dp.send_label_to_workers(regclass, text) FROM PUBLIC;
+
+CREATE FUNCTION dp.sync_citus_labels() RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r record;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
+        RETURN;
+    END IF;
+    PERFORM pg_catalog.set_config('citus.enable_unsupported_feature_messages', 'off', true);
+    FOR r IN EXECUTE 'SELECT l.objoid::pg_catalog.regclass AS tbl, l.label FROM pg_catalog.pg_seclabel l
+                        JOIN pg_catalog.pg_dist_partition p ON p.logicalrelid = l.objoid
+                       WHERE l.provider = ''pg_dp'' AND l.classoid = ''pg_catalog.pg_class''::pg_catalog.regclass
+                         AND l.objsubid = 0' LOOP
+        PERFORM dp.send_label_to_workers(r.tbl, r.label);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION dp.sync_citus_labels() IS 'pg_dp: sets the pg_dp label of every labelled Citus table on every worker again (pg_dp calls it after create_distributed_table, create_reference_table, citus_add_node and the like; running it again changes nothing) (dp_admin)';
+REVOKE EXECUTE ON FUNCTION dp.sync_citus_labels() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dp.sync_citus_labels() TO dp_admin;
+
 CREATE FUNCTION dp.relabel_table(tbl regclass, word text, present bool) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     words text[];
     label text;
     distributed bool := false;
-    propagated bool;
 BEGIN
     SELECT coalesce(array_agg(w ORDER BY w), '{}') INTO words
       FROM (SELECT DISTINCT trim(w) AS w
@@ -37,14 +78,7 @@ BEGIN
                                    WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'v' THEN 'VIEW' ELSE 'TABLE' END,
                               tbl, label);
     IF distributed THEN
-        EXECUTE 'SELECT coalesce(pg_catalog.bool_and(success), true) FROM pg_catalog.run_command_on_workers($1)'
-           INTO propagated
-          USING (SELECT pg_catalog.format('SECURITY LABEL FOR pg_dp ON TABLE %I.%I IS %L', n.nspname, c.relname, label)
-                   FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl);
-        IF NOT propagated THEN
-            RAISE EXCEPTION 'the pg_dp label of % could not be set on every Citus worker', tbl
-                  USING ERRCODE = '58000', HINT = 'check that pg_dp is installed and preloaded on every worker, then try again';
-        END IF;
+        PERFORM dp.send_label_to_workers(tbl, label);
     END IF;
 END
 $$;

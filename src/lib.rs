@@ -29,6 +29,7 @@ pub extern "C-unwind" fn _PG_init() {
     pg::release::init();
     pg::planner::init();
     pg::charge::init();
+    pg::distributed::init();
     pg::lifecycle::init();
     // receipts carry a stable fingerprint of the query (its query id), as pg_stat_statements does
     unsafe { pgrx::pg_sys::EnableQueryId() };

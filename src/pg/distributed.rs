@@ -69,3 +69,82 @@ pub fn shard_owner(relid: Oid) -> Option<Oid> {
         same.then_some(owner)
     }
 }
+
+// ----- labels follow tables that become Citus tables -------------------------------------------------
+
+/// Citus functions after which a labelled table may have shards, or a worker may have shell tables,
+/// without pg_dp's label: the label is sent to the workers again when one of them returns.
+const PLACES_TABLES: &[&[u8]] = &[
+    b"create_distributed_table",
+    b"create_reference_table",
+    b"citus_add_local_table_to_metadata",
+    b"alter_distributed_table",
+    b"citus_add_node",
+    b"master_add_node",
+    b"citus_activate_node",
+    b"master_activate_node",
+];
+
+static mut PREV_NEEDS_FMGR: pg_sys::needs_fmgr_hook_type = None;
+static mut PREV_FMGR: pg_sys::fmgr_hook_type = None;
+
+thread_local! {
+    static PLACING: std::cell::RefCell<std::collections::HashMap<Oid, bool>> = std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+pub fn init() {
+    unsafe {
+        PREV_NEEDS_FMGR = pg_sys::needs_fmgr_hook;
+        pg_sys::needs_fmgr_hook = Some(needs_fmgr);
+        PREV_FMGR = pg_sys::fmgr_hook;
+        pg_sys::fmgr_hook = Some(fmgr);
+    }
+}
+
+/// True for Citus's functions of [`PLACES_TABLES`] (in pg_catalog, where only superusers create
+/// functions). Asked for every non-built-in function PostgreSQL looks up, so the answer is cached.
+fn places_tables(fn_oid: Oid) -> bool {
+    if let Some(b) = PLACING.with(|p| p.borrow().get(&fn_oid).copied()) {
+        return b;
+    }
+    let b = unsafe {
+        let name = pg_sys::get_func_name(fn_oid);
+        !name.is_null()
+            && pg_sys::get_func_namespace(fn_oid) == Oid::from(pg_sys::PG_CATALOG_NAMESPACE)
+            && PLACES_TABLES.contains(&CStr::from_ptr(name).to_bytes())
+    };
+    PLACING.with(|p| p.borrow_mut().insert(fn_oid, b));
+    b
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn needs_fmgr(fn_oid: Oid) -> bool {
+    if let Some(prev) = PREV_NEEDS_FMGR {
+        if prev(fn_oid) {
+            return true;
+        }
+    }
+    places_tables(fn_oid)
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn fmgr(event: pg_sys::FmgrHookEventType::Type, flinfo: *mut pg_sys::FmgrInfo, arg: *mut pg_sys::Datum) {
+    if let Some(prev) = PREV_FMGR {
+        prev(event, flinfo, arg);
+    }
+    if event == pg_sys::FmgrHookEventType::FHET_END && places_tables((*flinfo).fn_oid) {
+        let pg_dp_here = pg_sys::get_extension_oid(c"pg_dp".as_ptr(), true) != pg_sys::InvalidOid;
+        if pg_dp_here {
+            // as the bootstrap superuser: the caller (a table owner) need not be allowed to run it
+            let (mut user, mut sec) = (pg_sys::InvalidOid, 0);
+            pg_sys::GetUserIdAndSecContext(&mut user, &mut sec);
+            pg_sys::SetUserIdAndSecContext(Oid::from(pg_sys::BOOTSTRAP_SUPERUSERID), sec | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
+            let done = pgrx::PgTryBuilder::new(|| pgrx::Spi::run("SELECT dp.sync_citus_labels()"))
+                .finally(|| pg_sys::SetUserIdAndSecContext(user, sec))
+                .execute();
+            done.unwrap_or_else(|e| {
+                super::error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("pg_dp: {e}"), None)
+            });
+        }
+    }
+}

@@ -159,6 +159,32 @@ def check_roles_that_may_read_the_table_keep_using_citus():
         assert t.execute("SELECT count(*) FROM t WHERE g = 1").fetchone()[0] == ROWS // 5
 
 
+def check_distributing_a_protected_table_fails_closed():
+    """Citus creates the shards inside the caller's transaction, where the workers cannot label them
+    yet: the distribution is refused, and the table stays whole and protected on the coordinator."""
+    with coordinator() as su:
+        su.execute("DROP TABLE IF EXISTS early")
+        su.execute("CREATE TABLE early (id int, x float8)")
+        su.execute("INSERT INTO early SELECT i, i FROM generate_series(1, 1000) i")
+        su.execute("SELECT dp.protect_table('early')")
+        e = refused(su, "SELECT create_distributed_table('early', 'id')", E.ObjectNotInPrerequisiteState)
+        assert "could not be set on every Citus worker" in str(e) and "distribute it" in (e.diag.message_hint or ""), str(e)
+        assert su.execute("SELECT count(*) FROM pg_dist_partition WHERE logicalrelid = 'early'::regclass").fetchone()[0] == 0
+        assert su.execute("SELECT dp.is_protected('early')").fetchone()[0]
+        # the documented order: distribute, commit, protect
+        su.execute("SELECT dp.unprotect_table('early')")
+        su.execute("SELECT create_distributed_table('early', 'id')")
+        su.execute("SELECT dp.protect_table('early')")
+        su.execute(f"GRANT SELECT ON early TO {ROLE}")
+        port, shard = su.execute(
+            "SELECT s.nodeport, s.shard_name::text FROM citus_shards s WHERE s.table_name = 'early'::regclass "
+            "ORDER BY s.shardid LIMIT 1").fetchone()
+    with connect(port, ROLE) as a:
+        assert a.execute("SELECT has_table_privilege(%s, 'SELECT')", (shard,)).fetchone()[0]
+        e = refused(a, f"SELECT sum(x) FROM {shard}", E.InsufficientPrivilege)
+        assert "protected by pg_dp" in str(e), str(e)
+
+
 def check_unprotecting_reaches_the_workers_and_protecting_again_too():
     port, shard = a_shard()
     with coordinator() as su:
