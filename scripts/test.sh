@@ -9,7 +9,8 @@
 #      pg_dump/pg_restore into other clusters, the update from the last release (ALTER EXTENSION
 #      pg_dp UPDATE), and a JDBC client (Debian's driver: a prepared statement with epsilon as a
 #      parameter, fetch size with autocommit off, SQLSTATEs)
-#   4. Citus (built from the workplace's snapshot): a coordinator and two workers on this machine
+#   4. Citus (built from the workplace's snapshot): a coordinator and two workers on this machine, and
+#      a third worker added later
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 TEST_DIR="${TEST_DIR:-$STATE_DIR/test}"
@@ -68,11 +69,12 @@ cluster_start "$TEST_DIR/server" "$PSQL_PORT"
 "$PYTHON" "$ROOT/tests/client/test_upgrade.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" 2>&1 | tee "$LOGS/upgrade.log"
 # Citus: a coordinator and two workers on this machine, each with pg_dp preloaded after Citus
 citus_install
-CITUS_DIRS=("$TEST_DIR/citus-coordinator" "$TEST_DIR/citus-worker1" "$TEST_DIR/citus-worker2")
-CITUS_PORTS=(25450 25451 25452)
-for i in 0 1 2; do cluster_start "${CITUS_DIRS[$i]}" "${CITUS_PORTS[$i]}" "citus,pg_dp"; done
+CITUS_DIRS=("$TEST_DIR/citus-coordinator" "$TEST_DIR/citus-worker1" "$TEST_DIR/citus-worker2" "$TEST_DIR/citus-worker3")
+CITUS_PORTS=(25450 25451 25452 25453)
+for i in 0 1 2 3; do cluster_start "${CITUS_DIRS[$i]}" "${CITUS_PORTS[$i]}" "citus,pg_dp"; done
 trap 'cluster_stop "$TEST_DIR/server"; for d in "${CITUS_DIRS[@]}"; do cluster_stop "$d"; done' EXIT
-"$PYTHON" "$ROOT/tests/client/test_citus.py" --host "$SOCKET_DIR" --coordinator 25450 --workers 25451,25452 \
+# (the fourth server joins as a worker in the last checks: a node added later)
+"$PYTHON" "$ROOT/tests/client/test_citus.py" --host "$SOCKET_DIR" --coordinator 25450 --workers 25451,25452 --spare 25453 \
     2>&1 | tee "$LOGS/citus.log"
 for d in "${CITUS_DIRS[@]}"; do cluster_stop "$d"; done
 mkdir -p "$ROOT/target/jdbc"

@@ -29,7 +29,7 @@ $$;
 COMMENT ON FUNCTION dp.send_label_to_workers(regclass, text) IS 'pg_dp internal: sets a Citus table''s pg_dp label on every worker';
 REVOKE EXECUTE ON FUNCTION dp.send_label_to_workers(regclass, text) FROM PUBLIC;
 
-CREATE FUNCTION dp.sync_citus_labels() RETURNS void
+CREATE FUNCTION dp.sync_citus_labels(strict bool DEFAULT true) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     r record;
@@ -42,13 +42,22 @@ BEGIN
                         JOIN pg_catalog.pg_dist_partition p ON p.logicalrelid = l.objoid
                        WHERE l.provider = ''pg_dp'' AND l.classoid = ''pg_catalog.pg_class''::pg_catalog.regclass
                          AND l.objsubid = 0' LOOP
-        PERFORM dp.send_label_to_workers(r.tbl, r.label);
+        IF strict THEN
+            PERFORM dp.send_label_to_workers(r.tbl, r.label);
+        ELSE
+            BEGIN
+                PERFORM dp.send_label_to_workers(r.tbl, r.label);
+            EXCEPTION WHEN object_not_in_prerequisite_state THEN
+                RAISE WARNING 'the pg_dp label of % is not yet on every Citus worker', r.tbl
+                      USING HINT = 'run SELECT dp.sync_citus_labels() once this transaction has committed, before shards move to a new node';
+            END;
+        END IF;
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION dp.sync_citus_labels() IS 'pg_dp: sets the pg_dp label of every labelled Citus table on every worker again (pg_dp calls it after create_distributed_table, create_reference_table, citus_add_node and the like; running it again changes nothing) (dp_admin)';
-REVOKE EXECUTE ON FUNCTION dp.sync_citus_labels() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION dp.sync_citus_labels() TO dp_admin;
+COMMENT ON FUNCTION dp.sync_citus_labels(bool) IS 'pg_dp: sets the pg_dp label of every labelled Citus table on every worker again; strict => false warns instead of failing when a worker cannot take it. pg_dp calls it after create_distributed_table, citus_add_node, shard moves and the like; running it again changes nothing (dp_admin)';
+REVOKE EXECUTE ON FUNCTION dp.sync_citus_labels(bool) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dp.sync_citus_labels(bool) TO dp_admin;
 
 CREATE FUNCTION dp.relabel_table(tbl regclass, word text, present bool) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$

@@ -73,23 +73,36 @@ pub fn shard_owner(relid: Oid) -> Option<Oid> {
 // ----- labels follow tables that become Citus tables -------------------------------------------------
 
 /// Citus functions after which a labelled table may have shards, or a worker may have shell tables,
-/// without pg_dp's label: the label is sent to the workers again when one of them returns.
-const PLACES_TABLES: &[&[u8]] = &[
+/// without pg_dp's label: the labels are sent to the workers again when one of them returns. After
+/// the table functions a worker that cannot take a label fails the command (its new shards would be
+/// unprotected); a node being added cannot see its own shell tables from another connection before
+/// the transaction commits, so after the node functions a failure is a warning (and shard moves, which
+/// put shards on it, sync again first).
+const STRICT_SYNC: &[&[u8]] = &[
     b"create_distributed_table",
     b"create_reference_table",
     b"citus_add_local_table_to_metadata",
     b"alter_distributed_table",
-    b"citus_add_node",
-    b"master_add_node",
-    b"citus_activate_node",
-    b"master_activate_node",
+    b"citus_rebalance_start",
+    b"rebalance_table_shards",
+    b"citus_move_shard_placement",
+    b"master_move_shard_placement",
+    b"citus_copy_shard_placement",
 ];
+const LENIENT_SYNC: &[&[u8]] = &[b"citus_add_node", b"master_add_node", b"citus_activate_node", b"master_activate_node"];
+
+#[derive(Clone, Copy, PartialEq)]
+enum Sync {
+    None,
+    Strict,
+    Lenient,
+}
 
 static mut PREV_NEEDS_FMGR: pg_sys::needs_fmgr_hook_type = None;
 static mut PREV_FMGR: pg_sys::fmgr_hook_type = None;
 
 thread_local! {
-    static PLACING: std::cell::RefCell<std::collections::HashMap<Oid, bool>> = std::cell::RefCell::new(std::collections::HashMap::new());
+    static PLACING: std::cell::RefCell<std::collections::HashMap<Oid, Sync>> = std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
 pub fn init() {
@@ -101,17 +114,27 @@ pub fn init() {
     }
 }
 
-/// True for Citus's functions of [`PLACES_TABLES`] (in pg_catalog, where only superusers create
-/// functions). Asked for every non-built-in function PostgreSQL looks up, so the answer is cached.
-fn places_tables(fn_oid: Oid) -> bool {
+/// The sync after a Citus function of [`STRICT_SYNC`] or [`LENIENT_SYNC`] (in pg_catalog, where only
+/// superusers create functions). Asked for every non-built-in function PostgreSQL looks up, so the
+/// answer is cached.
+fn sync_after(fn_oid: Oid) -> Sync {
     if let Some(b) = PLACING.with(|p| p.borrow().get(&fn_oid).copied()) {
         return b;
     }
     let b = unsafe {
         let name = pg_sys::get_func_name(fn_oid);
-        !name.is_null()
-            && pg_sys::get_func_namespace(fn_oid) == Oid::from(pg_sys::PG_CATALOG_NAMESPACE)
-            && PLACES_TABLES.contains(&CStr::from_ptr(name).to_bytes())
+        if name.is_null() || pg_sys::get_func_namespace(fn_oid) != Oid::from(pg_sys::PG_CATALOG_NAMESPACE) {
+            Sync::None
+        } else {
+            let name = CStr::from_ptr(name).to_bytes();
+            if STRICT_SYNC.contains(&name) {
+                Sync::Strict
+            } else if LENIENT_SYNC.contains(&name) {
+                Sync::Lenient
+            } else {
+                Sync::None
+            }
+        }
     };
     PLACING.with(|p| p.borrow_mut().insert(fn_oid, b));
     b
@@ -124,7 +147,7 @@ unsafe extern "C-unwind" fn needs_fmgr(fn_oid: Oid) -> bool {
             return true;
         }
     }
-    places_tables(fn_oid)
+    sync_after(fn_oid) != Sync::None
 }
 
 #[pgrx::pg_guard]
@@ -132,14 +155,17 @@ unsafe extern "C-unwind" fn fmgr(event: pg_sys::FmgrHookEventType::Type, flinfo:
     if let Some(prev) = PREV_FMGR {
         prev(event, flinfo, arg);
     }
-    if event == pg_sys::FmgrHookEventType::FHET_END && places_tables((*flinfo).fn_oid) {
+    let sync = if event == pg_sys::FmgrHookEventType::FHET_END { sync_after((*flinfo).fn_oid) } else { Sync::None };
+    if sync != Sync::None {
         let pg_dp_here = pg_sys::get_extension_oid(c"pg_dp".as_ptr(), true) != pg_sys::InvalidOid;
         if pg_dp_here {
             // as the bootstrap superuser: the caller (a table owner) need not be allowed to run it
             let (mut user, mut sec) = (pg_sys::InvalidOid, 0);
             pg_sys::GetUserIdAndSecContext(&mut user, &mut sec);
             pg_sys::SetUserIdAndSecContext(Oid::from(pg_sys::BOOTSTRAP_SUPERUSERID), sec | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
-            let done = pgrx::PgTryBuilder::new(|| pgrx::Spi::run("SELECT dp.sync_citus_labels()"))
+            let done = pgrx::PgTryBuilder::new(|| {
+                pgrx::Spi::run(if sync == Sync::Strict { "SELECT dp.sync_citus_labels()" } else { "SELECT dp.sync_citus_labels(false)" })
+            })
                 .finally(|| pg_sys::SetUserIdAndSecContext(user, sec))
                 .execute();
             done.unwrap_or_else(|e| {

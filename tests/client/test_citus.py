@@ -10,7 +10,7 @@ shared_preload_libraries = 'citus,pg_dp'. What this version promises there (docs
   for roles that may read the table.
 
 Run by scripts/test.sh:
-    /usr/bin/python3 tests/client/test_citus.py --host /tmp --coordinator 25450 --workers 25451,25452
+    /usr/bin/python3 tests/client/test_citus.py --host /tmp --coordinator 25450 --workers 25451,25452 --spare 25453
 Prints one line per check and "citus: N passed, M failed"; exits non-zero on any failure.
 """
 import argparse
@@ -39,6 +39,13 @@ def workers(user="postgres"):
 
 
 def setup():
+    if ARGS.spare:
+        # a node joins with no role of its own: Citus brings them (a role left with another pg_dp
+        # identity would make the node's join fail, as it should)
+        with connect(ARGS.spare, db="postgres") as c:
+            c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+            for r in (ROLE, "dp_citus_trusted"):
+                c.execute(f"DROP ROLE IF EXISTS {r}")
     for port in [ARGS.coordinator] + ARGS.workers:
         with connect(port, db="postgres") as c:
             c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
@@ -185,6 +192,38 @@ def check_distributing_a_protected_table_fails_closed():
         assert "protected by pg_dp" in str(e), str(e)
 
 
+def check_a_node_added_later_protects_the_shards_moved_to_it():
+    """Adds a third worker (--spare) and moves a shard of t there."""
+    if not ARGS.spare:
+        return
+    with connect(ARGS.spare, db="postgres") as c:
+        c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+        c.execute(f"CREATE DATABASE {DB}")
+    with connect(ARGS.spare) as c:
+        c.execute("CREATE EXTENSION citus")
+    with coordinator() as su:
+        notices = []
+        su.add_notice_handler(lambda d: notices.append(d.message_primary))
+        # the new node cannot see its shell tables from another connection yet: a warning, not a failure
+        su.execute("SELECT citus_add_node('localhost', %s)", (ARGS.spare,))
+        assert any("is not yet on every Citus worker" in n for n in notices), notices
+        su.execute("SELECT dp.sync_citus_labels()")
+        label = su.execute("SELECT result FROM run_command_on_workers($$SELECT label FROM pg_seclabels "
+                           "WHERE objoid = 'public.t'::regclass AND provider = 'pg_dp'$$) WHERE nodeport = %s",
+                           (ARGS.spare,)).fetchone()[0]
+        assert label == "protected", label
+        shardid, port = su.execute(
+            "SELECT s.shardid, s.nodeport FROM citus_shards s WHERE s.table_name = 't'::regclass "
+            "ORDER BY s.shardid LIMIT 1").fetchone()
+        su.execute("SELECT citus_move_shard_placement(%s, 'localhost', %s, 'localhost', %s, shard_transfer_mode => 'block_writes')",
+                   (shardid, port, ARGS.spare))
+        shard = su.execute("SELECT shard_name::text FROM citus_shards WHERE shardid = %s", (shardid,)).fetchone()[0]
+    with connect(ARGS.spare, ROLE) as a:
+        assert a.execute("SELECT has_table_privilege(%s, 'SELECT')", (shard,)).fetchone()[0]
+        e = refused(a, f"SELECT sum(x) FROM {shard}", E.InsufficientPrivilege)
+        assert "protected by pg_dp" in str(e), str(e)
+
+
 def check_unprotecting_reaches_the_workers_and_protecting_again_too():
     port, shard = a_shard()
     with coordinator() as su:
@@ -204,6 +243,7 @@ if __name__ == "__main__":
     ap.add_argument("--host", default="/tmp")
     ap.add_argument("--coordinator", type=int, default=25450)
     ap.add_argument("--workers", default="25451,25452")
+    ap.add_argument("--spare", type=int, default=0, help="a fourth server, added as a worker by the last check")
     ARGS = ap.parse_args()
     ARGS.workers = [int(p) for p in ARGS.workers.split(",")]
     setup()
