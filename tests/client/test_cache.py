@@ -91,32 +91,31 @@ def check_another_role_gets_the_cached_release_even_without_a_budget():
         refused(c, "SELECT dp_count(x, 0.3) FROM t", E.InsufficientPrivilege)
 
 
+def assert_released_afresh_after(write):
+    """A release, then `write`, then the same query: it must be paid again (ε 0.5)."""
+    fresh_release_state()
+    run(COUNT)
+    before = spent("dp_c_alice")
+    with connect() as c:
+        c.execute(write)
+    run(COUNT)
+    assert spent("dp_c_alice") - before == Decimal("0.5"), f"not released afresh after: {write}"
+
+
 def check_a_committed_write_makes_the_release_stale():
     for write in ("INSERT INTO t VALUES (5001, 1, 7)", "UPDATE t SET x = x + 1 WHERE id = 2",
                   "DELETE FROM t WHERE id = 5001", "TRUNCATE tmp_other", "ALTER TABLE t ADD COLUMN IF NOT EXISTS note text",
                   "COPY t (id, k, x) FROM PROGRAM 'echo 5002,1,3' WITH (FORMAT csv)"):
         with connect() as c:
             c.execute("CREATE TABLE IF NOT EXISTS tmp_other (a int)")
-        fresh_release_state()
-        run(COUNT)
-        before = spent("dp_c_alice")
-        with connect() as c:
-            c.execute(write)
-        run(COUNT)
-        assert spent("dp_c_alice") - before == Decimal("0.5"), f"not released afresh after: {write}"
+        assert_released_afresh_after(write)
 
 
 def check_a_write_through_a_function_or_a_cte_makes_the_release_stale():
     with connect() as c:
         c.execute("CREATE OR REPLACE FUNCTION bump() RETURNS void LANGUAGE sql AS 'UPDATE t SET x = x WHERE id = 3'")
     for write in ("SELECT bump()", "WITH d AS (UPDATE t SET x = x WHERE id = 4 RETURNING 1) SELECT count(*) FROM d"):
-        fresh_release_state()
-        run(COUNT)
-        before = spent("dp_c_alice")
-        with connect() as c:
-            c.execute(write)
-        run(COUNT)
-        assert spent("dp_c_alice") - before == Decimal("0.5"), f"not released afresh after: {write}"
+        assert_released_afresh_after(write)
 
 
 def check_a_rolled_back_write_leaves_the_release_current():

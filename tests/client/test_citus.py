@@ -73,13 +73,12 @@ def receipts(c):
     return c.execute("SELECT count(*) FROM dp.release_log").fetchone()[0]
 
 
-def a_shard():
-    """(worker port, shard table name) of one shard of t."""
+def a_shard(table="t"):
+    """(worker port, shard table name, shard id) of the first shard of a distributed table."""
     with coordinator() as c:
-        name, port = c.execute(
-            "SELECT s.shard_name::text, s.nodeport FROM citus_shards s WHERE s.table_name = 't'::regclass "
-            "ORDER BY s.shardid LIMIT 1").fetchone()
-    return port, name
+        return c.execute(
+            "SELECT s.nodeport, s.shard_name::text, s.shardid FROM citus_shards s WHERE s.table_name = %s::regclass "
+            "ORDER BY s.shardid LIMIT 1", (table,)).fetchone()
 
 
 DP_QUERIES = [
@@ -115,7 +114,7 @@ def check_the_protection_label_reaches_every_worker():
 
 
 def check_a_dp_only_role_reads_nothing_from_a_shard_on_a_worker():
-    port, shard = a_shard()
+    port, shard, _ = a_shard()
     with connect(port, ROLE) as a:
         # the grant reached the shard, so only pg_dp stands in the way
         assert a.execute("SELECT has_table_privilege(%s, 'SELECT')", (shard,)).fetchone()[0]
@@ -183,9 +182,7 @@ def check_distributing_a_protected_table_fails_closed():
         su.execute("SELECT create_distributed_table('early', 'id')")
         su.execute("SELECT dp.protect_table('early')")
         su.execute(f"GRANT SELECT ON early TO {ROLE}")
-        port, shard = su.execute(
-            "SELECT s.nodeport, s.shard_name::text FROM citus_shards s WHERE s.table_name = 'early'::regclass "
-            "ORDER BY s.shardid LIMIT 1").fetchone()
+    port, shard, _ = a_shard("early")
     with connect(port, ROLE) as a:
         assert a.execute("SELECT has_table_privilege(%s, 'SELECT')", (shard,)).fetchone()[0]
         e = refused(a, f"SELECT sum(x) FROM {shard}", E.InsufficientPrivilege)
@@ -212,12 +209,9 @@ def check_a_node_added_later_protects_the_shards_moved_to_it():
                            "WHERE objoid = 'public.t'::regclass AND provider = 'pg_dp'$$) WHERE nodeport = %s",
                            (ARGS.spare,)).fetchone()[0]
         assert label == "protected", label
-        shardid, port = su.execute(
-            "SELECT s.shardid, s.nodeport FROM citus_shards s WHERE s.table_name = 't'::regclass "
-            "ORDER BY s.shardid LIMIT 1").fetchone()
+        port, shard, shardid = a_shard()
         su.execute("SELECT citus_move_shard_placement(%s, 'localhost', %s, 'localhost', %s, shard_transfer_mode => 'block_writes')",
                    (shardid, port, ARGS.spare))
-        shard = su.execute("SELECT shard_name::text FROM citus_shards WHERE shardid = %s", (shardid,)).fetchone()[0]
     with connect(ARGS.spare, ROLE) as a:
         assert a.execute("SELECT has_table_privilege(%s, 'SELECT')", (shard,)).fetchone()[0]
         e = refused(a, f"SELECT sum(x) FROM {shard}", E.InsufficientPrivilege)
@@ -225,7 +219,7 @@ def check_a_node_added_later_protects_the_shards_moved_to_it():
 
 
 def check_unprotecting_reaches_the_workers_and_protecting_again_too():
-    port, shard = a_shard()
+    port, shard, _ = a_shard()
     with coordinator() as su:
         su.execute("SELECT dp.unprotect_table('t')")
     try:
