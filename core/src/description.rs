@@ -38,6 +38,11 @@ pub struct DpLevel {
     /// How the level releases its GROUP BY keys.
     #[serde(default)]
     pub keys: KeyRelease,
+    /// For a level over a Citus table: the exact query the coordinator runs on its behalf (the
+    /// analysed query tree as text), whose rows the level's merge aggregates release
+    /// (docs/distributed.md). None for a level computed in one server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact_query: Option<String>,
 }
 
 /// The privacy unit of a level's source: the column that identifies a person, reached from the

@@ -265,7 +265,19 @@ unsafe fn lookup_kind(aggfnoid: pg_sys::Oid) -> Option<Kind> {
         b"dp_median" => Some(Kind::Median),
         b"dp_percentile" => Some(Kind::Percentile),
         b"dp_percentile_em" => Some(Kind::PercentileEm),
-        b"keep_group" => Some(Kind::KeepGroup),
+        b"keep_group" | b"merge_keep_group" => Some(Kind::KeepGroup),
+        // the merge aggregates of a level over a Citus table (distributed_level.rs)
+        b"merge_count" => Some(Kind::Count),
+        b"merge_sum" => {
+            let mut types: *mut pg_sys::Oid = std::ptr::null_mut();
+            let mut n: i32 = 0;
+            pg_sys::get_func_signature(aggfnoid, &mut types, &mut n);
+            let int = n > 1 && [pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID].contains(&*types.add(1));
+            Some(if int { Kind::IntSum } else { Kind::FloatSum })
+        }
+        b"merge_avg" => Some(Kind::Avg),
+        b"merge_variance" => Some(Kind::Variance),
+        b"merge_stddev" => Some(Kind::Stddev),
         _ => None,
     }
 }

@@ -100,6 +100,11 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
         refuse_leaks_of_protected(relid, explain_only || (*qd).instrument_options != 0);
     }
     let releases = find_releases(stmt);
+    // a level over a Citus table reads its protected source through dp.distributed_rows: its plan
+    // shows the exact query's rows and groups under EXPLAIN ANALYZE
+    if let Some(r) = releases.iter().find(|r| r.level.exact_query.is_some() && r.level.source.protected && !protect::exempt(r.level.source.oid.into())) {
+        refuse_leaks_of_protected(r.level.source.oid.into(), explain_only || (*qd).instrument_options != 0);
+    }
     let me = pg_sys::GetUserId().to_u32();
     if releases.iter().any(|r| r.level.source.protected && r.level.role != me) {
         raise_with(
@@ -233,6 +238,7 @@ unsafe extern "C-unwind" fn xact_end(event: pg_sys::XactEvent::Type, _arg: *mut 
         TICKETS.with(|t| t.borrow_mut().clear());
         GROUP_VALUES.with(|g| g.borrow_mut().clear());
         super::recent::clear_pending();
+        super::distributed_level::forget();
     }
 }
 
@@ -571,6 +577,9 @@ fn with_value(details: &str, key: &str, value: serde_json::Value) -> String {
 /// are released.
 fn add_level(o: &mut serde_json::Map<String, serde_json::Value>, level: &DpLevel) {
     o.insert("source".into(), level.source.name.clone().into());
+    if level.exact_query.is_some() {
+        o.insert("distributed".into(), "Citus: exact partial aggregation on the workers, noise and charge on the coordinator".into());
+    }
     if let Some(u) = &level.unit {
         o.insert("privacy_unit".into(), serde_json::to_value(u).unwrap_or_default());
         o.insert("groups_per_unit".into(), level.groups_per_unit().into());

@@ -175,6 +175,9 @@ unsafe extern "C-unwind" fn collect_walker(node: *mut Node, ctx: *mut c_void) ->
         }
         NodeTag::T_Aggref => {
             let a = node as *mut pg_sys::Aggref;
+            if super::distributed_level::is_internal((*a).aggfnoid) {
+                return c.refuse(super::distributed_level::internal_refusal((*a).aggfnoid));
+            }
             let kind = kind_of((*a).aggfnoid, first_arg_type(a));
             let up = (*a).agglevelsup as usize;
             if up >= c.stack.len() {
@@ -201,9 +204,15 @@ unsafe extern "C-unwind" fn collect_walker(node: *mut Node, ctx: *mut c_void) ->
                 );
             }
         }
-        NodeTag::T_FuncExpr if c.statistics => {
-            if let Some(what) = statistics::denied_function((*(node as *mut pg_sys::FuncExpr)).funcid) {
-                return c.refuse(statistics::refusal(&what));
+        NodeTag::T_FuncExpr => {
+            let f = (*(node as *mut pg_sys::FuncExpr)).funcid;
+            if super::distributed_level::is_internal(f) {
+                return c.refuse(super::distributed_level::internal_refusal(f));
+            }
+            if c.statistics {
+                if let Some(what) = statistics::denied_function(f) {
+                    return c.refuse(statistics::refusal(&what));
+                }
             }
         }
         NodeTag::T_CommonTableExpr => c.ctes.push(node as *mut pg_sys::CommonTableExpr),
@@ -293,6 +302,7 @@ pub unsafe fn check_statement(query: *mut Query) -> Check<Option<Admitted>> {
     }
 
     let mut levels = Vec::new();
+    let mut distributed = Vec::new();
     let mut consumed: HashSet<*mut RangeTblEntry> = HashSet::new();
     let mut waived = Vec::new();
     let mut next_tag = 0usize;
@@ -306,6 +316,7 @@ pub unsafe fn check_statement(query: *mut Query) -> Check<Option<Admitted>> {
             }
         }
         levels.push(checked.level);
+        distributed.push(checked.distributed);
     }
     for (r, prot) in c.rels.iter().zip(&protected) {
         if !*prot || consumed.contains(&r.rte) {
@@ -334,6 +345,12 @@ pub unsafe fn check_statement(query: *mut Query) -> Check<Option<Admitted>> {
     }
     for (q, level) in dp_levels.iter().zip(levels.iter_mut()) {
         super::rewrite::rewrite_level(*q, level, &mut next_tag)?;
+    }
+    // levels over Citus tables: exact partial aggregation on the workers, noise on the coordinator
+    for ((q, level), d) in dp_levels.iter().zip(levels.iter_mut()).zip(&distributed) {
+        if *d {
+            super::distributed_level::rewrite(*q, level)?;
+        }
     }
     // The planner may move a condition of an outer query into a DP level (a subquery in FROM, a
     // view, a branch of a UNION, an inlined WITH query), below its aggregates, where it would run on
@@ -390,6 +407,8 @@ struct LevelChecked {
     level: DpLevel,
     /// the relations the level reads as source and joins, with their protection
     reads: Vec<(*mut RangeTblEntry, bool)>,
+    /// it reads a Citus table: it runs as an exact query on the workers (distributed_level.rs)
+    distributed: bool,
 }
 
 /// The context of an expression check: the query whose range table its columns refer to, and how
@@ -436,7 +455,7 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
 
     let source = check_from(&mut cx, q, 0)?;
     cx.table = protect::relation_short_name(source.relation.oid.into());
-    distributed_refusal(&cx, &source)?;
+    let distributed = distributed_source(&cx, &source)?;
     let mut filters = source.filters;
 
     // Columns that are not GROUP BY keys may appear around the aggregates when they depend on a
@@ -562,8 +581,9 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
         aggregates,
         unit: None,
         keys: KeyRelease::AsStored,
+        exact_query: None,
     };
-    Ok(LevelChecked { level, reads: source.reads })
+    Ok(LevelChecked { level, reads: source.reads, distributed })
 }
 
 /// Whether two pg_dp aggregate calls of one level are the same call: equal but for their place in
@@ -572,19 +592,14 @@ unsafe fn same_call(a: *mut pg_sys::Aggref, b: *mut pg_sys::Aggref) -> bool {
     pg_sys::equal(a as *const c_void, b as *const c_void)
 }
 
-/// Citus tables and shards are not read by DP levels of this version (docs/distributed.md): on the
-/// coordinator a Citus table would be read shard by shard inside the workers, each charging its own
-/// ledger; on a worker a shard is a slice of a table whose releases belong to the coordinator.
-unsafe fn distributed_refusal(cx: &Cx, source: &Source) -> Check<()> {
+/// Whether a level reads a Citus table (it then runs distributed, distributed_level.rs). On a
+/// worker, a shard is a slice of a table whose releases belong to the coordinator: refused.
+unsafe fn distributed_source(cx: &Cx, source: &Source) -> Check<bool> {
+    let mut distributed = false;
     for (rte, _) in &source.reads {
         let relid = (**rte).relid;
         if super::distributed::is_citus_table(relid) {
-            return Err(Refusal::new(format!(
-                "{} over Citus table {}: pg_dp does not yet compute DP aggregates over distributed tables",
-                cx.func,
-                protect::relation_short_name(relid)
-            ))
-            .hint("docs/distributed.md says what runs on Citus today"));
+            distributed = true;
         }
         if let Some(owner) = super::distributed::shard_owner(relid) {
             return Err(Refusal::new(format!(
@@ -595,7 +610,7 @@ unsafe fn distributed_refusal(cx: &Cx, source: &Source) -> Check<()> {
             )));
         }
     }
-    Ok(())
+    Ok(distributed)
 }
 
 /// The table a level reads, for messages written before its FROM clause is checked: the first

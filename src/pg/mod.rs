@@ -8,6 +8,7 @@ pub mod charge;
 pub mod contribution;
 pub mod count;
 pub mod distributed;
+pub mod distributed_level;
 pub mod dprp;
 pub mod error;
 pub mod ffi;

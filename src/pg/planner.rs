@@ -29,7 +29,7 @@ pub fn init() {
     }
 }
 
-unsafe fn plan_with_next(
+pub(crate) unsafe fn plan_with_next(
     parse: *mut pg_sys::Query,
     query_string: *const c_char,
     cursor_options: c_int,

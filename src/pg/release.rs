@@ -67,6 +67,16 @@ pub unsafe fn statement_key_of(plan: *mut pg_sys::Plan) -> Option<String> {
     (!s.is_empty()).then(|| s.into_owned())
 }
 
+/// The `i`-th string of a release node's private list.
+unsafe fn private_string(plan: *mut pg_sys::Plan, i: usize) -> Option<String> {
+    let cs = plan as *mut pg_sys::CustomScan;
+    let n = list_iter::<Node>((*cs).custom_private).nth(i)?;
+    if (*n).type_ != NodeTag::T_String {
+        return None;
+    }
+    Some(CStr::from_ptr((*(n as *mut pg_sys::String)).sval).to_string_lossy().into_owned())
+}
+
 pub unsafe fn level_of(plan: *mut pg_sys::Plan) -> Option<DpLevel> {
     let cs = plan as *mut pg_sys::CustomScan;
     let first = list_iter::<Node>((*cs).custom_private).next()?;
@@ -302,6 +312,12 @@ unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_
             (*st).child_done = true;
         } else {
             (*st).storing = super::cache::storing(key.0, key.1);
+            // a level over a Citus table: its exact query may run now, once (distributed_level.rs)
+            if let Some(json) = private_string((*node).ss.ps.plan, 0) {
+                if let Some(exact) = super::distributed_level::exact_query_of(&json) {
+                    super::distributed_level::authorize(exact);
+                }
+            }
         }
     }
     let store = (*st).store;
@@ -380,4 +396,7 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, _ancesto
     let aggs: Vec<String> = level.aggregates.iter().map(|a| a.function.clone()).collect();
     let aggs = std::ffi::CString::new(aggs.join(", ")).unwrap_or_default();
     pg_sys::ExplainPropertyText(c"Releases".as_ptr(), aggs.as_ptr(), es);
+    if level.exact_query.is_some() {
+        pg_sys::ExplainPropertyText(c"Exact part".as_ptr(), c"Citus: partial aggregation on the workers, noise here".as_ptr(), es);
+    }
 }

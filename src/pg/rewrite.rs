@@ -158,13 +158,13 @@ impl UnitPath {
 // ----- node construction --------------------------------------------------------------------
 
 /// A zeroed node of type `T` with tag `tag`, in the current memory context.
-unsafe fn node<T>(tag: NodeTag) -> *mut T {
+pub(crate) unsafe fn node<T>(tag: NodeTag) -> *mut T {
     let p = pg_sys::palloc0(std::mem::size_of::<T>()) as *mut Node;
     (*p).type_ = tag;
     p as *mut T
 }
 
-unsafe fn copy<T>(n: *mut T) -> *mut T {
+pub(crate) unsafe fn copy<T>(n: *mut T) -> *mut T {
     pg_sys::copyObjectImpl(n as *const c_void) as *mut T
 }
 
@@ -192,15 +192,15 @@ pub(crate) unsafe fn ptr_list<T>(items: &[*mut T]) -> *mut pg_sys::List {
     items.iter().fold(std::ptr::null_mut(), |l, i| pg_sys::lappend(l, *i as *mut c_void))
 }
 
-unsafe fn expr_type(e: *mut Node) -> Oid {
+pub(crate) unsafe fn expr_type(e: *mut Node) -> Oid {
     pg_sys::exprType(e)
 }
 
-unsafe fn var_for(varno: i32, attno: i16, e: *mut Node) -> *mut Node {
+pub(crate) unsafe fn var_for(varno: i32, attno: i16, e: *mut Node) -> *mut Node {
     pg_sys::makeVar(varno, attno, pg_sys::exprType(e), pg_sys::exprTypmod(e), pg_sys::exprCollation(e), 0) as *mut Node
 }
 
-unsafe fn int_const(typ: Oid, v: i64) -> *mut Node {
+pub(crate) unsafe fn int_const(typ: Oid, v: i64) -> *mut Node {
     let (len, d) = match typ {
         pg_sys::INT4OID => (4, pg_sys::Datum::from(v as i32)),
         _ => (8, pg_sys::Datum::from(v)),
@@ -233,7 +233,7 @@ unsafe fn and(a: *mut Node, b: *mut Node) -> *mut Node {
 }
 
 /// An aggregate call over `args`.
-unsafe fn aggref(fnoid: Oid, rettype: Oid, args: &[*mut Node], filter: *mut Node, star: bool) -> *mut pg_sys::Aggref {
+pub(crate) unsafe fn aggref(fnoid: Oid, rettype: Oid, args: &[*mut Node], filter: *mut Node, star: bool) -> *mut pg_sys::Aggref {
     let a = node::<pg_sys::Aggref>(NodeTag::T_Aggref);
     (*a).aggfnoid = fnoid;
     (*a).aggtype = rettype;
@@ -322,7 +322,7 @@ unsafe fn select_query(rtes: &[*mut RangeTblEntry], quals: *mut Node, tles: Vec<
     q
 }
 
-unsafe fn tle(e: *mut Node, resno: usize, name: &str, sgref: u32, junk: bool) -> *mut pg_sys::TargetEntry {
+pub(crate) unsafe fn tle(e: *mut Node, resno: usize, name: &str, sgref: u32, junk: bool) -> *mut pg_sys::TargetEntry {
     let t = pg_sys::makeTargetEntry(e as *mut pg_sys::Expr, resno as i16, pg_sys::pstrdup(CString::new(name).expect("name").as_ptr()), junk);
     (*t).ressortgroupref = sgref;
     t
@@ -635,7 +635,7 @@ unsafe fn dp_call_over_values(a: *mut pg_sys::Aggref, var: *mut Node, unit_count
     new
 }
 
-unsafe fn namespace_of(fnoid: Oid) -> String {
+pub(crate) unsafe fn namespace_of(fnoid: Oid) -> String {
     let ns = pg_sys::get_func_namespace(fnoid);
     CStr::from_ptr(pg_sys::get_namespace_name(ns)).to_string_lossy().into_owned()
 }

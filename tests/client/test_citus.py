@@ -2,8 +2,11 @@
 """pg_dp on Citus: a coordinator and two workers on this machine, started by scripts/test.sh with
 shared_preload_libraries = 'citus,pg_dp'. What this version promises there (docs/distributed.md):
 
-- a DP query over a distributed table is refused on the coordinator, before anything is read or
-  charged, and no worker charges or releases anything for it;
+- DP aggregates over a distributed table are computed exactly on the workers (Citus's partial
+  aggregation) and released once on the coordinator: the same answers as on one server, noise of the
+  stated scale added once, one charge on the coordinator, none on the workers;
+- what does not run distributed (quantiles, automatic bounds, grouping sets) is refused before any
+  charge, and pg_dp's internal merge aggregates cannot be called;
 - protecting a distributed table protects its shards on every worker: a DP-only role that connects
   straight to a worker can neither read a shard nor release a DP value from it;
 - the label follows the table to the workers when it is removed, and Citus's own queries keep working
@@ -44,13 +47,14 @@ def setup():
         # identity would make the node's join fail, as it should)
         with connect(ARGS.spare, db="postgres") as c:
             c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-            for r in (ROLE, "dp_citus_trusted"):
+            for r in (ROLE, "dp_citus_trusted", "dp_citus_poor"):
                 c.execute(f"DROP ROLE IF EXISTS {r}")
     for port in [ARGS.coordinator] + ARGS.workers:
         with connect(port, db="postgres") as c:
             c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
             c.execute(f"CREATE DATABASE {DB}")
-            c.execute(f"DROP ROLE IF EXISTS {ROLE}")
+            for r in (ROLE, "dp_citus_trusted", "dp_citus_poor"):
+                c.execute(f"DROP ROLE IF EXISTS {r}")
         with connect(port) as c:
             c.execute("CREATE EXTENSION citus")
     with coordinator() as c:
@@ -66,7 +70,19 @@ def setup():
         c.execute("SELECT dp.protect_table('t')")
         # granted on purpose: Citus grants it on every shard, and protection must hold anyway
         c.execute(f"GRANT SELECT ON t TO {ROLE}")
-        c.execute("SELECT dp.set_budget(%s, 100)", (ROLE,))
+        # the same rows in one server, to compare with
+        c.execute("CREATE TABLE t_local AS SELECT * FROM t")
+        c.execute("SELECT dp.protect_table('t_local')")
+        # a table with a privacy unit, distributed by it: each person has 10 rows in one group
+        c.execute("CREATE TABLE u (uid int NOT NULL, g int NOT NULL, x float8)")
+        c.execute("SELECT create_distributed_table('u', 'uid')")
+        c.execute(f"INSERT INTO u SELECT i % 2000, i % 5, i % 100 FROM generate_series(1, {ROWS}) i")
+        c.execute("CREATE TABLE u_local AS SELECT * FROM u")
+        for tbl in ("u", "u_local"):
+            c.execute("SELECT dp.protect_table(%s, 'uid', max_groups_contributed => 2, max_count_per_unit => 5)", (tbl,))
+        for tbl in ("t_local", "u", "u_local"):
+            c.execute(f"GRANT SELECT ON {tbl} TO {ROLE}")
+        c.execute("SELECT dp.set_budget(%s, 1000000, 0.5)", (ROLE,))
 
 
 def receipts(c):
@@ -81,28 +97,141 @@ def a_shard(table="t"):
             "ORDER BY s.shardid LIMIT 1", (table,)).fetchone()
 
 
-DP_QUERIES = [
-    "SELECT dp_count(true, 0.5) FROM t",
-    "SELECT dp_sum(x, 0, 100, 0.5), dp_avg(x, 0, 100, 0.5) FROM t",
-    "SELECT g, dp_count(true, 0.5) FROM t GROUP BY g",
-    "SELECT id, dp_count(true, 0.5) FROM t GROUP BY id",
-    "SELECT dp_count(true, 0.5) FROM t WHERE id = 7",
+def spent(c, role=ROLE):
+    return c.execute("SELECT epsilon_spent FROM dp.budgets WHERE role = %s::regrole", (role,)).fetchone()[0]
+
+
+def worker_receipts():
+    ws = workers()
+    try:
+        return [receipts(w) for w in ws]
+    finally:
+        for w in ws:
+            w.close()
+
+
+# Each query runs over the distributed table and over its single-server copy (suffix _local); at
+# ε = 1000 per aggregate the two agree within the noise, and both with the exact answer.
+HUGE = 1000
+SAME_QUERIES = [
+    ("SELECT dp_count(true, {e}), dp_sum(x, 0, 100, {e}), dp_avg(x, 0, 100, {e}), dp_variance(x, 0, 100, {e}), "
+     "dp_stddev(x, 0, 100, {e}) FROM {t}", []),
+    ("SELECT g, dp_count(true, {e}), dp_sum(x, 0, 100, {e}), dp_avg(x, 0, 100, {e}) FROM {t} GROUP BY g ORDER BY g", []),
+    ("SELECT dp_sum(id, 0, 10, {e}), dp_sum(g::int8, 0, 10, {e}), dp_sum(x::numeric, 0, 50, {e}), "
+     "dp_count(x, {e}) FILTER (WHERE g = 2) FROM {t} WHERE x >= 10", []),
+    ("SELECT CASE WHEN g > 2 THEN 'high' ELSE 'low' END AS k, dp_avg(x, 10, 90, {e}) FROM {t} WHERE id <= 10000 "
+     "GROUP BY 1 HAVING dp_count(true, {e}) > 10 ORDER BY 1", []),
+    ("SELECT dp_count(true, {e}), dp_sum(x, 0, 100, {e}) FROM {t} WHERE id = 7", []),
+    ("SELECT dp_sum(x, %s, %s, {e}), dp_count(true, {e}) FROM {t} WHERE g = %s", [0.0, 60.0, 3]),
+    ("SELECT g, dp_count(true, {e}), dp_sum(x, 0, 100, {e}) FROM {u} GROUP BY g ORDER BY g", []),
+    ("SELECT dp_count(true, {e}), dp_avg(x, 0, 100, {e}) FROM {u}", []),
 ]
 
 
-def check_dp_queries_over_a_distributed_table_are_refused_before_any_charge():
+def close(a, b):
+    if a is None or b is None or isinstance(a, str):
+        return a == b
+    a, b = float(a), float(b)
+    return abs(a - b) <= max(3.0, 0.01 * abs(b))
+
+
+def check_dp_queries_over_distributed_tables_match_one_server_at_huge_epsilon():
     with coordinator(ROLE) as a, coordinator() as su:
-        ws = workers()
-        before = [receipts(su)] + [receipts(w) for w in ws]
-        for q in DP_QUERIES:
-            e = refused(a, q, E.InsufficientPrivilege)
-            assert "Citus table t" in str(e) and "does not yet compute" in str(e), (q, str(e))
-        after = [receipts(su)] + [receipts(w) for w in ws]
-        assert before == after, (before, after)
-        spent = su.execute("SELECT epsilon_spent FROM dp.budgets WHERE role = %s::regrole", (ROLE,)).fetchone()[0]
-        assert spent == 0, spent
-        for w in ws:
-            w.close()
+        su.execute("SET dp.group_selection_epsilon = 20")
+        a.execute("SET dp.group_selection_epsilon = 20")
+        for sql, args in SAME_QUERIES:
+            dist = a.execute(sql.format(e=HUGE, t="t", u="u"), args or None).fetchall()
+            local = a.execute(sql.format(e=HUGE, t="t_local", u="u_local"), args or None).fetchall()
+            assert len(dist) == len(local) and dist, (sql, dist, local)
+            for rd, rl in zip(dist, local):
+                assert all(close(x, y) for x, y in zip(rd, rl)), (sql, rd, rl)
+        # and the exact answers
+        (n, s, avg, var, sd), = a.execute(SAME_QUERIES[0][0].format(e=HUGE, t="t", u="u")).fetchall()
+        en, es, eavg, evar = su.execute("SELECT count(*), sum(x), avg(x), var_samp(x) FROM t").fetchone()
+        assert abs(n - en) <= 1 and abs(s - es) <= 5 and abs(avg - eavg) < 0.05 and abs(var - evar) < 0.05 * evar, (n, s, avg, var, en, es, eavg, evar)
+        groups = a.execute("SELECT g, dp_count(true, %s) FROM t GROUP BY g ORDER BY g" % HUGE).fetchall()
+        assert [(g, round(c)) for g, c in groups] == [(g, ROWS // 5) for g in range(5)], groups
+
+
+def check_one_charge_on_the_coordinator_and_none_on_the_workers():
+    sql = "SELECT g, dp_count(true, 0.5), dp_sum(x, 0, 100, 0.25) FROM t WHERE id > 10 GROUP BY g"
+    with coordinator(ROLE) as a, coordinator() as su:
+        before, wbefore, s0 = receipts(su), worker_receipts(), spent(su)
+        rows = a.execute(sql).fetchall()
+        assert 0 < len(rows) <= 5, rows
+        # dp_count, dp_sum and the selection of the groups: three receipts, each once
+        assert receipts(su) == before + 3, (receipts(su), before)
+        assert worker_receipts() == wbefore, (worker_receipts(), wbefore)
+        log = su.execute("SELECT aggregate, epsilon, query_text, details->>'distributed' FROM dp.ledger "
+                         "ORDER BY id DESC LIMIT 3").fetchall()
+        assert sorted(r[0].split("(")[0] for r in log) == ["dp.keep_group", "dp_count", "dp_sum"], log
+        assert all(r[2] == sql for r in log), log  # the caller's query, not a shard query
+        assert all(r[3] and "Citus" in r[3] for r in log), log
+        assert float(spent(su)) == float(s0) + 0.5 + 0.25 + 1.0, (spent(su), s0)
+
+
+def check_noise_is_added_once_with_the_stated_scale():
+    """300 releases of a count at ε = 1: the mean is the exact count and the variance that of one
+    discrete Laplace draw of the receipt's scale (noise per shard would multiply it by 32)."""
+    import math
+    n = 300
+    with coordinator(ROLE) as a, coordinator() as su:
+        exact = su.execute("SELECT count(*) FROM t WHERE g = 1").fetchone()[0]
+        # a different condition each time (always true): a repeated query would be answered from the
+        # release cache, one release
+        vals = [a.execute(f"SELECT dp_count(true, 1.0) FROM t WHERE g = 1 AND id <> -{i}").fetchone()[0] for i in range(n)]
+        scale = su.execute("SELECT noise_scale FROM dp.release_log ORDER BY id DESC LIMIT 1").fetchone()[0]
+    p = math.exp(-1.0 / float(scale))
+    var = 2 * p / (1 - p) ** 2
+    mean = sum(vals) / n
+    sample_var = sum((v - mean) ** 2 for v in vals) / (n - 1)
+    z = 4.9  # two-sided alpha = 1e-6
+    assert abs(mean - exact) <= z * math.sqrt(var / n), (mean, exact, var)
+    # the sample variance of a Laplace-like law (kurtosis 6) has relative sd about sqrt(5/n)
+    assert abs(sample_var / var - 1) <= z * math.sqrt(5 / n), (sample_var, var)
+    assert len(set(vals)) > 3, vals
+
+
+def check_an_exhausted_budget_charges_nothing_anywhere():
+    with coordinator() as su:
+        su.execute("DROP ROLE IF EXISTS dp_citus_poor")
+        su.execute("CREATE ROLE dp_citus_poor LOGIN")
+        su.execute("GRANT SELECT ON t TO dp_citus_poor")
+        su.execute("SELECT dp.set_budget('dp_citus_poor', 1)")
+        before, wbefore = receipts(su), worker_receipts()
+    with coordinator("dp_citus_poor") as p:
+        e = refused(p, "SELECT g, dp_sum(x, 0, 100, 0.9) FROM t GROUP BY g", E.InsufficientResources)
+        assert "budget exhausted" in str(e) and "nothing was charged" in str(e), str(e)
+        assert p.execute("SELECT dp_count(true, 0.9) FROM t").fetchone()[0] > 0
+        refused(p, "SELECT dp_count(true, 0.2) FROM t", E.InsufficientResources)
+    with coordinator() as su:
+        assert receipts(su) == before + 1, (receipts(su), before)
+        assert worker_receipts() == wbefore
+        assert float(spent(su, "dp_citus_poor")) == 0.9
+
+
+def check_what_does_not_run_distributed_is_refused_before_any_charge():
+    refusals = [
+        ("SELECT dp_median(x, 0, 100, 0.5) FROM t", "quantiles are not computed over distributed tables"),
+        ("SELECT dp_sum(x) FROM t", "automatic bounds are not computed"),
+        ("SELECT g, dp_count(true, 0.5) FROM t GROUP BY ROLLUP (g)", "GROUPING SETS"),
+        ("SELECT dp.merge_count(ARRAY[1, 20000, 0]::numeric[], 0.5)", "internal to pg_dp"),
+        ("SELECT dp.merge_sum(e, 0, 100, 0.5) FROM (VALUES (ARRAY[5, 1, 0]::numeric[])) v(e)", "internal to pg_dp"),
+        ("SELECT * FROM dp.distributed_rows('{QUERY}') AS r(a numeric[])", "internal to pg_dp"),
+        ("EXPLAIN SELECT dp_count(true, 0.5) FROM t", "EXPLAIN of a query on protected table"),
+        ("EXPLAIN ANALYZE SELECT g, dp_count(true, 0.5) FROM t GROUP BY g", "EXPLAIN of a query on protected table"),
+    ]
+    with coordinator(ROLE) as a, coordinator() as su:
+        before, wbefore, s0 = receipts(su), worker_receipts(), spent(su)
+        for sql, why in refusals:
+            e = refused(a, sql, psycopg.Error)
+            assert why in str(e), (sql, str(e))
+        # a function of the caller's own would run with the rights the exact query runs with
+        a.execute("CREATE OR REPLACE FUNCTION pg_temp.mine(float8) RETURNS float8 LANGUAGE sql AS 'SELECT $1'")
+        refused(a, "SELECT dp_sum(pg_temp.mine(x), 0, 100, 0.5) FROM t", E.InsufficientPrivilege)
+        refused(a, "SELECT dp_count(true, 0.5) FROM t WHERE pg_temp.mine(x) > 1", E.InsufficientPrivilege)
+        assert (receipts(su), worker_receipts(), spent(su)) == (before, wbefore, s0)
+        assert not a.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0]
 
 
 def check_the_protection_label_reaches_every_worker():
