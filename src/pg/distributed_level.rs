@@ -279,19 +279,7 @@ pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
     (*exact).groupClause = ptr_list(&egroup);
     (*exact).havingQual = exact_having;
     (*exact).hasAggs = true;
-    (*exact).sortClause = std::ptr::null_mut();
-    (*exact).distinctClause = std::ptr::null_mut();
-    (*exact).hasDistinctOn = false;
-    (*exact).limitCount = std::ptr::null_mut();
-    (*exact).limitOffset = std::ptr::null_mut();
-    (*exact).windowClause = std::ptr::null_mut();
-    (*exact).hasWindowFuncs = false;
-    (*exact).hasTargetSRFs = false;
-    (*exact).constraintDeps = std::ptr::null_mut();
-    (*exact).rowMarks = std::ptr::null_mut();
-    (*exact).cteList = std::ptr::null_mut();
-    (*exact).hasModifyingCTE = false;
-    (*exact).hasRecursive = false;
+    super::rewrite::only_rows_and_aggregation(exact);
     (*exact).utilityStmt = std::ptr::null_mut();
     (*exact).canSetTag = true;
     // privileges are checked for the caller, though the exact query runs as the superuser

@@ -328,6 +328,26 @@ pub(crate) unsafe fn tle(e: *mut Node, resno: usize, name: &str, sgref: u32, jun
     t
 }
 
+/// Leaves only FROM, WHERE, GROUP BY and the select list of a copy of a level: what the level does
+/// with its aggregates (ORDER BY, DISTINCT, LIMIT, window functions, set-returning functions, grouping
+/// sets) stays with the level, and so do its WITH queries (a data-modifying one must run once).
+pub(crate) unsafe fn only_rows_and_aggregation(q: *mut Query) {
+    (*q).sortClause = std::ptr::null_mut();
+    (*q).distinctClause = std::ptr::null_mut();
+    (*q).hasDistinctOn = false;
+    (*q).limitCount = std::ptr::null_mut();
+    (*q).limitOffset = std::ptr::null_mut();
+    (*q).windowClause = std::ptr::null_mut();
+    (*q).hasWindowFuncs = false;
+    (*q).hasTargetSRFs = false;
+    (*q).groupingSets = std::ptr::null_mut();
+    (*q).constraintDeps = std::ptr::null_mut();
+    (*q).rowMarks = std::ptr::null_mut();
+    (*q).cteList = std::ptr::null_mut();
+    (*q).hasModifyingCTE = false;
+    (*q).hasRecursive = false;
+}
+
 // ----- exposing the unit --------------------------------------------------------------------
 
 /// Makes the privacy unit of `path` visible in `q` (a copy of the level): adds the foreign-key joins
@@ -836,20 +856,7 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
     collect_nodes((*inner).targetList as *mut Node, &[NodeTag::T_Aggref], &mut inner_aggs);
     (*inner).hasAggs = !inner_aggs.is_empty();
     (*inner).havingQual = std::ptr::null_mut();
-    (*inner).sortClause = std::ptr::null_mut();
-    (*inner).distinctClause = std::ptr::null_mut();
-    (*inner).hasDistinctOn = false;
-    (*inner).limitCount = std::ptr::null_mut();
-    (*inner).limitOffset = std::ptr::null_mut();
-    (*inner).windowClause = std::ptr::null_mut();
-    (*inner).hasWindowFuncs = false;
-    (*inner).hasTargetSRFs = false;
-    (*inner).groupingSets = std::ptr::null_mut();
-    (*inner).constraintDeps = std::ptr::null_mut();
-    // WITH queries stay with the level (a data-modifying one must run once)
-    (*inner).cteList = std::ptr::null_mut();
-    (*inner).hasModifyingCTE = false;
-    (*inner).hasRecursive = false;
+    only_rows_and_aggregation(inner);
     let inner_cols: Vec<*mut Node> = itles.iter().map(|t| (**t).expr as *mut Node).collect();
 
     // ---- bounding: a unit keeps at most max_groups_contributed of its groups, at random

@@ -82,6 +82,9 @@ def setup():
             c.execute("SELECT dp.protect_table(%s, 'uid', max_groups_contributed => 2, max_count_per_unit => 5)", (tbl,))
         for tbl in ("t_local", "u", "u_local"):
             c.execute(f"GRANT SELECT ON {tbl} TO {ROLE}")
+        # u's groups are public: every declared value gets a row, 9 an empty one
+        for tbl in ("u", "u_local"):
+            c.execute("SELECT dp.set_domain(%s, 'g', ARRAY[0, 1, 2, 3, 4, 9])", (tbl,))
         c.execute("SELECT dp.set_budget(%s, 1000000, 0.5)", (ROLE,))
 
 
@@ -151,6 +154,9 @@ def check_dp_queries_over_distributed_tables_match_one_server_at_huge_epsilon():
         assert abs(n - en) <= 1 and abs(s - es) <= 5 and abs(avg - eavg) < 0.05 and abs(var - evar) < 0.05 * evar, (n, s, avg, var, en, es, eavg, evar)
         groups = a.execute("SELECT g, dp_count(true, %s) FROM t GROUP BY g ORDER BY g" % HUGE).fetchall()
         assert [(g, round(c)) for g, c in groups] == [(g, ROWS // 5) for g in range(5)], groups
+        # a unit counts at most 5 of its 10 rows; the declared value 9 has no rows and still a group
+        groups = a.execute("SELECT g, dp_count(true, %s) FROM u GROUP BY g ORDER BY g" % HUGE).fetchall()
+        assert [(g, round(c)) for g, c in groups] == [(g, 400 * 5) for g in range(5)] + [(9, 0)], groups
 
 
 def check_one_charge_on_the_coordinator_and_none_on_the_workers():
