@@ -33,7 +33,7 @@
 use super::agg::{collect_nodes, kind_of, list_iter, Kind};
 use super::error::raise_with;
 use super::grammar::{split_and, Check, Refusal};
-use super::rewrite::{aggref, copy, function, int_const, node, ptr_list, tle, var_for};
+use super::rewrite::{aggref, copy, expr_type, function, int_const, node, ptr_list, tle, var_for};
 use pg_dp_core::accum::Acc;
 use pg_dp_core::description::{is_tag, DpLevel};
 use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query, RangeTblEntry};
@@ -135,7 +135,8 @@ unsafe fn exact_array(a: *mut pg_sys::Aggref, kind: Kind) -> *mut Node {
     let count_any = function(Some("pg_catalog"), "count", &[pg_sys::ANYOID]);
     let to_numeric = function(Some("pg_catalog"), "numeric", &[pg_sys::INT8OID]);
     let sum_int8 = function(Some("pg_catalog"), "sum", &[pg_sys::INT8OID]);
-    let counted = |v: *mut Node| func_call(to_numeric, pg_sys::NUMERICOID, &[aggref(count_any, pg_sys::INT8OID, &[v], filter(()), false) as *mut Node]);
+    let count_with = |v: *mut Node, f: *mut Node| func_call(to_numeric, pg_sys::NUMERICOID, &[aggref(count_any, pg_sys::INT8OID, &[v], f, false) as *mut Node]);
+    let counted = |v: *mut Node| count_with(v, filter(()));
     let elements = match kind {
         Kind::Count | Kind::KeepGroup => vec![numeric_zero(), counted(copy(args[0])), numeric_zero()],
         _ => {
@@ -152,7 +153,20 @@ unsafe fn exact_array(a: *mut pg_sys::Aggref, kind: Kind) -> *mut Node {
             };
             let sum = |e: *mut Node| or_zero(aggref(sum_int8, pg_sys::NUMERICOID, &[e], filter(()), false) as *mut Node);
             let sq = if matches!(kind, Kind::Variance | Kind::Stddev) { sum(q(true)) } else { numeric_zero() };
-            vec![sum(q(false)), counted(q(false)), sq]
+            // the rows the aggregate adds: its non-NULL values, but NaN (skipped like NULL); counted
+            // without a second call of dp.exact_grid (identical counts are computed once)
+            let v = args[0];
+            let n = match expr_type(v) {
+                t @ (pg_sys::FLOAT8OID | pg_sys::NUMERICOID) => {
+                    let nan = pg_sys::OidInputFunctionCall(if t == pg_sys::FLOAT8OID { Oid::from(pg_sys::F_FLOAT8IN) } else { Oid::from(pg_sys::F_NUMERIC_IN) }, c"NaN".as_ptr().cast_mut(), pg_sys::InvalidOid, -1);
+                    let len = if t == pg_sys::FLOAT8OID { 8 } else { -1 };
+                    let nan = pg_sys::makeConst(t, -1, pg_sys::InvalidOid, len, nan, false, t == pg_sys::FLOAT8OID) as *mut Node;
+                    let not_nan = super::rewrite::op_expr(super::rewrite::operator("<>", t, t), copy(v), nan, pg_sys::InvalidOid);
+                    count_with(copy(v), pg_sys::make_and_qual(filter(()), not_nan))
+                }
+                _ => counted(copy(v)),
+            };
+            vec![sum(q(false)), n, sq]
         }
     };
     let arr = node::<pg_sys::ArrayExpr>(NodeTag::T_ArrayExpr);

@@ -213,7 +213,7 @@ unsafe fn float8_const(v: f64) -> *mut Node {
 }
 
 /// `left op right` for a binary operator `op`.
-unsafe fn op_expr(op: Oid, left: *mut Node, right: *mut Node, collation: Oid) -> *mut Node {
+pub(crate) unsafe fn op_expr(op: Oid, left: *mut Node, right: *mut Node, collation: Oid) -> *mut Node {
     let e = node::<pg_sys::OpExpr>(NodeTag::T_OpExpr);
     (*e).opno = op;
     (*e).opfuncid = pg_sys::get_opcode(op);
@@ -224,7 +224,7 @@ unsafe fn op_expr(op: Oid, left: *mut Node, right: *mut Node, collation: Oid) ->
     e as *mut Node
 }
 
-unsafe fn operator(name: &str, left: Oid, right: Oid) -> Oid {
+pub(crate) unsafe fn operator(name: &str, left: Oid, right: Oid) -> Oid {
     pg_sys::OpernameGetOprid(name_list(Some("pg_catalog"), name), left, right)
 }
 

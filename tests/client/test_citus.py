@@ -82,6 +82,15 @@ def setup():
             c.execute("SELECT dp.protect_table(%s, 'uid', max_groups_contributed => 2, max_count_per_unit => 5)", (tbl,))
         for tbl in ("t_local", "u", "u_local"):
             c.execute(f"GRANT SELECT ON {tbl} TO {ROLE}")
+        # NaN and NULL values: skipped by the sums (NaN like NULL), counted by dp_count(value) as PostgreSQL's count
+        c.execute("CREATE TABLE n (id int, x float8, y numeric)")
+        c.execute("SELECT create_distributed_table('n', 'id')")
+        c.execute("INSERT INTO n SELECT i, i, i FROM generate_series(1, 100) i")
+        c.execute("INSERT INTO n VALUES (101, 'NaN', 'NaN'), (102, NULL, NULL), (103, 'Infinity', 1e9)")
+        c.execute("CREATE TABLE n_local AS SELECT * FROM n")
+        for tbl in ("n", "n_local"):
+            c.execute("SELECT dp.protect_table(%s)", (tbl,))
+            c.execute(f"GRANT SELECT ON {tbl} TO {ROLE}")
         # u's groups are public: every declared value gets a row, 9 an empty one
         for tbl in ("u", "u_local"):
             c.execute("SELECT dp.set_domain(%s, 'g', ARRAY[0, 1, 2, 3, 4, 9])", (tbl,))
@@ -128,6 +137,8 @@ SAME_QUERIES = [
     ("SELECT dp_sum(x, %s, %s, {e}), dp_count(true, {e}) FROM {t} WHERE g = %s", [0.0, 60.0, 3]),
     ("SELECT g, dp_count(true, {e}), dp_sum(x, 0, 100, {e}) FROM {u} GROUP BY g ORDER BY g", []),
     ("SELECT dp_count(true, {e}), dp_avg(x, 0, 100, {e}) FROM {u}", []),
+    ("SELECT dp_count(x, {e}), dp_sum(x, 0, 100, {e}), dp_avg(y, 0, 100, {e}), dp_sum(y, 0, 100, {e}), "
+     "dp_variance(x, 0, 200, {e}) FROM {n}", []),
 ]
 
 
@@ -143,13 +154,13 @@ def check_dp_queries_over_distributed_tables_match_one_server_at_huge_epsilon():
         su.execute("SET dp.group_selection_epsilon = 20")
         a.execute("SET dp.group_selection_epsilon = 20")
         for sql, args in SAME_QUERIES:
-            dist = a.execute(sql.format(e=HUGE, t="t", u="u"), args or None).fetchall()
-            local = a.execute(sql.format(e=HUGE, t="t_local", u="u_local"), args or None).fetchall()
+            dist = a.execute(sql.format(e=HUGE, t="t", u="u", n="n"), args or None).fetchall()
+            local = a.execute(sql.format(e=HUGE, t="t_local", u="u_local", n="n_local"), args or None).fetchall()
             assert len(dist) == len(local) and dist, (sql, dist, local)
             for rd, rl in zip(dist, local):
                 assert all(close(x, y) for x, y in zip(rd, rl)), (sql, rd, rl)
         # and the exact answers
-        (n, s, avg, var, sd), = a.execute(SAME_QUERIES[0][0].format(e=HUGE, t="t", u="u")).fetchall()
+        (n, s, avg, var, sd), = a.execute(SAME_QUERIES[0][0].format(e=HUGE, t="t")).fetchall()
         en, es, eavg, evar = su.execute("SELECT count(*), sum(x), avg(x), var_samp(x) FROM t").fetchone()
         assert abs(n - en) <= 1 and abs(s - es) <= 5 and abs(avg - eavg) < 0.05 and abs(var - evar) < 0.05 * evar, (n, s, avg, var, en, es, eavg, evar)
         groups = a.execute("SELECT g, dp_count(true, %s) FROM t GROUP BY g ORDER BY g" % HUGE).fetchall()
@@ -157,6 +168,9 @@ def check_dp_queries_over_distributed_tables_match_one_server_at_huge_epsilon():
         # a unit counts at most 5 of its 10 rows; the declared value 9 has no rows and still a group
         groups = a.execute("SELECT g, dp_count(true, %s) FROM u GROUP BY g ORDER BY g" % HUGE).fetchall()
         assert [(g, round(c)) for g, c in groups] == [(g, 400 * 5) for g in range(5)] + [(9, 0)], groups
+        # 101 rows with a value (NaN counts, NULL not); NaN skipped by the sums, Infinity clamped to 100
+        (cnt, sx, ay, sy, _), = [[float(v) for v in r] for r in a.execute(SAME_QUERIES[-1][0].format(e=HUGE, n="n")).fetchall()]
+        assert round(cnt) == 102 and abs(sx - 5150) <= 3 and abs(sy - 5150) <= 3 and abs(ay - 5150 / 101) < 0.05, (cnt, sx, ay, sy)
 
 
 def check_one_charge_on_the_coordinator_and_none_on_the_workers():
