@@ -157,6 +157,8 @@ unsafe fn exact_array(a: *mut pg_sys::Aggref, kind: Kind) -> *mut Node {
             // without a second call of dp.exact_grid (identical counts are computed once)
             let v = args[0];
             let n = match expr_type(v) {
+                // dp_sum releases the sum alone: its count is not computed
+                _ if matches!(kind, Kind::IntSum | Kind::FloatSum) => numeric_zero(),
                 t @ (pg_sys::FLOAT8OID | pg_sys::NUMERICOID) => {
                     let nan = pg_sys::OidInputFunctionCall(if t == pg_sys::FLOAT8OID { Oid::from(pg_sys::F_FLOAT8IN) } else { Oid::from(pg_sys::F_NUMERIC_IN) }, c"NaN".as_ptr().cast_mut(), pg_sys::InvalidOid, -1);
                     let len = if t == pg_sys::FLOAT8OID { 8 } else { -1 };

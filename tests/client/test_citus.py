@@ -212,6 +212,31 @@ def check_noise_is_added_once_with_the_stated_scale():
     assert len(set(vals)) > 3, vals
 
 
+def worker_commands(c, sql):
+    """The commands Citus sends to the workers for sql (citus.log_remote_commands, superuser)."""
+    sent = []
+    c.add_notice_handler(lambda d: sent.append(d.message_primary or ""))
+    c.execute("SET citus.log_remote_commands = on")
+    c.execute(sql).fetchall()
+    c.execute("RESET citus.log_remote_commands")
+    return [m for m in sent if "issuing" in m]
+
+
+def check_the_workers_aggregate_and_bound_units_and_the_coordinator_adds_noise():
+    with coordinator() as su:
+        su.execute("SET dp.release_cache = off")
+        cmds = worker_commands(su, "SELECT g, dp_sum(x, 0, 100, 0.5), dp_count(true, 0.5) FROM t GROUP BY g")
+        shard_queries = [m for m in cmds if "FROM public.t_" in m]
+        assert len(shard_queries) >= 32, cmds
+        # partial aggregation of grid integers on the workers: exact sums and counts, no rows, no noise
+        assert all("sum(dp.exact_grid(" in m and "count(" in m and "GROUP BY" in m for m in shard_queries), shard_queries[:2]
+        assert not any("dp_sum" in m or "dp_count" in m or "merge_" in m for m in cmds), cmds
+        # the table is distributed by its privacy unit: each unit's clamped sum is computed on its worker
+        cmds = worker_commands(su, "SELECT dp_sum(x, 0, 100, 0.5) FROM u")
+        shard_queries = [m for m in cmds if "FROM public.u_" in m]
+        assert shard_queries and all("dp.unit_sum(" in m and "GROUP BY" in m and "uid" in m for m in shard_queries), cmds[:3]
+
+
 def check_an_exhausted_budget_charges_nothing_anywhere():
     with coordinator() as su:
         su.execute("DROP ROLE IF EXISTS dp_citus_poor")
