@@ -268,14 +268,7 @@ pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
 
     // ---- the exact query
     let exact = copy(q);
-    let mut etles = Vec::new();
-    let mut egroup = Vec::new();
-    for (i, (e, sgc)) in keys.iter().enumerate() {
-        etles.push(tle(copy(*e), i + 1, &format!("dp_key{}", i + 1), (i + 1) as u32, false));
-        let g = copy(*sgc);
-        (*g).tleSortGroupRef = (i + 1) as u32;
-        egroup.push(g);
-    }
+    let (mut etles, egroup) = super::rewrite::keys_as_first_columns(&keys);
     let nkeys = keys.len();
     for (j, (a, kind)) in calls.iter().enumerate() {
         etles.push(tle(exact_array(*a, *kind), nkeys + j + 1, &format!("dp_exact{}", j + 1), 0, false));

@@ -328,6 +328,22 @@ pub(crate) unsafe fn tle(e: *mut Node, resno: usize, name: &str, sgref: u32, jun
     t
 }
 
+/// The GROUP BY keys of a level as the first columns of a query that groups by them: their target
+/// entries (`dp_key1`, …) and sort/group clauses, numbered from 1.
+pub(crate) unsafe fn keys_as_first_columns(
+    keys: &[(*mut Node, *mut pg_sys::SortGroupClause)],
+) -> (Vec<*mut pg_sys::TargetEntry>, Vec<*mut pg_sys::SortGroupClause>) {
+    let mut tles = Vec::new();
+    let mut group = Vec::new();
+    for (i, (e, sgc)) in keys.iter().enumerate() {
+        tles.push(tle(copy(*e), i + 1, &format!("dp_key{}", i + 1), (i + 1) as u32, false));
+        let g = copy(*sgc);
+        (*g).tleSortGroupRef = (i + 1) as u32;
+        group.push(g);
+    }
+    (tles, group)
+}
+
 /// Leaves only FROM, WHERE, GROUP BY and the select list of a copy of a level: what the level does
 /// with its aggregates (ORDER BY, DISTINCT, LIMIT, window functions, set-returning functions, grouping
 /// sets) stays with the level, and so do its WITH queries (a data-modifying one must run once).
@@ -823,14 +839,7 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
         }
         None => None,
     };
-    let mut itles = Vec::new();
-    let mut igroup = Vec::new();
-    for (i, (e, sgc)) in keys.iter().enumerate() {
-        itles.push(tle(copy(*e), i + 1, &format!("dp_key{}", i + 1), (i + 1) as u32, false));
-        let g = copy(*sgc);
-        (*g).tleSortGroupRef = (i + 1) as u32;
-        igroup.push(g);
-    }
+    let (mut itles, mut igroup) = keys_as_first_columns(&keys);
     let nkeys = keys.len();
     let unit_col = unit_expr.map(|e| {
         let sgref = (nkeys + 1) as u32;
