@@ -96,14 +96,9 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
         // the relations it writes make their cached releases stale
         super::cache::note_statement(stmt);
     }
-    if let Some(relid) = restricted_protected_read(stmt) {
-        refuse_leaks_of_protected(relid, explain_only || (*qd).instrument_options != 0);
-    }
     let releases = find_releases(stmt);
-    // a level over a Citus table reads its protected source through dp.distributed_rows: its plan
-    // shows the exact query's rows and groups under EXPLAIN ANALYZE
-    if let Some(r) = releases.iter().find(|r| r.level.exact_query.is_some() && r.level.source.protected && !protect::exempt(r.level.source.oid.into())) {
-        refuse_leaks_of_protected(r.level.source.oid.into(), explain_only || (*qd).instrument_options != 0);
+    if let Some(relid) = restricted_protected_read(stmt, &releases) {
+        refuse_leaks_of_protected(relid, explain_only || (*qd).instrument_options != 0);
     }
     let me = pg_sys::GetUserId().to_u32();
     if releases.iter().any(|r| r.level.source.protected && r.level.role != me) {
@@ -187,11 +182,15 @@ unsafe extern "C-unwind" fn check_perms(rtable: *mut pg_sys::List, ereport: bool
     }
 }
 
-/// A protected table the plan reads that the current role may not read directly, if any.
-unsafe fn restricted_protected_read(stmt: *mut pg_sys::PlannedStmt) -> Option<pg_sys::Oid> {
+/// A protected table the plan reads that the current role may not read directly, if any. A level
+/// over a Citus table reads its source through dp.distributed_rows, not the plan's range table (its
+/// plan would show the exact query's rows and groups under EXPLAIN ANALYZE).
+unsafe fn restricted_protected_read(stmt: *mut pg_sys::PlannedStmt, releases: &[Release]) -> Option<pg_sys::Oid> {
+    let distributed_sources = releases.iter().filter(|r| r.level.exact_query.is_some()).map(|r| r.level.source.oid.into());
     list_iter::<pg_sys::RangeTblEntry>((*stmt).rtable)
         .filter(|rte| (**rte).rtekind == pg_sys::RTEKind::RTE_RELATION)
         .map(|rte| (*rte).relid)
+        .chain(distributed_sources)
         .find(|relid| protect::is_protected(*relid) && !protect::exempt(*relid))
 }
 

@@ -160,14 +160,9 @@ unsafe extern "C-unwind" fn fmgr(event: pg_sys::FmgrHookEventType::Type, flinfo:
         let pg_dp_here = pg_sys::get_extension_oid(c"pg_dp".as_ptr(), true) != pg_sys::InvalidOid;
         if pg_dp_here {
             // as the bootstrap superuser: the caller (a table owner) need not be allowed to run it
-            let (mut user, mut sec) = (pg_sys::InvalidOid, 0);
-            pg_sys::GetUserIdAndSecContext(&mut user, &mut sec);
-            pg_sys::SetUserIdAndSecContext(Oid::from(pg_sys::BOOTSTRAP_SUPERUSERID), sec | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
-            let done = pgrx::PgTryBuilder::new(|| {
+            let done = super::protect::as_bootstrap_superuser(|| {
                 pgrx::Spi::run(if sync == Sync::Strict { "SELECT dp.sync_citus_labels()" } else { "SELECT dp.sync_citus_labels(false)" })
-            })
-                .finally(|| pg_sys::SetUserIdAndSecContext(user, sec))
-                .execute();
+            });
             done.unwrap_or_else(|e| {
                 super::error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("pg_dp: {e}"), None)
             });

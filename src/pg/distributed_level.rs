@@ -224,6 +224,7 @@ unsafe fn reads_old_columns(e: *mut Node) -> bool {
 /// it (see the module comment). Refusals depend only on the query.
 pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
     let table = level.source.name.clone();
+    super::rewrite::flatten_join_aliases(q);
     let mut found: Vec<*mut Node> = Vec::new();
     collect_nodes((*q).targetList as *mut Node, &[NodeTag::T_Aggref], &mut found);
     collect_nodes((*q).havingQual, &[NodeTag::T_Aggref], &mut found);
@@ -254,17 +255,7 @@ pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
         return Err(Refusal::new(format!("a subquery next to DP aggregates over Citus table {table}"))
             .hint("compute it in an outer query"));
     }
-    if list_iter::<RangeTblEntry>((*q).rtable).any(|r| (*r).rtekind == pg_sys::RTEKind::RTE_JOIN) {
-        (*q).targetList = pg_sys::flatten_join_alias_vars(q, (*q).targetList as *mut Node) as *mut pg_sys::List;
-        (*q).havingQual = pg_sys::flatten_join_alias_vars(q, (*q).havingQual);
-    }
-    let keys: Vec<(*mut Node, *mut pg_sys::SortGroupClause)> = list_iter::<pg_sys::SortGroupClause>((*q).groupClause)
-        .filter_map(|sgc| {
-            list_iter::<pg_sys::TargetEntry>((*q).targetList)
-                .find(|t| (**t).ressortgroupref == (*sgc).tleSortGroupRef)
-                .map(|t| ((*t).expr as *mut Node, sgc))
-        })
-        .collect();
+    let keys = super::rewrite::group_keys(q);
 
     // ---- the exact query
     let exact = copy(q);
@@ -300,7 +291,7 @@ pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
     let text_ptr = pg_sys::nodeToString(exact as *const c_void);
     let text = CStr::from_ptr(text_ptr).to_string_lossy().into_owned();
     // Citus plans it now, so that a shape it cannot run is an error before anything is charged
-    as_engine(|| {
+    super::protect::as_bootstrap_superuser(|| {
         let probe = pg_sys::stringToNode(text_ptr) as *mut Query;
         super::planner::plan_with_next(probe, text_ptr, 0, std::ptr::null_mut());
     });
@@ -508,21 +499,6 @@ unsafe fn engine_refusal(q: *mut Query) -> Option<String> {
     w.why
 }
 
-/// Runs `f` as the bootstrap superuser (a local user change: restored on error by the transaction).
-unsafe fn as_engine<R>(f: impl FnOnce() -> R) -> R {
-    let mut user = pg_sys::InvalidOid;
-    let mut sec: i32 = 0;
-    pg_sys::GetUserIdAndSecContext(&mut user, &mut sec);
-    pg_sys::SetUserIdAndSecContext(Oid::from(pg_sys::BOOTSTRAP_SUPERUSERID), sec | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
-    let f = std::panic::AssertUnwindSafe(f);
-    pgrx::PgTryBuilder::new(move || {
-        let f = f;
-        (f.0)()
-    })
-    .finally(|| pg_sys::SetUserIdAndSecContext(user, sec))
-    .execute()
-}
-
 // ----- execution ----------------------------------------------------------------------------------
 
 /// Called by a DP Release node before it runs its aggregation (its charge already made): its exact
@@ -566,7 +542,7 @@ crate::pg_v1!(pg_finfo_dp_distributed_rows, dp_distributed_rows, |fcinfo| {
     pg_sys::MemoryContextSwitchTo(old);
     let params = (*econtext).ecxt_param_list_info;
     let ctext = CString::new(text).unwrap_or_default();
-    as_engine(|| run_exact(&ctext, params, store, per_query));
+    super::protect::as_bootstrap_superuser(|| run_exact(&ctext, params, store, per_query));
     (*rsinfo).returnMode = pg_sys::SetFunctionReturnMode::SFRM_Materialize;
     (*rsinfo).setResult = store;
     (*rsinfo).setDesc = desc;

@@ -492,10 +492,7 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
     // GROUP BY keys are computed from each input row: the value grammar, of a built-in type (grouping
     // calls the type's equality and hash functions on every row)
     let mut group_keys = Vec::new();
-    for sgc in list_iter::<pg_sys::SortGroupClause>((*q).groupClause) {
-        let tle = list_iter::<pg_sys::TargetEntry>((*q).targetList).find(|t| (**t).ressortgroupref == (*sgc).tleSortGroupRef);
-        let Some(tle) = tle else { continue };
-        let e = (*tle).expr as *mut Node;
+    for (e, _) in super::rewrite::group_keys(q) {
         value_below(&cx, e)?;
         let typ = pg_sys::getBaseType(pg_sys::exprType(e));
         if typ.to_u32() >= pg_sys::FirstNormalObjectId {

@@ -79,12 +79,7 @@ unsafe fn archive_budgets(d: *mut pg_sys::DropRoleStmt) {
             continue;
         }
         // as the bootstrap superuser: whoever may drop the role (CREATEROLE) archives its budget
-        let (mut user, mut ctx) = (pg_sys::InvalidOid, 0);
-        pg_sys::GetUserIdAndSecContext(&mut user, &mut ctx);
-        pg_sys::SetUserIdAndSecContext(pg_sys::Oid::from(pg_sys::BOOTSTRAP_SUPERUSERID), ctx | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
-        let r = pgrx::PgTryBuilder::new(|| Spi::run_with_args("SELECT dp.archive_role_budget($1)", &[oid.into()]))
-            .finally(|| pg_sys::SetUserIdAndSecContext(user, ctx))
-            .execute();
+        let r = super::protect::as_bootstrap_superuser(|| Spi::run_with_args("SELECT dp.archive_role_budget($1)", &[oid.into()]));
         r.unwrap_or_else(|e| {
             raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("pg_dp: could not archive the budget of a dropped role: {e}"), None)
         });

@@ -345,6 +345,21 @@ unsafe fn parents(relid: Oid) -> Vec<Oid> {
     out
 }
 
+/// Runs `f` as the bootstrap superuser (a local user change, restored when `f` returns or raises):
+/// for the work pg_dp does on a caller's behalf that the caller may not do itself.
+pub unsafe fn as_bootstrap_superuser<R>(f: impl FnOnce() -> R) -> R {
+    let (mut user, mut sec) = (pg_sys::InvalidOid, 0);
+    pg_sys::GetUserIdAndSecContext(&mut user, &mut sec);
+    pg_sys::SetUserIdAndSecContext(Oid::from(pg_sys::BOOTSTRAP_SUPERUSERID), sec | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
+    let f = std::panic::AssertUnwindSafe(f);
+    pgrx::PgTryBuilder::new(move || {
+        let f = f;
+        (f.0)()
+    })
+    .finally(|| pg_sys::SetUserIdAndSecContext(user, sec))
+    .execute()
+}
+
 /// True if the relation or one of its ancestors is labelled `protected`.
 pub fn is_protected(relid: Oid) -> bool {
     cached(|c| c.protected.get(&relid).copied(), || unsafe { protected_here_or_above(relid, 0) }, |c, v| {

@@ -54,37 +54,27 @@ pub unsafe fn is_release(plan: *mut pg_sys::Plan) -> bool {
         && std::ptr::eq((*(plan as *mut pg_sys::CustomScan)).methods, &SCAN_METHODS.0)
 }
 
-/// The description a release node carries, or None if it cannot be read (never for nodes made here).
-/// The text form of the admitted statement a release node belongs to (the release cache's key),
-/// or None when its releases are not cached (row security applied).
-pub unsafe fn statement_key_of(plan: *mut pg_sys::Plan) -> Option<String> {
-    let cs = plan as *mut pg_sys::CustomScan;
-    let second = list_iter::<Node>((*cs).custom_private).nth(1)?;
-    if (*second).type_ != NodeTag::T_String {
-        return None;
-    }
-    let s = CStr::from_ptr((*(second as *mut pg_sys::String)).sval).to_string_lossy();
-    (!s.is_empty()).then(|| s.into_owned())
-}
-
-/// The `i`-th string of a release node's private list.
-unsafe fn private_string(plan: *mut pg_sys::Plan, i: usize) -> Option<String> {
+/// The `i`-th string of a release node's private list: 0 the level's description (JSON), 1 the
+/// statement's text form (the release cache's key, empty when not cached).
+unsafe fn private_str<'a>(plan: *mut pg_sys::Plan, i: usize) -> Option<&'a CStr> {
     let cs = plan as *mut pg_sys::CustomScan;
     let n = list_iter::<Node>((*cs).custom_private).nth(i)?;
     if (*n).type_ != NodeTag::T_String {
         return None;
     }
-    Some(CStr::from_ptr((*(n as *mut pg_sys::String)).sval).to_string_lossy().into_owned())
+    Some(CStr::from_ptr((*(n as *mut pg_sys::String)).sval))
 }
 
+/// The text form of the admitted statement a release node belongs to (the release cache's key),
+/// or None when its releases are not cached (row security applied).
+pub unsafe fn statement_key_of(plan: *mut pg_sys::Plan) -> Option<String> {
+    let s = private_str(plan, 1)?.to_string_lossy();
+    (!s.is_empty()).then(|| s.into_owned())
+}
+
+/// The description a release node carries, or None if it cannot be read (never for nodes made here).
 pub unsafe fn level_of(plan: *mut pg_sys::Plan) -> Option<DpLevel> {
-    let cs = plan as *mut pg_sys::CustomScan;
-    let first = list_iter::<Node>((*cs).custom_private).next()?;
-    if (*first).type_ != NodeTag::T_String {
-        return None;
-    }
-    let s = (*(first as *mut pg_sys::String)).sval;
-    DpLevel::from_json(&CStr::from_ptr(s).to_string_lossy())
+    DpLevel::from_json(&private_str(plan, 0)?.to_string_lossy())
 }
 
 // ----- planning -------------------------------------------------------------------------------
@@ -313,8 +303,8 @@ unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_
         } else {
             (*st).storing = super::cache::storing(key.0, key.1);
             // a level over a Citus table: its exact query may run now, once (distributed_level.rs)
-            if let Some(json) = private_string((*node).ss.ps.plan, 0) {
-                if let Some(exact) = super::distributed_level::exact_query_of(&json) {
+            if let Some(json) = private_str((*node).ss.ps.plan, 0) {
+                if let Some(exact) = super::distributed_level::exact_query_of(&json.to_string_lossy()) {
                     super::distributed_level::authorize(exact);
                 }
             }

@@ -328,6 +328,26 @@ pub(crate) unsafe fn tle(e: *mut Node, resno: usize, name: &str, sgref: u32, jun
     t
 }
 
+/// PostgreSQL matched the select list and HAVING against the GROUP BY keys with join aliases
+/// flattened; so do the rewrites of a level (a column of a join would otherwise keep its old meaning).
+pub(crate) unsafe fn flatten_join_aliases(q: *mut Query) {
+    if list_iter::<RangeTblEntry>((*q).rtable).any(|r| (*r).rtekind == pg_sys::RTEKind::RTE_JOIN) {
+        (*q).targetList = pg_sys::flatten_join_alias_vars(q, (*q).targetList as *mut Node) as *mut pg_sys::List;
+        (*q).havingQual = pg_sys::flatten_join_alias_vars(q, (*q).havingQual);
+    }
+}
+
+/// The GROUP BY keys of a level: each key's expression (its select-list entry) and its clause.
+pub(crate) unsafe fn group_keys(q: *mut Query) -> Vec<(*mut Node, *mut pg_sys::SortGroupClause)> {
+    list_iter::<pg_sys::SortGroupClause>((*q).groupClause)
+        .filter_map(|sgc| {
+            list_iter::<pg_sys::TargetEntry>((*q).targetList)
+                .find(|t| (**t).ressortgroupref == (*sgc).tleSortGroupRef)
+                .map(|t| ((*t).expr as *mut Node, sgc))
+        })
+        .collect()
+}
+
 /// The GROUP BY keys of a level as the first columns of a query that groups by them: their target
 /// entries (`dp_key1`, …) and sort/group clauses, numbered from 1.
 pub(crate) unsafe fn keys_as_first_columns(
@@ -748,12 +768,7 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
     }
     let source: Oid = level.source.oid.into();
     let table = rel_name(source);
-    // PostgreSQL matched the select list and HAVING against the GROUP BY keys with join aliases
-    // flattened; so does the rewrite (a column of a join would otherwise keep its old meaning)
-    if list_iter::<RangeTblEntry>((*q).rtable).any(|r| (*r).rtekind == pg_sys::RTEKind::RTE_JOIN) {
-        (*q).targetList = pg_sys::flatten_join_alias_vars(q, (*q).targetList as *mut Node) as *mut pg_sys::List;
-        (*q).havingQual = pg_sys::flatten_join_alias_vars(q, (*q).havingQual);
-    }
+    flatten_join_aliases(q);
     let mut found: Vec<*mut Node> = Vec::new();
     collect_nodes((*q).targetList as *mut Node, &[NodeTag::T_Aggref], &mut found);
     collect_nodes((*q).havingQual, &[NodeTag::T_Aggref], &mut found);
@@ -768,13 +783,7 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
             .hint("leave dp.keep_group out; dp.group_selection_epsilon and dp.group_selection_delta set its parameters"));
     }
     let unit = unit_path(source)?;
-    let keys: Vec<(*mut Node, *mut pg_sys::SortGroupClause)> = list_iter::<pg_sys::SortGroupClause>((*q).groupClause)
-        .filter_map(|sgc| {
-            list_iter::<pg_sys::TargetEntry>((*q).targetList)
-                .find(|t| (**t).ressortgroupref == (*sgc).tleSortGroupRef)
-                .map(|t| ((*t).expr as *mut Node, sgc))
-        })
-        .collect();
+    let keys = group_keys(q);
     let kinds: Vec<KeyKind> = keys.iter().map(|(e, _)| classify_key(q, *e, source)).collect();
     let private_keys = kinds.iter().any(|k| matches!(k, KeyKind::Private));
     if unit.is_none() && keys.is_empty() {
