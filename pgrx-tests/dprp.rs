@@ -415,3 +415,27 @@ fn several_row_releases_in_one_query_each_charge_and_return_their_rows() {
     assert_eq!(column("FETCH 5 FROM c"), first);
     assert_eq!(one_i64(&format!("SELECT count(*) FROM dp.ledger WHERE id > {mark}")), 3);
 }
+
+#[pg_test]
+fn a_table_with_a_privacy_unit_is_refused_before_anything_is_read_or_charged() {
+    // DPRP protects one row: on a table with many rows per person it would release a person's every
+    // row at the epsilon of one
+    dprp_source();
+    Spi::run("ALTER TABLE src ADD COLUMN person int").unwrap();
+    Spi::run("UPDATE src SET person = id % 10").unwrap();
+    Spi::run("SELECT dp.protect_table('src', privacy_unit => 'person')").unwrap();
+    let before = scans("src");
+    let msg = refused_uncharged(
+        &format!("SELECT dp.release_projection('src', 'per_person', {ARGS}, 1, 1e-5)"),
+        "source src declares the privacy unit src.person: a person may have many rows",
+    );
+    assert!(msg.contains("one row per person"), "{msg}");
+    refused_uncharged(&format!("SELECT count(*) FROM dp.release_projection_rows('src', {ARGS}, 1, 1e-5)"), "declares the privacy unit src.person");
+    assert_eq!(scans("src"), before, "the source was read before the refusal");
+    // a partition read on its own keeps its parent's unit
+    Spi::run("CREATE TABLE parted (id int, a float8, b int, c numeric, person int) PARTITION BY RANGE (id)").unwrap();
+    Spi::run("CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (100000)").unwrap();
+    Spi::run("SELECT dp.protect_table('parted', privacy_unit => 'person')").unwrap();
+    refused_uncharged(&format!("SELECT dp.release_projection('parted', 'p2', {ARGS}, 1, 1e-5)"), "declares the privacy unit parted.person");
+    refused_uncharged(&format!("SELECT dp.release_projection('parted_1', 'p3', {ARGS}, 1, 1e-5)"), "declares the privacy unit parted_1.person");
+}

@@ -58,3 +58,21 @@ fn parallel_group_by_releases_every_group() {
     let rows = column("SELECT dp_count(x, 1e6)::text FROM big GROUP BY k ORDER BY k");
     assert_eq!(rows, vec![Some("100000".into()); 3]);
 }
+
+#[pg_test]
+fn parallel_plan_of_dp_avg_with_a_public_count_releases_what_was_paid() {
+    // the finalizing Aggref of a parallel plan has one argument (the partial state) where the call
+    // has five: the public count must still be read from the call, or the final function would
+    // release the paid-for call as another one and refuse after the charge
+    Spi::run("CREATE TABLE big AS SELECT g::float8 AS x, g % 3 AS k FROM generate_series(1, 200000) g").unwrap();
+    Spi::run("ANALYZE big").unwrap();
+    force_parallel();
+    let q = "SELECT dp_avg(x, 0, 200000, 1e6, 200000) FROM big";
+    let plan = column(&format!("EXPLAIN (COSTS OFF) {q}")).into_iter().flatten().collect::<Vec<_>>().join("\n");
+    assert!(plan.contains("Partial Aggregate") && plan.contains("Gather"), "no parallel plan:\n{plan}");
+    let v = one_f64(q);
+    assert!((v - 100000.5).abs() < 1.0, "{v}");
+    let grouped = column("SELECT round(dp_avg(x, 0, 200000, 1e6, 66667))::text FROM big GROUP BY k ORDER BY k");
+    assert_eq!(grouped.len(), 3, "{grouped:?}");
+    assert_eq!(receipts_of(q), 1);
+}

@@ -58,8 +58,8 @@ CREATE TABLE dp.release_log (
     mechanism     text NOT NULL,
     sensitivity   float8 NOT NULL,
     noise_scale   float8 NOT NULL,
-    -- 0 for a reused release (details.reused names the release)
-    epsilon       numeric NOT NULL CONSTRAINT release_log_epsilon_check CHECK (epsilon > 0 OR (epsilon = 0 AND details ? 'reused')),
+    -- 0 for a reused release (details.reused names the release) and a forfeit of nothing (details.forfeit)
+    epsilon       numeric NOT NULL CONSTRAINT release_log_epsilon_check CHECK (epsilon > 0 OR (epsilon = 0 AND (details ? 'reused' OR details ? 'forfeit'))),
     delta         numeric NOT NULL DEFAULT 0 CHECK (delta >= 0),
     details       jsonb NOT NULL DEFAULT '{}',
     -- the pg_dp identity of the role charged (role above is its OID then, in the cluster of the charge)
@@ -511,6 +511,51 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION dp.debit(oid, name, bool, bigint, text, text[], text[], float8[], float8[], numeric[], numeric[], jsonb[]) IS 'pg_dp internal: checks and debits a role''s budget and writes the receipts; run only by the ledger worker in its own transaction';
+
+-- Fail closed (src/pg/fail_closed.rs, docs/security.md): an error raised inside an admitted DP level
+-- charges the role's whole remaining epsilon and delta, with one receipt that says why. Called only by
+-- the ledger worker, in its own transaction; never by users.
+CREATE FUNCTION dp.forfeit(role oid, database_user name, query_id bigint, query_text text, sqlstate text,
+                           OUT epsilon_forfeited numeric, OUT delta_forfeited numeric)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    b   dp.role_budget;
+    uid uuid := dp.role_uid(forfeit.role);
+BEGIN
+    epsilon_forfeited := 0;
+    delta_forfeited := 0;
+    SELECT * INTO b FROM dp.role_budget r WHERE r.role_uid = uid FOR UPDATE;
+    IF FOUND AND b.period IS NOT NULL AND pg_catalog.now() >= b.period_start + b.period THEN
+        UPDATE dp.role_budget r
+           SET lifetime_epsilon_spent = r.lifetime_epsilon_spent + r.epsilon_spent,
+               lifetime_delta_spent   = r.lifetime_delta_spent + r.delta_spent,
+               epsilon_spent = 0, delta_spent = 0,
+               period_start = dp.current_period_start(r.period_start, r.period)
+         WHERE r.role_uid = uid
+        RETURNING * INTO b;
+    END IF;
+    IF FOUND THEN
+        epsilon_forfeited := greatest(b.epsilon_granted - b.epsilon_spent, 0);
+        delta_forfeited := greatest(b.delta_granted - b.delta_spent, 0);
+        UPDATE dp.role_budget r
+           SET epsilon_spent = r.epsilon_spent + epsilon_forfeited, delta_spent = r.delta_spent + delta_forfeited
+         WHERE r.role_uid = uid;
+    ELSIF uid IS NULL AND EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = forfeit.role) THEN
+        uid := dp.ensure_role_uid(forfeit.role);
+    END IF;
+    INSERT INTO dp.release_log (role, role_name, database_user, query_id, query_text, aggregate, mechanism,
+                                sensitivity, noise_scale, epsilon, delta, details, role_uid)
+    VALUES (forfeit.role, coalesce((SELECT o.rolname FROM pg_catalog.pg_roles o WHERE o.oid = forfeit.role), forfeit.role::text),
+            forfeit.database_user, forfeit.query_id, forfeit.query_text, 'fail closed', 'forfeit', 0, 0,
+            epsilon_forfeited, delta_forfeited,
+            pg_catalog.jsonb_build_object('forfeit', pg_catalog.jsonb_build_object(
+                'sqlstate', forfeit.sqlstate,
+                'reason', 'an error was raised inside an admitted DP level after its charge: pg_dp admits there only what cannot fail for any stored value, so the error is treated as an attack and the role''s remaining budget is charged')),
+            uid);
+END
+$$;
+COMMENT ON FUNCTION dp.forfeit(oid, name, bigint, text, text) IS 'pg_dp internal: charges a role its whole remaining budget after an error inside an admitted DP level (fail closed), with a receipt; run only by the ledger worker in its own transaction';
+REVOKE EXECUTE ON FUNCTION dp.forfeit(oid, name, bigint, text, text) FROM PUBLIC;
 
 REVOKE EXECUTE ON FUNCTION dp.check_epsilon_delta(float8, float8) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dp.grant_budget(regrole, float8, float8) FROM PUBLIC;

@@ -30,6 +30,7 @@ pub extern "C-unwind" fn _PG_init() {
     pg::release::init();
     pg::planner::init();
     pg::charge::init();
+    pg::fail_closed::init();
     pg::distributed::init();
     pg::lifecycle::init();
     // receipts carry a stable fingerprint of the query (its query id), as pg_stat_statements does

@@ -40,6 +40,20 @@ fn empty_object() -> String {
     "{}".into()
 }
 
+/// What a request asks of the ledger worker.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RequestKind {
+    /// Check the budget and debit the releases (or refuse, debiting nothing).
+    #[default]
+    Charge,
+    /// Fail closed: an error was raised inside an admitted DP level after its charge. The role's
+    /// whole remaining ε and δ are debited, with one receipt saying why (no release record).
+    Forfeit {
+        /// SQLSTATE of the error.
+        sqlstate: String,
+    },
+}
+
 /// Everything the ledger worker needs to debit a query's releases in its own transaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChargeRequest {
@@ -50,6 +64,8 @@ pub struct ChargeRequest {
     pub query_id: i64,
     pub query_text: String,
     pub releases: Vec<ReleaseRecord>,
+    #[serde(default)]
+    pub kind: RequestKind,
 }
 
 /// The worker's answer.
@@ -145,6 +161,7 @@ mod tests {
                 delta: "0".into(),
                 details: "{}".into(),
             }],
+            kind: RequestKind::Charge,
         };
         let b = r.to_bytes_within(100_000).unwrap();
         assert_eq!(ChargeRequest::from_bytes(&b).unwrap(), r);
@@ -153,6 +170,8 @@ mod tests {
         let back = ChargeRequest::from_bytes(&b).unwrap();
         assert!(r.query_text.starts_with(&back.query_text) && back.query_text.len() < r.query_text.len());
         assert_eq!(back.releases, r.releases);
+        let f = ChargeRequest { kind: RequestKind::Forfeit { sqlstate: "22012".into() }, releases: vec![], ..r.clone() };
+        assert_eq!(ChargeRequest::from_bytes(&f.to_bytes_within(100_000).unwrap()).unwrap(), f);
         let o = ChargeOutcome::Denied { reason: "exhausted".into(), epsilon_remaining: Some("0.3".into()), delta_remaining: None };
         assert_eq!(ChargeOutcome::from_bytes(&o.to_bytes()).unwrap(), o);
     }

@@ -43,6 +43,11 @@ pub struct DpLevel {
     /// (docs/distributed.md). None for a level computed in one server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exact_query: Option<String>,
+    /// The protected tables (OIDs) the level's input reads: the source, and the tables a privacy
+    /// unit's foreign-key path joins. Only scans of these, below the level's release node, are
+    /// admitted; any other scan of a protected table in the statement is a raw read.
+    #[serde(default)]
+    pub reads: Vec<u32>,
 }
 
 /// The privacy unit of a level's source: the column that identifies a person, reached from the

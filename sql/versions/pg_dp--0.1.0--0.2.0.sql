@@ -3,9 +3,9 @@
 -- install of 0.2.0.
 \echo Use "ALTER EXTENSION pg_dp UPDATE TO '0.2.0'" to load this file. \quit
 
--- receipts of reused releases (the release cache) are recorded at epsilon 0
+-- receipts of reused releases (the release cache) and forfeits of nothing are recorded at epsilon 0
 ALTER TABLE dp.release_log DROP CONSTRAINT release_log_epsilon_check;
-ALTER TABLE dp.release_log ADD CONSTRAINT release_log_epsilon_check CHECK (epsilon > 0 OR (epsilon = 0 AND details ? 'reused'));
+ALTER TABLE dp.release_log ADD CONSTRAINT release_log_epsilon_check CHECK (epsilon > 0 OR (epsilon = 0 AND (details ? 'reused' OR details ? 'forfeit')));
 
 -- a table's pg_dp label is a list of words (protected, no_release_cache)
 -- A Citus table's pg_dp label, sent to every worker, whose shards of the table are protected with it
@@ -552,6 +552,51 @@ REVOKE EXECUTE ON FUNCTION dp.set_budget(regrole, float8, float8, float8) FROM P
 GRANT EXECUTE ON FUNCTION dp.grant_budget(regrole, float8, float8) TO dp_admin;
 
 GRANT EXECUTE ON FUNCTION dp.set_budget(regrole, float8, float8, float8) TO dp_admin;
+
+-- Fail closed (src/pg/fail_closed.rs, docs/security.md): an error raised inside an admitted DP level
+-- charges the role's whole remaining epsilon and delta, with one receipt that says why. Called only by
+-- the ledger worker, in its own transaction; never by users.
+CREATE FUNCTION dp.forfeit(role oid, database_user name, query_id bigint, query_text text, sqlstate text,
+                           OUT epsilon_forfeited numeric, OUT delta_forfeited numeric)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    b   dp.role_budget;
+    uid uuid := dp.role_uid(forfeit.role);
+BEGIN
+    epsilon_forfeited := 0;
+    delta_forfeited := 0;
+    SELECT * INTO b FROM dp.role_budget r WHERE r.role_uid = uid FOR UPDATE;
+    IF FOUND AND b.period IS NOT NULL AND pg_catalog.now() >= b.period_start + b.period THEN
+        UPDATE dp.role_budget r
+           SET lifetime_epsilon_spent = r.lifetime_epsilon_spent + r.epsilon_spent,
+               lifetime_delta_spent   = r.lifetime_delta_spent + r.delta_spent,
+               epsilon_spent = 0, delta_spent = 0,
+               period_start = dp.current_period_start(r.period_start, r.period)
+         WHERE r.role_uid = uid
+        RETURNING * INTO b;
+    END IF;
+    IF FOUND THEN
+        epsilon_forfeited := greatest(b.epsilon_granted - b.epsilon_spent, 0);
+        delta_forfeited := greatest(b.delta_granted - b.delta_spent, 0);
+        UPDATE dp.role_budget r
+           SET epsilon_spent = r.epsilon_spent + epsilon_forfeited, delta_spent = r.delta_spent + delta_forfeited
+         WHERE r.role_uid = uid;
+    ELSIF uid IS NULL AND EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = forfeit.role) THEN
+        uid := dp.ensure_role_uid(forfeit.role);
+    END IF;
+    INSERT INTO dp.release_log (role, role_name, database_user, query_id, query_text, aggregate, mechanism,
+                                sensitivity, noise_scale, epsilon, delta, details, role_uid)
+    VALUES (forfeit.role, coalesce((SELECT o.rolname FROM pg_catalog.pg_roles o WHERE o.oid = forfeit.role), forfeit.role::text),
+            forfeit.database_user, forfeit.query_id, forfeit.query_text, 'fail closed', 'forfeit', 0, 0,
+            epsilon_forfeited, delta_forfeited,
+            pg_catalog.jsonb_build_object('forfeit', pg_catalog.jsonb_build_object(
+                'sqlstate', forfeit.sqlstate,
+                'reason', 'an error was raised inside an admitted DP level after its charge: pg_dp admits there only what cannot fail for any stored value, so the error is treated as an attack and the role''s remaining budget is charged')),
+            uid);
+END
+$$;
+COMMENT ON FUNCTION dp.forfeit(oid, name, bigint, text, text) IS 'pg_dp internal: charges a role its whole remaining budget after an error inside an admitted DP level (fail closed), with a receipt; run only by the ledger worker in its own transaction';
+REVOKE EXECUTE ON FUNCTION dp.forfeit(oid, name, bigint, text, text) FROM PUBLIC;
 
 -- ---- sql/distributed.sql
 -- pg_dp: DP levels over Citus tables (hand-written; loaded after cache.sql). docs/distributed.md and

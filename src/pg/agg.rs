@@ -718,7 +718,9 @@ pub unsafe fn final_state(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> Acc {
 /// other forms; read from the call's own (constant) argument.
 pub unsafe fn public_count(fcinfo: pg_sys::FunctionCallInfo, func: &'static str) -> Option<i64> {
     let a = pg_sys::AggGetAggref(fcinfo);
-    if a.is_null() || list_len((*a).args) != 5 {
+    // the argument types, not the arguments: a finalizing Aggref of a parallel plan has one argument
+    // (the partial aggregate's output) but keeps the call's five argument types
+    if a.is_null() || list_len((*a).aggargtypes) != 5 {
         return None;
     }
     Some(ParamValues::read(fcinfo, func).i64_at(3, "public_count"))

@@ -22,7 +22,7 @@
 use super::agg::{eval_param_exprs, kind_of, list_iter, partial_aggref_args_in_plan, Kind, Paid, ParamValues};
 use super::error::{raise_with, OrRaise};
 use super::{ledger, protect, release};
-use pg_dp_core::accounting::{charged_decimal, ChargeOutcome, ChargeRequest, ReleaseRecord};
+use pg_dp_core::accounting::{charged_decimal, ChargeOutcome, ChargeRequest, ReleaseRecord, RequestKind};
 use pg_dp_core::accum::{Acc, Spec};
 use pg_dp_core::description::{DpAggregate, DpLevel, KeyRelease, ParamSource};
 use pg_dp_core::mechanisms::ReleaseInfo;
@@ -100,6 +100,13 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
     if let Some(relid) = restricted_protected_read(stmt, &releases) {
         refuse_leaks_of_protected(relid, explain_only || (*qd).instrument_options != 0);
     }
+    if !releases.is_empty() {
+        // the statement's range table passes the permission check as a whole (check_perms), so
+        // each scan of a protected table is checked here: it must be a DP level's own input
+        if let Some(relid) = unadmitted_scan(stmt) {
+            protect::refuse_raw_access(relid, "read it only through DP aggregates, and this statement also reads it outside a DP query's input");
+        }
+    }
     let me = pg_sys::GetUserId().to_u32();
     if releases.iter().any(|r| r.level.source.protected && r.level.role != me) {
         raise_with(
@@ -114,21 +121,124 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
     let admitted = if releases.is_empty() { std::ptr::null_mut() } else { (*stmt).rtable };
     with_admitted(admitted, || start_next(qd, eflags));
     let no_data = flags & pg_sys::EXEC_FLAG_WITH_NO_DATA != 0;
-    if !explain_only && !no_data && !releases.is_empty() && !returns_no_row(stmt) {
+    if !explain_only && !no_data && !releases.is_empty() && !releases_nothing(stmt) {
         charge_releases(qd, &releases);
     }
 }
 
-/// A statement whose plan is topped by `LIMIT 0` (a literal): the Limit node returns before it asks
-/// its input for a row, so no DP level below runs and nothing is released (the column probes of BI
-/// tools and drivers). Charged nothing; if a release ran anyway, its final function would find no
-/// ticket and refuse (check_ticket).
-unsafe fn returns_no_row(stmt: *mut pg_sys::PlannedStmt) -> bool {
+/// Admission per scan. The planner can add scans the grammar never saw: a SQL function inlined in
+/// the post-processing of a DP query, a second reference to a protected table in another part of
+/// the statement. Every scan of a protected table that the role may not read directly must lie in
+/// the input of a DP Release node whose level reads that table (or a table it is a partition or
+/// child of). Subplans are walked on their own: the grammar admits no subquery in a level's input,
+/// so a protected scan in a subplan is admitted only under a release node of that subplan.
+/// Returns the first protected table read outside, if any.
+unsafe fn unadmitted_scan(stmt: *mut pg_sys::PlannedStmt) -> Option<pg_sys::Oid> {
+    unsafe fn scanned(p: *mut pg_sys::Plan) -> Vec<pg_sys::Index> {
+        use pg_sys::NodeTag::*;
+        let relids_of = |b: *mut pg_sys::Bitmapset| {
+            let mut out = Vec::new();
+            let mut i = -1;
+            loop {
+                i = pg_sys::bms_next_member(b, i);
+                if i < 0 {
+                    break out;
+                }
+                out.push(i as pg_sys::Index);
+            }
+        };
+        match (*p).type_ {
+            T_SeqScan | T_SampleScan | T_IndexScan | T_IndexOnlyScan | T_BitmapIndexScan | T_BitmapHeapScan | T_TidScan
+            | T_TidRangeScan => vec![(*(p as *mut pg_sys::Scan)).scanrelid],
+            T_ForeignScan => {
+                let f = p as *mut pg_sys::ForeignScan;
+                let mut v = relids_of((*f).fs_relids);
+                v.push((*f).scan.scanrelid);
+                v
+            }
+            T_CustomScan => {
+                let c = p as *mut pg_sys::CustomScan;
+                let mut v = relids_of((*c).custom_relids);
+                v.push((*c).scan.scanrelid);
+                v
+            }
+            _ => Vec::new(),
+        }
+    }
+    unsafe fn walk(stmt: *mut pg_sys::PlannedStmt, p: *mut pg_sys::Plan, sources: &mut Vec<pg_sys::Oid>) -> Option<pg_sys::Oid> {
+        if p.is_null() {
+            return None;
+        }
+        let before = sources.len();
+        if release::is_release(p) {
+            // a level over a Citus table reads through dp.distributed_rows: no source scan below
+            if let Some(level) = release::level_of(p).filter(|l| l.exact_query.is_none()) {
+                sources.extend(level.reads.iter().map(|r| pg_sys::Oid::from(*r)));
+            }
+        }
+        let mut found = None;
+        for idx in scanned(p) {
+            let rte = super::grammar::rt_fetch_list((*stmt).rtable, idx as i32);
+            if rte.is_null() || (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+                continue;
+            }
+            let relid = (*rte).relid;
+            if !protect::is_protected(relid) || protect::exempt(relid) {
+                continue;
+            }
+            let admitted = sources.contains(&relid) || protect::ancestors(relid).iter().any(|a| sources.contains(a));
+            if !admitted {
+                found = Some(relid);
+                break;
+            }
+        }
+        if found.is_none() {
+            for c in release::child_plans(p) {
+                found = walk(stmt, c, sources);
+                if found.is_some() {
+                    break;
+                }
+            }
+        }
+        sources.truncate(before);
+        found
+    }
+    let mut sources = Vec::new();
+    if let Some(r) = walk(stmt, (*stmt).planTree, &mut sources) {
+        return Some(r);
+    }
+    for sub in list_iter::<pg_sys::Plan>((*stmt).subplans) {
+        if let Some(r) = walk(stmt, sub, &mut sources) {
+            return Some(r);
+        }
+    }
+    None
+}
+
+/// A statement that releases nothing: its plan is topped by `LIMIT 0` (a literal), so the Limit
+/// node returns before it asks its input for a row and no DP level below it runs (the column
+/// probes of BI tools and drivers). Charged nothing. It must be certain that no level runs
+/// anyway, so any of these charges the statement as usual:
+/// - a data-modifying WITH query: PostgreSQL runs it to completion whatever the LIMIT, and a DP
+///   level inside it (an `INSERT … SELECT dp_…`) would release unpaid;
+/// - an OFFSET that is not a literal, or subplans attached to the Limit node itself: the Limit
+///   evaluates its OFFSET and COUNT when it first runs, and a subquery there is a plan of its own.
+/// If a release ran anyway, its final function would find no ticket and refuse (check_ticket), and
+/// the error inside an admitted level would forfeit the role's budget (fail_closed.rs).
+unsafe fn releases_nothing(stmt: *mut pg_sys::PlannedStmt) -> bool {
     let top = (*stmt).planTree;
-    if top.is_null() || (*top).type_ != pg_sys::NodeTag::T_Limit {
+    if top.is_null() || (*top).type_ != pg_sys::NodeTag::T_Limit || (*stmt).hasModifyingCTE {
         return false;
     }
-    let count = (*(top as *mut pg_sys::Limit)).limitCount as *mut pg_sys::Node;
+    if !(*top).initPlan.is_null() {
+        return false;
+    }
+    let limit = top as *mut pg_sys::Limit;
+    let offset = (*limit).limitOffset as *mut pg_sys::Node;
+    if !offset.is_null() && (*offset).type_ != pg_sys::NodeTag::T_Const {
+        return false;
+    }
+    let count = (*limit).limitCount as *mut pg_sys::Node;
     if count.is_null() || (*count).type_ != pg_sys::NodeTag::T_Const {
         return false;
     }
@@ -637,6 +747,7 @@ unsafe fn charge_execution(mut releases: Vec<ReleaseRecord>, query_id: i64, quer
         query_id,
         query_text,
         releases,
+        kind: RequestKind::Charge,
     };
     match ledger::charge(&req) {
         ChargeOutcome::Granted { .. } => {}

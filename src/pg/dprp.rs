@@ -210,6 +210,19 @@ unsafe fn open_source(source: Oid, columns: &[String]) -> Source {
             raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, format!("{F}: permission denied for table {name}"), None);
         }
     }
+    // a table with a privacy unit holds many rows per person: DPRP is DP for adding or removing one
+    // row, so it would release a person's every row at the ε of one (refused, whoever calls it)
+    let unit = protect::effective_privacy_unit(source).map(|(att, _)| (source, att)).or_else(|| {
+        protect::descendant_with_unit(source).and_then(|child| protect::privacy_unit(child).map(|(att, _)| (child, att)))
+    });
+    if let Some((rel, att)) = unit {
+        let column = format!("{}.{}", protect::relation_short_name(rel), super::grammar::attname(rel, att));
+        raise_with(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            format!("{F}: source {name} declares the privacy unit {column}: a person may have many rows, and a release by random projection protects one row, not one person"),
+            Some("release a table with one row per person (for example a per-person summary its owner builds), or use DP aggregates, which bound each person's contribution"),
+        );
+    }
     // row security of the source, or of a parent whose policies a partition or child read on its
     // own would escape
     if let Some(r) = protect::row_security_above(source) {

@@ -47,3 +47,29 @@ impl<T> OrRaise<T> for Result<T, DpError> {
         }
     }
 }
+
+/// The five-character SQLSTATE of an error code, e.g. "22012".
+pub fn sqlstate_text(code: PgSqlErrorCode) -> String {
+    let mut v = code as isize as u32;
+    let mut s = String::with_capacity(5);
+    for _ in 0..5 {
+        s.push(char::from(((v & 0x3F) as u8) + b'0'));
+        v >>= 6;
+    }
+    s
+}
+
+/// The error code of a five-character SQLSTATE (digits and upper-case letters), if it is one.
+pub fn code_of_text(text: &str) -> Option<PgSqlErrorCode> {
+    let b = text.as_bytes();
+    if b.len() != 5 || !b.iter().all(|c| c.is_ascii_digit() || c.is_ascii_uppercase()) {
+        return None;
+    }
+    let packed = b.iter().enumerate().fold(0i32, |acc, (i, c)| acc | ((((*c - b'0') & 0x3F) as i32) << (6 * i)));
+    Some(PgSqlErrorCode::from(packed))
+}
+
+/// Logs a WARNING (to the client and the server log) with a detail line.
+pub fn warn_with(msg: String, detail: String) {
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_WARNING, msg, "pg_dp").set_detail(detail).report(PgLogLevel::WARNING);
+}

@@ -265,7 +265,11 @@ unsafe fn base_column(q: *mut Query, varno: i32, attno: i16) -> Option<(*mut Ran
 
 /// The range-table entry `index` (1-based) of a query, or null.
 pub unsafe fn rt_fetch(q: *mut Query, index: i32) -> *mut RangeTblEntry {
-    let rt = (*q).rtable;
+    rt_fetch_list((*q).rtable, index)
+}
+
+/// The range-table entry `index` (1-based) of a range table, or null.
+pub unsafe fn rt_fetch_list(rt: *mut pg_sys::List, index: i32) -> *mut RangeTblEntry {
     if index < 1 || rt.is_null() || index > (*rt).length {
         return std::ptr::null_mut();
     }
@@ -498,6 +502,7 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
         if typ.to_u32() >= pg_sys::FirstNormalObjectId {
             return Err(cx.not_total(&format!("GROUP BY key of type {}", total::type_name(pg_sys::exprType(e)))));
         }
+        key_collation_resolved(&cx, e, "GROUP BY key")?;
         group_keys.push(describe_value(q, e));
     }
     let grouping_sets = if (*q).groupingSets.is_null() {
@@ -579,8 +584,22 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
         unit: None,
         keys: KeyRelease::AsStored,
         exact_query: None,
+        reads: source.reads.iter().filter(|(_, p)| *p).map(|(r, _)| (**r).relid.to_u32()).collect(),
     };
     Ok(LevelChecked { level, reads: source.reads, distributed })
+}
+
+/// A GROUP BY or ORDER BY key of a collatable type is hashed or sorted under its collation: one
+/// left undetermined by conflicting implicit collations raises an error on the rows that reach it.
+unsafe fn key_collation_resolved(cx: &Cx, e: *mut Node, what: &str) -> Check<()> {
+    if pg_sys::type_is_collatable(pg_sys::exprType(e)) && pg_sys::exprCollation(e) == pg_sys::InvalidOid {
+        return Err(Refusal::new(format!(
+            "{what} of text values whose collations conflict in the input of {}: PostgreSQL cannot tell which collation to group or sort them in",
+            cx.func
+        ))
+        .hint("name the collation, e.g. GROUP BY (CASE … END) COLLATE \"C\""));
+    }
+    Ok(())
 }
 
 /// Whether two pg_dp aggregate calls of one level are the same call: equal but for their place in
@@ -1035,6 +1054,18 @@ unsafe fn check_row_source(cx: &mut Cx, sq: *mut Query, depth: u32) -> Check<Sou
     for te in list_iter::<pg_sys::TargetEntry>((*sq).targetList) {
         value_below(&scx, (*te).expr as *mut Node)?;
     }
+    // ORDER BY sorts the rows below the aggregate with the type's comparison: only types whose
+    // comparison is total, under a determined collation
+    for sc in list_iter::<pg_sys::SortGroupClause>((*sq).sortClause) {
+        let te = list_iter::<pg_sys::TargetEntry>((*sq).targetList).find(|t| (**t).ressortgroupref == (*sc).tleSortGroupRef);
+        let Some(te) = te else { return Err(scx.structural("ORDER BY")) };
+        let e = (*te).expr as *mut Node;
+        let typ = pg_sys::getBaseType(pg_sys::exprType(e));
+        if !total::is_comparable(typ) || (*sc).sortop.to_u32() >= pg_sys::FirstNormalObjectId {
+            return Err(scx.not_total(&format!("ORDER BY a value of type {}", total::type_name(pg_sys::exprType(e)))));
+        }
+        key_collation_resolved(&scx, e, "ORDER BY key")?;
+    }
     cx.table = saved;
     Ok(src)
 }
@@ -1386,7 +1417,9 @@ unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
             if !total::is_comparable((*m).minmaxtype) {
                 return unless_constant(e, cx.not_total(&format!("GREATEST or LEAST of {}", total::type_name((*m).minmaxtype))));
             }
-            for a in list_iter::<Node>((*m).args) {
+            let args: Vec<*mut Node> = list_iter((*m).args).collect();
+            collation_resolved(cx, e, &args, "GREATEST or LEAST")?;
+            for a in args {
                 value(cx, a)?;
             }
             Ok(())
@@ -1402,13 +1435,49 @@ unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
         NodeTag::T_Aggref => Err(cx.structural("aggregate")),
         NodeTag::T_CoerceToDomain => unless_constant(e, cx.not_total("cast to a domain")),
         NodeTag::T_ArrayExpr => {
-            for a in list_iter::<Node>((*(e as *mut pg_sys::ArrayExpr)).elements) {
-                value(cx, a)?;
+            let a = e as *mut pg_sys::ArrayExpr;
+            // ARRAY[ARRAY[…], …] raises an error when its elements' dimensions differ, which depends
+            // on the values (an array column, or a CASE that yields arrays of other shapes)
+            if (*a).multidims {
+                return unless_constant(e, cx.not_total("ARRAY[…] of arrays (a multidimensional array constructor)"));
+            }
+            for el in list_iter::<Node>((*a).elements) {
+                // an array of values of variable length fails when their total passes 1 GB
+                if pg_sys::get_typlen(pg_sys::exprType(el)) < 0 && !is_constant(el) {
+                    return unless_constant(e, cx.not_total(&format!(
+                        "ARRAY[…] of {} values computed from the data",
+                        total::type_name(pg_sys::exprType(el))
+                    )));
+                }
+                value(cx, el)?;
             }
             Ok(())
         }
+        NodeTag::T_CollateExpr => value(cx, (*(e as *mut pg_sys::CollateExpr)).arg as *mut Node),
         t => unless_constant(e, cx.not_total(&node_name(t))),
     }
+}
+
+/// The collation a comparison, LIKE or GREATEST of values of a collatable type (text, varchar,
+/// char, name, arrays of them) runs under. When the two sides carry different implicit collations
+/// (a column of the protected table and one of a public table, say), PostgreSQL leaves it
+/// undetermined, and raises "could not determine which collation to use" only on the rows that
+/// reach the comparison: refused before planning.
+unsafe fn collation_resolved(cx: &Cx, e: *mut Node, args: &[*mut Node], what: &str) -> Check<()> {
+    if !args.iter().any(|a| pg_sys::type_is_collatable(pg_sys::exprType(*a))) {
+        return Ok(());
+    }
+    if pg_sys::exprInputCollation(e) != pg_sys::InvalidOid {
+        return Ok(());
+    }
+    unless_constant(
+        e,
+        Refusal::new(format!(
+            "{what} of text values whose collations conflict in the input of {}: PostgreSQL cannot tell which collation to compare them in",
+            cx.func
+        ))
+        .hint("name the collation of one side, e.g. a.name = b.name COLLATE \"C\""),
+    )
 }
 
 /// A plain user column of a table (or subquery, or join) in the level's FROM.
@@ -1465,9 +1534,11 @@ unsafe fn predicate(cx: &Cx, e: *mut Node) -> Check<()> {
             let op = e as *mut pg_sys::OpExpr;
             let args: Vec<*mut Node> = list_iter((*op).args).collect();
             if args.len() == 2 && total::is_comparison((*op).opno) {
+                collation_resolved(cx, e, &args, "comparison")?;
                 value(cx, args[0])?;
                 value(cx, args[1])
             } else if args.len() == 2 && total::is_like((*op).opno) {
+                collation_resolved(cx, e, &args, "LIKE")?;
                 like(cx, op, &args)
             } else if (*e).type_ == NodeTag::T_OpExpr && total::integer_division((*op).opfuncid).is_some() {
                 value(cx, e)
@@ -1480,7 +1551,9 @@ unsafe fn predicate(cx: &Cx, e: *mut Node) -> Check<()> {
             if !total::is_comparison((*s).opno) {
                 return unless_constant(e, cx.not_total(&total::describe_operator((*s).opno)));
             }
-            for a in list_iter::<Node>((*s).args) {
+            let args: Vec<*mut Node> = list_iter((*s).args).collect();
+            collation_resolved(cx, e, &args, "comparison")?;
+            for a in args {
                 value(cx, a)?;
             }
             Ok(())

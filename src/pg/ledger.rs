@@ -14,7 +14,7 @@
 //! once, unconnected. Only when every static worker serves another database is a dynamic one
 //! started. A backend waits at most `dp.ledger_timeout` for a worker to take its request; then the
 //! request is withdrawn and the query fails (SQLSTATE 53400), charged nothing.
-use pg_dp_core::accounting::{ChargeOutcome, ChargeRequest};
+use pg_dp_core::accounting::{ChargeOutcome, ChargeRequest, RequestKind};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder};
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgLwLock, PgSqlErrorCode};
@@ -580,6 +580,21 @@ fn debit(req: &ChargeRequest) -> ChargeOutcome {
             None,
             &[],
         )?;
+        if let RequestKind::Forfeit { sqlstate } = &req.kind {
+            let args = [
+                pg_sys::Oid::from(req.role).into(),
+                req.database_user.clone().into(),
+                req.query_id.into(),
+                req.query_text.clone().into(),
+                sqlstate.clone().into(),
+            ];
+            let t = c.update(
+                "SELECT pg_catalog.trim_scale(epsilon_forfeited)::text FROM dp.forfeit($1, $2::name, $3, $4, $5)",
+                None,
+                &args,
+            )?;
+            return Ok(ChargeOutcome::Granted { epsilon_remaining: t.first().get::<String>(1)? });
+        }
         let rel = &req.releases;
         let args = [
             pg_sys::Oid::from(req.role).into(),

@@ -11,6 +11,7 @@ pub mod distributed;
 pub mod distributed_level;
 pub mod dprp;
 pub mod error;
+pub mod fail_closed;
 pub mod ffi;
 pub mod grammar;
 pub mod guc;

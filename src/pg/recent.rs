@@ -118,6 +118,12 @@ pub fn returned(aggrefs: &[usize]) {
     }
 }
 
+/// A row of the aggregation computing `aggrefs` was dropped by the level's HAVING: its pending
+/// releases were never returned.
+pub fn dropped(aggrefs: &[usize]) {
+    PENDING.with(|p| p.borrow_mut().retain(|e| !aggrefs.contains(&e.aggref)));
+}
+
 /// The aggregation of `aggrefs` is done: its pending releases were never returned.
 pub fn finished(aggrefs: &[usize]) {
     PENDING.with(|p| p.borrow_mut().retain(|e| !aggrefs.contains(&e.aggref)));

@@ -175,6 +175,11 @@ unsafe fn child_slots(p: *mut pg_sys::Plan) -> Vec<*mut *mut pg_sys::Plan> {
     out
 }
 
+/// The child plans of a node.
+pub unsafe fn child_plans(p: *mut pg_sys::Plan) -> Vec<*mut pg_sys::Plan> {
+    child_slots(p).into_iter().map(|c| *c).filter(|c| !c.is_null()).collect()
+}
+
 /// Calls `f` on every plan node of a statement (main tree and subplans).
 pub unsafe fn for_each_plan(stmt: *mut pg_sys::PlannedStmt, f: &mut dyn FnMut(*mut pg_sys::Plan)) {
     unsafe fn walk(p: *mut pg_sys::Plan, f: &mut dyn FnMut(*mut pg_sys::Plan)) {
@@ -196,6 +201,39 @@ unsafe fn make_var(varno: i32, attno: i16, expr: *mut Node) -> *mut pg_sys::Var 
     pg_sys::makeVar(varno, attno, pg_sys::exprType(expr), pg_sys::exprTypmod(expr), pg_sys::exprCollation(expr), 0)
 }
 
+/// The values an aggregation computes and the DP Release node projects: every aggregate call,
+/// GROUPING() and input column that its target list and HAVING use.
+struct Atoms {
+    nodes: Vec<*mut Node>,
+}
+
+/// Replaces every aggregate call, GROUPING() and column of an Agg node's expression by a reference
+/// to the release node's scan tuple (INDEX_VAR), collecting the replaced nodes in order.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn atom_mutator(n: *mut Node, ctx: *mut std::ffi::c_void) -> *mut Node {
+    if n.is_null() {
+        return n;
+    }
+    let atoms = &mut *(ctx as *mut Atoms);
+    if matches!((*n).type_, NodeTag::T_Aggref | NodeTag::T_GroupingFunc | NodeTag::T_Var) {
+        // every aggregate call stays a node of its own, even one equal to another: the Agg node
+        // keeps one state per call (each has its number), and a call written twice is released
+        // once through its twin (charge.rs)
+        atoms.nodes.push(n);
+        return make_var(pg_sys::INDEX_VAR, atoms.nodes.len() as i16, n).cast();
+    }
+    let f: unsafe extern "C-unwind" fn() -> *mut Node =
+        std::mem::transmute(atom_mutator as unsafe extern "C-unwind" fn(*mut Node, *mut std::ffi::c_void) -> *mut Node);
+    pg_sys::expression_tree_mutator(n, Some(f), ctx)
+}
+
+/// Wraps a finalizing Agg in a DP Release node. The Agg is left computing only what the level
+/// releases: its GROUP BY keys' columns and its aggregate calls. Everything it computed from
+/// them (the select list's expressions around the aggregates, HAVING) moves up into the release
+/// node's own projection and filter, outside the level. An error raised below the release node
+/// therefore comes from the level's input or its aggregates, which the grammar holds total: the
+/// node treats it as an attack (fail_closed.rs). An error in the post-processing of released
+/// values (`1 / dp_count(*)` when the noisy count is 0) is raised above it, and is no leak.
 unsafe fn make_release(agg: *mut pg_sys::Plan, level: &DpLevel, id: c_int, statement_key: *mut std::ffi::c_char) -> *mut pg_sys::Plan {
     let cs = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomScan>()) as *mut pg_sys::CustomScan;
     let plan = &mut (*cs).scan.plan;
@@ -211,17 +249,30 @@ unsafe fn make_release(agg: *mut pg_sys::Plan, level: &DpLevel, id: c_int, state
     plan.extParam = pg_sys::bms_copy((*agg).extParam);
     plan.allParam = pg_sys::bms_copy((*agg).allParam);
     plan.lefttree = agg;
+
+    let mut atoms = Atoms { nodes: Vec::new() };
+    let ctx = &mut atoms as *mut Atoms as *mut std::ffi::c_void;
     let mut tlist: *mut pg_sys::List = std::ptr::null_mut();
-    let mut scan_tlist: *mut pg_sys::List = std::ptr::null_mut();
-    for (i, te) in list_iter::<pg_sys::TargetEntry>((*agg).targetlist).enumerate() {
-        let attno = (i + 1) as i16;
-        let e = (*te).expr as *mut Node;
-        let out = pg_sys::makeTargetEntry(make_var(pg_sys::INDEX_VAR, attno, e).cast(), attno, (*te).resname, (*te).resjunk);
+    for te in list_iter::<pg_sys::TargetEntry>((*agg).targetlist) {
+        let e = atom_mutator((*te).expr as *mut Node, ctx);
+        let out = pg_sys::makeTargetEntry(e.cast(), (*te).resno, (*te).resname, (*te).resjunk);
+        (*out).ressortgroupref = (*te).ressortgroupref;
         tlist = pg_sys::lappend(tlist, out.cast());
-        let scan = pg_sys::makeTargetEntry(make_var(pg_sys::OUTER_VAR, attno, e).cast(), attno, (*te).resname, false);
+    }
+    plan.qual = atom_mutator((*agg).qual as *mut Node, ctx) as *mut pg_sys::List;
+    plan.targetlist = tlist;
+
+    let mut agg_tlist: *mut pg_sys::List = std::ptr::null_mut();
+    let mut scan_tlist: *mut pg_sys::List = std::ptr::null_mut();
+    for (i, n) in atoms.nodes.iter().enumerate() {
+        let attno = (i + 1) as i16;
+        let te = pg_sys::makeTargetEntry((*n).cast(), attno, std::ptr::null_mut(), false);
+        agg_tlist = pg_sys::lappend(agg_tlist, te.cast());
+        let scan = pg_sys::makeTargetEntry(make_var(pg_sys::OUTER_VAR, attno, *n).cast(), attno, std::ptr::null_mut(), false);
         scan_tlist = pg_sys::lappend(scan_tlist, scan.cast());
     }
-    plan.targetlist = tlist;
+    (*agg).targetlist = agg_tlist;
+    (*agg).qual = std::ptr::null_mut();
     (*cs).custom_scan_tlist = scan_tlist;
     (*cs).scan.scanrelid = 0;
     (*cs).flags = pg_sys::CUSTOMPATH_SUPPORT_BACKWARD_SCAN;
@@ -247,6 +298,8 @@ struct ReleaseState {
     /// the aggregate calls of the level (palloc'd array of Aggref addresses), for recent.rs
     aggrefs: *mut usize,
     naggrefs: usize,
+    /// an error inside the level forfeits the role's budget (fail_closed.rs)
+    forfeiting: bool,
 }
 
 unsafe fn aggrefs_of(st: *mut ReleaseState) -> &'static [usize] {
@@ -277,16 +330,61 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
     for (i, a) in aggrefs.iter().enumerate() {
         *(*st).aggrefs.add(i) = *a as usize;
     }
+    (*st).forfeiting = level_of(plan).is_some_and(|l| super::fail_closed::forfeits(&l));
     let desc = (*(*node).ss.ss_ScanTupleSlot).tts_tupleDescriptor;
     (*(node as *mut ReleaseState)).slot = pg_sys::ExecInitExtraTupleSlot(estate, desc, &pg_sys::TTSOpsMinimalTuple);
     let ps = &mut (*node).ss.ps;
-    ps.resultops = &pg_sys::TTSOpsMinimalTuple;
-    ps.resultopsfixed = true;
-    ps.resultopsset = true;
+    if ps.ps_ProjInfo.is_null() {
+        // rows are returned as they are stored (else the projection's own slot is returned)
+        ps.resultops = &pg_sys::TTSOpsMinimalTuple;
+        ps.resultopsfixed = true;
+        ps.resultopsset = true;
+    }
 }
 
+/// Returns the next row: the level's released row (stored, or computed now), filtered by the
+/// level's HAVING and projected through its select list, both of which run here, above the level.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_sys::TupleTableSlot {
+    let st = node as *mut ReleaseState;
+    loop {
+        let Some((slot, fresh)) = next_released(node) else { return std::ptr::null_mut() };
+        let ps = &mut (*node).ss.ps;
+        if ps.qual.is_null() && ps.ps_ProjInfo.is_null() {
+            if fresh {
+                super::recent::returned(aggrefs_of(st));
+            }
+            return slot;
+        }
+        let econtext = ps.ps_ExprContext;
+        pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+        // the expressions were compiled for the scan slot's kind: copy the stored row into it
+        let scan = (*node).ss.ss_ScanTupleSlot;
+        pg_sys::ExecCopySlot(scan, slot);
+        (*econtext).ecxt_scantuple = scan;
+        if !ps.qual.is_null() && !pg_sys::ExecQual(ps.qual, econtext) {
+            if fresh {
+                super::recent::dropped(aggrefs_of(st));
+            }
+            if !ps.instrument.is_null() {
+                (*ps.instrument).nfiltered1 += 1.0;
+            }
+            continue;
+        }
+        if fresh {
+            super::recent::returned(aggrefs_of(st));
+        }
+        if ps.ps_ProjInfo.is_null() {
+            return slot;
+        }
+        return pg_sys::ExecProject(ps.ps_ProjInfo);
+    }
+}
+
+/// The next released row in the scan direction, and whether the aggregation computed it just now
+/// (not replayed): from the rows stored so far, else from the aggregation, run at most once per
+/// execution. None at the end.
+unsafe fn next_released(node: *mut pg_sys::CustomScanState) -> Option<(*mut pg_sys::TupleTableSlot, bool)> {
     let st = node as *mut ReleaseState;
     let estate = (*node).ss.ps.state;
     let forward = (*estate).es_direction != pg_sys::ScanDirection::BackwardScanDirection;
@@ -316,38 +414,40 @@ unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_
         if !(*st).child_done {
             // reversing at the end of what was stored: skip the row returned last
             if !pg_sys::tuplestore_advance(store, false) {
-                return std::ptr::null_mut();
+                return None;
             }
         }
         at_end = false;
     }
     if !at_end {
         if pg_sys::tuplestore_gettupleslot(store, forward, false, slot) {
-            return slot;
+            return Some((slot, false));
         }
         if forward {
             at_end = true;
         }
     }
     if at_end && !(*st).child_done {
-        let child = pg_sys::ExecProcNode((*node).ss.ps.lefttree);
-        if child.is_null() || (*child).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
+        let child = (*node).ss.ps.lefttree;
+        // the level runs here: an error inside it fails closed
+        let row = super::fail_closed::run_level((*st).forfeiting, || pg_sys::ExecProcNode(child));
+        if row.is_null() || (*row).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
             (*st).child_done = true;
             super::recent::finished(aggrefs_of(st));
             if (*st).storing {
                 super::cache::finished(key.0, key.1);
             }
-            return std::ptr::null_mut();
+            return None;
         }
-        super::recent::returned(aggrefs_of(st));
         if (*st).storing {
-            super::cache::collect(key.0, key.1, child);
+            super::cache::collect(key.0, key.1, row);
         }
-        pg_sys::tuplestore_puttupleslot(store, child);
-        pg_sys::ExecCopySlot(slot, child);
-        return slot;
+        pg_sys::tuplestore_puttupleslot(store, row);
+        pg_sys::ExecCopySlot(slot, row);
+        return Some((slot, true));
     }
-    pg_sys::ExecClearTuple(slot)
+    pg_sys::ExecClearTuple(slot);
+    None
 }
 
 #[pgrx::pg_guard]

@@ -1047,6 +1047,12 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
 
     if let Some(u) = &unit {
         level.unit = Some(u.describe());
+        // the unit's foreign-key path joins protected tables into the level's input
+        for h in &u.hops {
+            if !level.reads.contains(&h.ref_relid.to_u32()) {
+                level.reads.push(h.ref_relid.to_u32());
+            }
+        }
     }
     if let Some((eps, delta)) = selection {
         let unit_var = match unit_col {

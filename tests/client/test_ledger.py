@@ -439,6 +439,122 @@ class ParallelHog:
             t.join()
 
 
+
+# ----- fail closed: an error inside an admitted DP level forfeits the role's remaining budget --------
+
+FORFEIT_WARNING = "pg_dp: an error inside an admitted DP level"
+
+
+def protected_table():
+    """pt: a protected table the fail-closed checks read through DP queries (no SELECT granted)."""
+    with connect() as c:
+        if c.execute("SELECT to_regclass('pt')").fetchone()[0] is None:
+            c.execute("CREATE TABLE pt AS SELECT g AS i, g::float8 AS x FROM generate_series(1, 1000) g")
+            c.execute("SELECT dp.protect_table('pt')")
+
+
+def faulty_analyst(name, epsilon, sqlstate):
+    """A DP-only role with a budget, whose sessions raise `sqlstate` inside every admitted level (the
+    superuser-only fault injection of the fail-closed rule)."""
+    protected_table()
+    new_analyst(name, epsilon)
+    with connect() as c:
+        c.execute(f"ALTER ROLE {name} SET dp.fail_inside_level = '{sqlstate}'")
+    return name
+
+
+def with_notices(user):
+    c = connect(user)
+    notices = []
+    c.add_notice_handler(lambda d: notices.append((d.severity_nonlocalized, d.message_primary, d.message_detail)))
+    return c, notices
+
+
+def forfeits(name):
+    with connect() as c:
+        return c.execute("SELECT epsilon, details->'forfeit'->>'sqlstate', query_text FROM dp.ledger "
+                         "WHERE role = %s::regrole AND mechanism = 'forfeit' ORDER BY id", (name,)).fetchall()
+
+
+def check_fail_closed_an_error_inside_a_level_forfeits_the_remaining_budget():
+    a = faulty_analyst("dp_l_fault", 5, "22012")
+    q = "SELECT dp_count(i, 0.5) FROM pt"
+    c, notices = with_notices(a)
+    with c:
+        refused(c, q, E.DivisionByZero)
+        warnings = [n for n in notices if n[0] == "WARNING" and FORFEIT_WARNING in n[1]]
+        assert len(warnings) == 1, notices
+        assert 'role "dp_l_fault" forfeits its remaining privacy budget (epsilon 4.5)' in warnings[0][1], warnings
+        assert "SQLSTATE 22012" in warnings[0][1] and q in (warnings[0][2] or ""), warnings
+        # nothing left: the next query is refused before it runs
+        refused(c, "SELECT dp_count(i, 0.001) FROM pt", E.InsufficientResources)
+    assert spent(a) == Decimal("5"), spent(a)
+    assert forfeits(a) == [(Decimal("4.5"), "22012", q)], forfeits(a)
+    # the WARNING is in the server log too, for the DBA
+    with open(os.path.join(ARGS.datadir, "server.log"), errors="replace") as f:
+        assert any(FORFEIT_WARNING in line and "dp_l_fault" in line for line in f), "no WARNING in the server log"
+
+
+def check_fail_closed_a_cancel_or_a_timeout_forfeits_nothing():
+    a = faulty_analyst("dp_l_cancelled", 5, "57014")
+    c, notices = with_notices(a)
+    with c:
+        refused(c, "SELECT dp_count(i, 0.5) FROM pt", E.QueryCanceled)
+    assert not [n for n in notices if FORFEIT_WARNING in n[1]], notices
+    assert spent(a) == Decimal("0.5"), spent(a)
+    assert forfeits(a) == [], forfeits(a)
+
+
+def check_fail_closed_even_when_a_plpgsql_handler_catches_the_error():
+    # the error never reaches the client: the forfeit is charged before any handler sees it
+    a = faulty_analyst("dp_l_caught", 3, "22012")
+    with connect(a) as c:
+        c.execute("DO $$ BEGIN PERFORM dp_count(i, 0.5) FROM pt; "
+                  "EXCEPTION WHEN division_by_zero THEN RAISE NOTICE 'caught'; END $$")
+    assert spent(a) == Decimal("3"), spent(a)
+    assert len(forfeits(a)) == 1, forfeits(a)
+
+
+def check_fail_closed_errors_above_the_level_forfeit_nothing():
+    # the select list around the aggregates post-processes released values, above the level: the
+    # same call written twice is one release (one value, charged once), so the difference is 0
+    protected_table()
+    a = new_analyst("dp_l_post", 1000)
+    c, notices = with_notices(a)
+    with c:
+        refused(c, "SELECT 1 / (dp_count(i, 100) - dp_count(i, 100)) FROM pt", E.DivisionByZero)
+        refused(c, "SELECT n FROM (SELECT dp_count(i, 100) AS n FROM pt) s WHERE 1 / (n - n) > 0", E.DivisionByZero)
+    assert not [n for n in notices if FORFEIT_WARNING in n[1]], notices
+    assert spent(a) == Decimal("200"), spent(a)
+    assert forfeits(a) == [], forfeits(a)
+
+
+def check_fail_closed_fault_injection_is_superuser_only():
+    a = new_analyst("dp_l_nofault", 1)
+    with connect(a) as c:
+        refused(c, "SET dp.fail_inside_level = '22012'", E.InsufficientPrivilege)
+
+
+def check_limit_0_over_a_data_modifying_with_query_is_charged():
+    # LIMIT 0 releases nothing only when no level can run: a data-modifying WITH query runs to the
+    # end whatever the LIMIT, so its DP level is charged (and refused to a role without a budget)
+    protected_table()
+    poor = new_analyst("dp_l_nobudget")
+    rich = new_analyst("dp_l_limit0", 2)
+    with connect() as c:
+        c.execute("CREATE TABLE IF NOT EXISTS sink (v float8)")
+        c.execute(f"GRANT INSERT, SELECT ON sink TO {poor}, {rich}")
+    q = "WITH w AS (INSERT INTO sink SELECT dp_count(i, 0.5) FROM pt WHERE i = 7 RETURNING v) SELECT 1 LIMIT 0"
+    with connect(poor) as c:
+        refused(c, q, E.InsufficientPrivilege)
+    with connect(rich) as c:
+        c.execute(q)
+        c.execute("SELECT dp_count(i, 0.5) FROM pt LIMIT 0")
+    assert spent(rich) == Decimal("0.5"), spent(rich)
+    with connect() as c:
+        assert c.execute("SELECT count(*) FROM sink").fetchone()[0] == 1
+
+
 def fresh_database(name):
     with connect(dbname="postgres") as c:
         c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
