@@ -54,6 +54,18 @@ pub enum RequestKind {
     },
 }
 
+/// Releases served from the release cache: reused, not charged. The ledger checks that the role
+/// could have bought them (a budget, the per-query cap, the pinned level) and counts the reuse,
+/// once per role and execution, without a receipt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reuse {
+    /// The execution that paid for them (its receipts' execution id).
+    pub execution: String,
+    /// Exact decimal ε and δ of each of their receipts.
+    pub epsilons: Vec<String>,
+    pub deltas: Vec<String>,
+}
+
 /// Everything the ledger worker needs to debit a query's releases in its own transaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChargeRequest {
@@ -66,6 +78,9 @@ pub struct ChargeRequest {
     pub releases: Vec<ReleaseRecord>,
     #[serde(default)]
     pub kind: RequestKind,
+    /// Releases of the query served from the release cache.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reused: Vec<Reuse>,
 }
 
 /// The worker's answer.
@@ -162,6 +177,7 @@ mod tests {
                 details: "{}".into(),
             }],
             kind: RequestKind::Charge,
+            reused: vec![Reuse { execution: "1-2-3".into(), epsilons: vec!["0.5".into()], deltas: vec!["0".into()] }],
         };
         let b = r.to_bytes_within(100_000).unwrap();
         assert_eq!(ChargeRequest::from_bytes(&b).unwrap(), r);

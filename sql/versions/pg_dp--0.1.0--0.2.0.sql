@@ -553,6 +553,73 @@ GRANT EXECUTE ON FUNCTION dp.grant_budget(regrole, float8, float8) TO dp_admin;
 
 GRANT EXECUTE ON FUNCTION dp.set_budget(regrole, float8, float8, float8) TO dp_admin;
 
+-- Reuses of cached releases: one row per role and released execution, with a counter, never the
+-- query text again (a reuse costs nothing, so it writes no receipt to dp.release_log).
+CREATE TABLE dp.release_reuse (
+    role            oid NOT NULL,
+    role_name       name NOT NULL,
+    role_uid        uuid,
+    -- the execution whose releases were reused (dp.ledger.execution_id of its receipts)
+    execution       text NOT NULL,
+    reuses          bigint NOT NULL DEFAULT 1,
+    first_reused_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    last_reused_at  timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    PRIMARY KEY (role, execution)
+);
+COMMENT ON TABLE dp.release_reuse IS 'pg_dp: how often each role reused the cached releases of a paid execution (one row per role and execution); read it through dp.reuses';
+SELECT pg_catalog.pg_extension_config_dump('dp.release_reuse', '');
+
+CREATE VIEW dp.reuses AS
+SELECT r.role::pg_catalog.regrole AS role, r.role_name, r.role_uid, r.execution, r.reuses, r.first_reused_at, r.last_reused_at
+  FROM dp.release_reuse r;
+COMMENT ON VIEW dp.reuses IS 'pg_dp: reuses of cached releases, per role and paid execution (the execution_id of its receipts in dp.ledger), with their count and first and last time; a reuse is free and writes no receipt (superusers and dp_admin)';
+GRANT SELECT ON dp.reuses TO dp_admin;
+
+CREATE VIEW dp.my_reuses WITH (security_barrier) AS
+SELECT r.execution, r.reuses, r.first_reused_at, r.last_reused_at
+  FROM dp.release_reuse r
+ WHERE r.role = (SELECT o.oid FROM pg_catalog.pg_roles o WHERE o.rolname = CURRENT_USER);
+COMMENT ON VIEW dp.my_reuses IS 'pg_dp: the current role''s reuses of cached releases, per paid execution';
+GRANT SELECT ON dp.my_reuses TO PUBLIC;
+
+-- Whether a role could have bought the cached releases it asks for (epsilons and deltas of their
+-- receipts): a budget (unless unlimited), and their total within its per-query cap and pinned level.
+-- NULL when it could, else the reason, as dp.debit gives it. Called only by the ledger worker.
+CREATE FUNCTION dp.reuse_refusal(role oid, unlimited bool, epsilons numeric[], deltas numeric[]) RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    b         dp.role_budget;
+    eps_total numeric := (SELECT coalesce(sum(e), 0) FROM unnest(epsilons) e);
+BEGIN
+    SELECT * INTO b FROM dp.role_budget r WHERE r.role_uid = dp.role_uid(reuse_refusal.role);
+    IF NOT FOUND THEN
+        RETURN CASE WHEN unlimited THEN NULL ELSE 'no budget' END;
+    END IF;
+    IF b.max_epsilon_per_query IS NOT NULL AND eps_total > b.max_epsilon_per_query THEN
+        RETURN 'cap:' || b.max_epsilon_per_query::text;
+    END IF;
+    IF b.privacy_level IS NOT NULL AND eps_total > dp.privacy_level_epsilon(b.privacy_level)::numeric THEN
+        RETURN 'level:' || b.privacy_level || ':' || dp.privacy_level_epsilon(b.privacy_level)::numeric::text;
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION dp.reuse_refusal(oid, bool, numeric[], numeric[]) IS 'pg_dp internal: NULL if a role could have bought cached releases of these epsilons (a budget, the per-query cap, the pinned level), else why not; run only by the ledger worker';
+REVOKE EXECUTE ON FUNCTION dp.reuse_refusal(oid, bool, numeric[], numeric[]) FROM PUBLIC;
+
+-- Counts one reuse of each execution's releases by a role. Called only by the ledger worker.
+CREATE FUNCTION dp.record_reuse(role oid, executions text[]) RETURNS void
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    INSERT INTO dp.release_reuse AS r (role, role_name, role_uid, execution)
+    SELECT record_reuse.role, coalesce((SELECT o.rolname FROM pg_catalog.pg_roles o WHERE o.oid = record_reuse.role), record_reuse.role::text),
+           dp.role_uid(record_reuse.role), e
+      FROM (SELECT DISTINCT unnest(executions) AS e) x
+    ON CONFLICT (role, execution) DO UPDATE
+       SET reuses = r.reuses + 1, last_reused_at = pg_catalog.clock_timestamp();
+$$;
+COMMENT ON FUNCTION dp.record_reuse(oid, text[]) IS 'pg_dp internal: counts a role''s reuse of cached releases, one row per role and execution; run only by the ledger worker';
+REVOKE EXECUTE ON FUNCTION dp.record_reuse(oid, text[]) FROM PUBLIC;
+
 -- Fail closed (src/pg/fail_closed.rs, docs/security.md): an error raised inside an admitted DP level
 -- charges the role's whole remaining epsilon and delta, with one receipt that says why. Called only by
 -- the ledger worker, in its own transaction; never by users.

@@ -41,6 +41,22 @@ pub static RELEASE_CACHE: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// Megabytes of shared memory for cached releases (server start; 0 turns the cache off).
 pub static CACHE_SIZE_MB: GucSetting<i32> = GucSetting::<i32>::new(16);
 
+/// Who may reuse a cached release (superuser only): `role`, the role that paid for it (the
+/// default), or `database`, any role of the database that could have bought it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, pgrx::PostgresGucEnum)]
+pub enum Sharing {
+    #[name = c"role"]
+    Role,
+    #[name = c"database"]
+    Database,
+}
+pub static SHARING: GucSetting<Sharing> = GucSetting::<Sharing>::new(Sharing::Role);
+
+/// True when releases are shared across the roles of the database (`dp.release_cache_sharing`).
+pub fn shared_across_roles() -> bool {
+    SHARING.get() == Sharing::Database
+}
+
 const NVERSIONS: usize = 4096;
 const NENTRIES: usize = 2048;
 /// Most version counters one statement depends on.
@@ -111,6 +127,14 @@ pub fn init() {
         c"Answer a repeated DP query on unchanged data with the rows it released before, at no cost (superuser only).",
         c"Any write to a table the query reads, and any DDL in the database, makes its releases stale.",
         &RELEASE_CACHE,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_enum_guc(
+        c"dp.release_cache_sharing",
+        c"Who may reuse a cached release: role (only the role that paid for it) or database (any role of the database that could have bought it) (superuser only).",
+        c"A reuse is free: with database, every role with a budget whose per-query cap and pinned level allow the release's epsilon receives what another role paid for. Set it per database with ALTER DATABASE ... SET.",
+        &SHARING,
         GucContext::Suset,
         GucFlags::default(),
     );
@@ -469,32 +493,6 @@ impl Statement {
 fn hash_of(key: &[u8]) -> u64 {
     // FNV-1a: entries compare the whole key; the hash only skips the others
     key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x0000_0100_0000_01b3))
-}
-
-/// True if an aggregation's output (its target list and HAVING, above the aggregates, whose inputs
-/// the grammar admits only with immutable functions) calls a function whose result can change
-/// between runs (`random()`, `now()`, `current_user`, ...): such a level is released afresh.
-pub unsafe fn output_is_mutable(agg: *mut pg_sys::Plan) -> bool {
-    unsafe extern "C-unwind" fn not_immutable(func: Oid, _ctx: *mut std::ffi::c_void) -> bool {
-        unsafe { pg_sys::func_volatile(func) != pg_sys::PROVOLATILE_IMMUTABLE as std::ffi::c_char }
-    }
-    #[pgrx::pg_guard]
-    unsafe extern "C-unwind" fn walker(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
-        use pg_sys::NodeTag::*;
-        if node.is_null() {
-            return false;
-        }
-        match (*node).type_ {
-            T_Aggref => return false,
-            T_SQLValueFunction | T_NextValueExpr | T_Param => return true,
-            _ => {}
-        }
-        if pg_sys::check_functions_in_node(node, Some(not_immutable), ctx) {
-            return true;
-        }
-        pg_sys::expression_tree_walker(node, Some(walker), ctx)
-    }
-    walker((*agg).targetlist.cast(), std::ptr::null_mut()) || walker((*agg).qual.cast(), std::ptr::null_mut())
 }
 
 /// The session settings that immutable-looking casts and comparisons of the admitted grammar

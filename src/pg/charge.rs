@@ -22,7 +22,7 @@
 use super::agg::{eval_param_exprs, kind_of, list_iter, partial_aggref_args_in_plan, Kind, Paid, ParamValues};
 use super::error::{raise_with, OrRaise};
 use super::{ledger, protect, release};
-use pg_dp_core::accounting::{charged_decimal, ChargeOutcome, ChargeRequest, ReleaseRecord, RequestKind};
+use pg_dp_core::accounting::{charged_decimal, ChargeOutcome, ChargeRequest, ReleaseRecord, RequestKind, Reuse};
 use pg_dp_core::accum::{Acc, Spec};
 use pg_dp_core::description::{DpAggregate, DpLevel, KeyRelease, ParamSource};
 use pg_dp_core::mechanisms::ReleaseInfo;
@@ -606,15 +606,17 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
             level_tickets.push((aggref as usize, Ticket { query: qd as usize, params, single, releases: 0, twin }));
         }
         let key = match (&cache, release::statement_key_of(r.node)) {
-            (Some(c), Some(text)) if !super::cache::output_is_mutable(r.agg) => {
-                Some(c.key(&text, &level_key(&r.level), &serde_json::to_string(&level_records).unwrap_or_default()))
-            }
+            (Some(c), Some(text)) => Some(c.key(&text, &level_key(&r.level), &serde_json::to_string(&level_records).unwrap_or_default())),
             _ => None,
         };
         match (&cache, &key) {
             (Some(c), Some(k)) => match super::cache::lookup(c, k) {
                 Some(hit) => {
-                    reused.extend(level_records.into_iter().map(|rec| reuse_record(rec, &hit)));
+                    reused.push(Reuse {
+                        execution: hit.execution.clone(),
+                        epsilons: level_records.iter().map(|r| r.epsilon.clone()).collect(),
+                        deltas: level_records.iter().map(|r| r.delta.clone()).collect(),
+                    });
                     super::cache::replay(estate, r.node, hit.rows);
                     continue;
                 }
@@ -626,27 +628,24 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
         tickets.extend(level_tickets);
     }
     let stmt = (*qd).plannedstmt;
-    let free = records.is_empty();
-    records.extend(reused);
-    charge_execution(records, (*stmt).queryId as i64, cstr_or((*qd).sourceText, ""), execution, free);
+    // a statement served wholly from the cache sends no query text: nothing new is recorded of it
+    let text = if records.is_empty() { String::new() } else { cstr_or((*qd).sourceText, "") };
+    charge_execution(records, reused, (*stmt).queryId as i64, text, execution);
     TICKETS.with(|t| t.borrow_mut().extend(tickets));
 }
 
-/// The level's description for the cache key: everything but the role it was planned for (a
-/// released value is public to every role that may run the query).
-fn level_key(level: &DpLevel) -> String {
+/// The level's description for the cache key: everything but the role it was planned for, and,
+/// unless the DBA shares releases across roles (`dp.release_cache_sharing`), the identity of the
+/// role that runs it: by default a role reuses only the releases it paid for itself.
+unsafe fn level_key(level: &DpLevel) -> String {
     let mut l = level.clone();
     l.role = 0;
-    l.to_json()
-}
-
-/// The receipt of a reused release: nothing spent, and which release it was.
-fn reuse_record(mut r: ReleaseRecord, hit: &super::cache::Hit) -> ReleaseRecord {
-    let at = unsafe { cstr_or(pg_sys::timestamptz_to_str(hit.charged_at), "") };
-    r.details = with_value(&r.details, "reused", serde_json::json!({ "execution": hit.execution, "charged_at": at, "epsilon": r.epsilon, "delta": r.delta }));
-    r.epsilon = "0".into();
-    r.delta = "0".into();
-    r
+    let mut key = l.to_json();
+    if !super::cache::shared_across_roles() {
+        key.push_str("\u{0}role:");
+        key.push_str(&super::identity::key_of(pg_sys::GetUserId()));
+    }
+    key
 }
 
 /// The parameters of a release as JSON, for its receipt: bounds, p, ε, δ, a public count.
@@ -730,12 +729,12 @@ unsafe fn execution_audit() -> serde_json::Value {
 /// Callers check `ledger::require_preloaded` first.
 pub(crate) unsafe fn charge(releases: Vec<ReleaseRecord>, query_id: i64, query_text: String) {
     // for auditors: which execution, from which application and client
-    charge_execution(releases, query_id, query_text, execution_audit(), false)
+    charge_execution(releases, Vec::new(), query_id, query_text, execution_audit())
 }
 
-/// [`charge`] for a given execution; `free` requests (only reused releases, at ε = 0) are recorded
-/// for any role, with or without a budget.
-unsafe fn charge_execution(mut releases: Vec<ReleaseRecord>, query_id: i64, query_text: String, execution: serde_json::Value, free: bool) {
+/// [`charge`] for a given execution, with the releases it reuses from the cache: those are not
+/// charged, but served only to a role that could have bought them (the ledger checks).
+unsafe fn charge_execution(mut releases: Vec<ReleaseRecord>, reused: Vec<Reuse>, query_id: i64, query_text: String, execution: serde_json::Value) {
     let role = pg_sys::GetUserId();
     for r in &mut releases {
         r.details = with_value(&r.details, "execution", execution.clone());
@@ -743,11 +742,12 @@ unsafe fn charge_execution(mut releases: Vec<ReleaseRecord>, query_id: i64, quer
     let req = ChargeRequest {
         role: role.to_u32(),
         database_user: cstr_or(pg_sys::GetUserNameFromId(pg_sys::GetSessionUserId(), true), "?"),
-        unlimited: free || pg_sys::superuser() || !REQUIRE_BUDGET.get(),
+        unlimited: pg_sys::superuser() || !REQUIRE_BUDGET.get(),
         query_id,
         query_text,
         releases,
         kind: RequestKind::Charge,
+        reused,
     };
     match ledger::charge(&req) {
         ChargeOutcome::Granted { .. } => {}
@@ -762,7 +762,8 @@ unsafe fn charge_execution(mut releases: Vec<ReleaseRecord>, query_id: i64, quer
 
 unsafe fn refuse(req: &ChargeRequest, role: pg_sys::Oid, reason: &str, remaining: Option<String>, delta_remaining: Option<String>) -> ! {
     let name = cstr_or(pg_sys::GetUserNameFromId(role, true), "?");
-    let need: Vec<&str> = req.releases.iter().map(|r| r.epsilon.as_str()).collect();
+    // a query served from the cache needs what its releases cost (it could have bought them)
+    let need: Vec<&str> = req.releases.iter().map(|r| r.epsilon.as_str()).chain(req.reused.iter().flat_map(|r| r.epsilons.iter().map(|e| e.as_str()))).collect();
     let need = if need.len() == 1 { need[0].to_string() } else { need.join(" + ") };
     let remaining = remaining.unwrap_or_else(|| "0".into());
     if reason == "no budget" {

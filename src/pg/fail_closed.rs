@@ -101,6 +101,7 @@ unsafe fn forfeit(sqlstate: &str) {
         query_text: statement.clone(),
         releases: Vec::new(),
         kind: RequestKind::Forfeit { sqlstate: sqlstate.to_string() },
+        reused: Vec::new(),
     };
     let outcome = if ledger::preloaded() { Some(ledger::charge(&req)) } else { None };
     let what = match outcome {

@@ -94,3 +94,15 @@ unsafe extern "C-unwind" fn check_relabel(object: *const pg_sys::ObjectAddress, 
         );
     }
 }
+
+/// A role's pg_dp identity (its `pg_dp_role` label) for keys that must follow the role, not its
+/// OID; a role without one is keyed by its OID (it has no budget, and no identity to follow).
+pub unsafe fn key_of(role: Oid) -> String {
+    let obj = pg_sys::ObjectAddress { classId: pg_sys::AuthIdRelationId, objectId: role, objectSubId: 0 };
+    let label = pg_sys::GetSecurityLabel(&obj, PROVIDER.as_ptr());
+    if label.is_null() {
+        format!("oid:{}", role.to_u32())
+    } else {
+        CStr::from_ptr(label).to_string_lossy().to_ascii_lowercase()
+    }
+}

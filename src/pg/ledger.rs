@@ -595,6 +595,23 @@ fn debit(req: &ChargeRequest) -> ChargeOutcome {
             )?;
             return Ok(ChargeOutcome::Granted { epsilon_remaining: t.first().get::<String>(1)? });
         }
+        // releases from the cache: served only to a role that could have bought them
+        if !req.reused.is_empty() {
+            let args = [
+                pg_sys::Oid::from(req.role).into(),
+                req.unlimited.into(),
+                req.reused.iter().flat_map(|r| r.epsilons.iter().cloned()).collect::<Vec<_>>().into(),
+                req.reused.iter().flat_map(|r| r.deltas.iter().cloned()).collect::<Vec<_>>().into(),
+            ];
+            let t = c.update("SELECT dp.reuse_refusal($1, $2, $3::numeric[], $4::numeric[])", None, &args)?;
+            if let Some(reason) = t.first().get::<String>(1)? {
+                return Ok(ChargeOutcome::Denied { reason, epsilon_remaining: None, delta_remaining: None });
+            }
+        }
+        if req.releases.is_empty() {
+            record_reuse(c, req)?;
+            return Ok(ChargeOutcome::Granted { epsilon_remaining: None });
+        }
         let rel = &req.releases;
         let args = [
             pg_sys::Oid::from(req.role).into(),
@@ -622,10 +639,21 @@ fn debit(req: &ChargeRequest) -> ChargeOutcome {
         let eps_rem = row.get::<String>(3)?;
         let del_rem = row.get::<String>(4)?;
         Ok(if granted {
+            record_reuse(c, req)?;
             ChargeOutcome::Granted { epsilon_remaining: eps_rem }
         } else {
             ChargeOutcome::Denied { reason: reason.unwrap_or_default(), epsilon_remaining: eps_rem, delta_remaining: del_rem }
         })
     });
     r.unwrap_or_else(|e| error!("pg_dp ledger: {e}"))
+}
+
+/// Counts the request's reuses of cached releases: one row per role and execution.
+fn record_reuse(c: &mut pgrx::spi::SpiClient<'_>, req: &ChargeRequest) -> Result<(), pgrx::spi::Error> {
+    if req.reused.is_empty() {
+        return Ok(());
+    }
+    let executions: Vec<String> = req.reused.iter().map(|r| r.execution.clone()).collect();
+    c.update("SELECT dp.record_reuse($1, $2)", None, &[pg_sys::Oid::from(req.role).into(), executions.into()])?;
+    Ok(())
 }

@@ -539,7 +539,7 @@ def check_limit_0_over_a_data_modifying_with_query_is_charged():
     # LIMIT 0 releases nothing only when no level can run: a data-modifying WITH query runs to the
     # end whatever the LIMIT, so its DP level is charged (and refused to a role without a budget)
     protected_table()
-    poor = new_analyst("dp_l_nobudget")
+    poor = new_analyst("dp_l_poor")
     rich = new_analyst("dp_l_limit0", 2)
     with connect() as c:
         c.execute("CREATE TABLE IF NOT EXISTS sink (v float8)")
