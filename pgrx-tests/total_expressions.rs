@@ -129,3 +129,15 @@ fn total_expressions_run_inside_dp_aggregates_on_extreme_values() {
         )
     });
 }
+
+#[pg_test]
+fn the_failure_mode_table_is_in_the_docs() {
+    // the totality table is kept twice, in the code beside the grammar and for users in
+    // docs/security.md: the two must say the same
+    let docs = include_str!("../docs/security.md");
+    assert!(crate::pg::total::FAILURE_MODES.len() >= 18);
+    for f in crate::pg::total::FAILURE_MODES {
+        let row = format!("| {} | {} | {} |", f.node, f.could_fail_by, f.why_it_cannot);
+        assert!(docs.contains(&row), "docs/security.md lacks the failure modes of {}", f.node);
+    }
+}

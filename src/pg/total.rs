@@ -25,6 +25,112 @@
 use pgrx::pg_sys::{self, Oid};
 use std::ffi::CStr;
 
+/// One row of the totality table: a node kind the grammar admits below a DP aggregate, every way
+/// it could fail at run time, and why none of them can happen for a stored value (or the guard
+/// that refuses the forms where one could). docs/security.md prints the same table, and the
+/// in-database test `the_failure_mode_table_is_in_the_docs` keeps the two equal; the generator
+/// (tests/client/test_totality.py) and sqlsmith try it with every value of every type.
+pub struct FailureModes {
+    pub node: &'static str,
+    pub could_fail_by: &'static str,
+    pub why_it_cannot: &'static str,
+}
+
+pub const FAILURE_MODES: &[FailureModes] = &[
+    FailureModes {
+        node: "column of a table in FROM (Var)",
+        could_fail_by: "detoasting, a dropped column, a system column, a whole-row value",
+        why_it_cannot: "a stored value is read as stored; system columns and whole-row references are refused; stored text is valid in the database encoding",
+    },
+    FailureModes {
+        node: "literal, bind parameter $n",
+        could_fail_by: "input syntax, out of range",
+        why_it_cannot: "a literal is converted while parsing and a parameter when bound: the error depends on the query text",
+    },
+    FailureModes {
+        node: "constant expression",
+        could_fail_by: "anything its functions raise (1/0, a narrowing cast)",
+        why_it_cannot: "only immutable built-in functions over literals, folded while planning: the error depends on the query text",
+    },
+    FailureModes {
+        node: "binary-compatible cast (RelabelType), COLLATE",
+        could_fail_by: "nothing runs",
+        why_it_cannot: "it only relabels the type or names the collation",
+    },
+    FailureModes {
+        node: "widening cast (TOTAL_CASTS)",
+        could_fail_by: "overflow, typmod, invalid input",
+        why_it_cannot: "every value of the source type has an image: integer to wider integer, numeric or float (rounding, never an error), real to double precision, floats to numeric (NaN and ±Infinity exist in numeric), integer and boolean, character and name to text",
+    },
+    FailureModes {
+        node: "cast to text (CoerceViaIO)",
+        could_fail_by: "the output function, the session's time zone, DateStyle or extra_float_digits",
+        why_it_cannot: "only from the comparable types, whose output functions are total for every stored value (NaN, ±Infinity, infinite dates); settings change the text, never raise",
+    },
+    FailureModes {
+        node: "integer / and % by a literal k",
+        could_fail_by: "division by zero, the smallest integer divided by -1",
+        why_it_cannot: "k is a literal other than 0, and other than -1 for /",
+    },
+    FailureModes {
+        node: "comparison = <> < <= > >= (also in BETWEEN, simple CASE)",
+        could_fail_by: "an undetermined collation (two implicit collations in conflict), overflow converting date, timestamp and timestamptz to one another, NaN, time zones",
+        why_it_cannot: "built-in operators of the comparable types only; a comparison of collatable values must have a resolved collation (else refused, COLLATE resolves it); cross-type date and time comparisons order out-of-range values without an error; NaN is ordered above every number; time zone conversions cannot fail",
+    },
+    FailureModes {
+        node: "IN (…), = ANY(array) (ScalarArrayOpExpr)",
+        could_fail_by: "an undetermined collation, an array of any dimensions or NULL elements",
+        why_it_cannot: "a comparison operator as above with a resolved collation; ANY reads every element whatever the dimensions, NULL gives NULL",
+    },
+    FailureModes {
+        node: "IS [NOT] DISTINCT FROM, NULLIF",
+        could_fail_by: "an undetermined collation",
+        why_it_cannot: "as comparisons",
+    },
+    FailureModes {
+        node: "GREATEST, LEAST (MinMaxExpr)",
+        could_fail_by: "an undetermined collation, the type's comparison",
+        why_it_cannot: "comparable types only, with a resolved collation",
+    },
+    FailureModes {
+        node: "[NOT] [I]LIKE 'literal'",
+        could_fail_by: "a pattern ending in the escape character, a nondeterministic or undetermined collation",
+        why_it_cannot: "the pattern is a literal checked before planning; the collation must be resolved and deterministic",
+    },
+    FailureModes {
+        node: "CASE, COALESCE, AND, OR, NOT, IS [NOT] NULL, IS [NOT] TRUE/FALSE/UNKNOWN",
+        could_fail_by: "row IS NULL on a composite value",
+        why_it_cannot: "they only choose among values already computed; row IS NULL is refused",
+    },
+    FailureModes {
+        node: "ARRAY[…] constructor (ArrayExpr)",
+        could_fail_by: "elements of mismatched dimensions (ARRAY[ARRAY[…], …]), a result over 1 GB",
+        why_it_cannot: "only one-dimensional constructors; elements of variable length only if constant, so the size depends on the query text",
+    },
+    FailureModes {
+        node: "GROUP BY key",
+        could_fail_by: "the key type's hash and equality functions, an undetermined collation",
+        why_it_cannot: "built-in types only (their hash and equality functions are total); a collatable key must have a resolved collation",
+    },
+    FailureModes {
+        node: "ORDER BY in a row source (subquery or view in FROM)",
+        could_fail_by: "the sort's comparison, an undetermined collation",
+        why_it_cannot: "comparable types with built-in sort operators, with a resolved collation",
+    },
+    FailureModes {
+        node: "many-to-one join with a public table",
+        could_fail_by: "the join's equality and hash functions, row security policies of the public table",
+        why_it_cannot: "built-in btree equality of the unique index's built-in operator family, under a deterministic, resolved collation; a public table with row security is refused",
+    },
+    FailureModes {
+        node: "pg_dp's own aggregates (transition, combine, final functions)",
+        could_fail_by: "overflow of huge values, NaN, ±Infinity, numeric beyond the float range",
+        why_it_cannot: "values are clamped to the bounds, put on a grid and summed in 128-bit integers; NaN is skipped like NULL; ±Infinity and numeric past the float range are clamped; parameters are checked before the charge",
+    },
+];
+
+
+
 /// Casts that cannot fail for any input value: (function, what it converts).
 pub const TOTAL_CASTS: &[(u32, &str)] = &[
     (pg_sys::F_INT4_INT2, "smallint to integer"),
