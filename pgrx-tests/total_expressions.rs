@@ -35,7 +35,7 @@ fn extreme_table(typ: &str, n: usize) -> String {
 
 #[pg_test]
 fn every_total_expression_survives_extreme_values() {
-    let types: Vec<String> = crate::pg::total::COMPARABLE_TYPES.iter().map(|t| unsafe { crate::pg::total::type_name(*t) }).collect();
+    let types: Vec<String> = crate::query::total::COMPARABLE_TYPES.iter().map(|t| unsafe { crate::query::total::type_name(*t) }).collect();
     let mut tables = std::collections::HashMap::new();
     for (i, t) in types.iter().enumerate() {
         tables.insert(t.clone(), extreme_table(t, i));
@@ -43,7 +43,7 @@ fn every_total_expression_survives_extreme_values() {
     let mut checked = 0;
 
     // casts
-    for (f, what) in crate::pg::total::TOTAL_CASTS {
+    for (f, what) in crate::query::total::TOTAL_CASTS {
         let (name, arg): (String, String) = Spi::get_two_with_args(
             "SELECT proname::text, format_type(proargtypes[0], NULL) FROM pg_proc WHERE oid = $1",
             &[pgrx::pg_sys::Oid::from(*f).into()],
@@ -68,13 +68,13 @@ fn every_total_expression_survives_extreme_values() {
         .collect()
     });
     for (opno, name, left, right) in ops {
-        let admitted = unsafe { crate::pg::total::is_comparison(opno) || crate::pg::total::is_like(opno) };
+        let admitted = unsafe { crate::query::total::is_comparison(opno) || crate::query::total::is_like(opno) };
         if !admitted {
             continue;
         }
         let (lt, rt) = (tables.get(&left), tables.get(&right));
         let (Some(lt), Some(rt)) = (lt, rt) else { panic!("admitted operator {name}({left}, {right}) has no extreme values") };
-        let sql = if unsafe { crate::pg::total::is_like(opno) } {
+        let sql = if unsafe { crate::query::total::is_like(opno) } {
             // a literal pattern (the grammar requires one), against every extreme value
             format!("SELECT a.v OPERATOR(pg_catalog.{name}) 'x%\\\\_' FROM {lt} a")
         } else {
@@ -135,8 +135,8 @@ fn the_failure_mode_table_is_in_the_docs() {
     // the totality table is kept twice, in the code beside the grammar and for users in
     // docs/security.md: the two must say the same
     let docs = include_str!("../docs/security.md");
-    assert!(crate::pg::total::FAILURE_MODES.len() >= 18);
-    for f in crate::pg::total::FAILURE_MODES {
+    assert!(crate::query::total::FAILURE_MODES.len() >= 18);
+    for f in crate::query::total::FAILURE_MODES {
         let row = format!("| {} | {} | {} |", f.node, f.could_fail_by, f.why_it_cannot);
         assert!(docs.contains(&row), "docs/security.md lacks the failure modes of {}", f.node);
     }

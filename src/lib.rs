@@ -7,7 +7,17 @@ use pgrx::prelude::*;
 
 ::pgrx::pg_module_magic!(name, version);
 
+// The SQL layer, in layers: each folder imports only the folders above it in this list
+// (scripts/check_layers.py checks it).
 pub mod pg;
+pub mod settings;
+pub mod catalog;
+pub mod protection;
+pub mod query;
+pub mod budget;
+pub mod execution;
+pub mod aggregates;
+pub mod releases;
 
 extension_sql_file!("../sql/pg_dp.sql", name = "pg_dp_objects");
 extension_sql_file!("../sql/ledger.sql", name = "pg_dp_ledger", requires = ["pg_dp_objects"]);
@@ -23,16 +33,16 @@ extension_sql_file!("../sql/distributed.sql", name = "pg_dp_distributed", requir
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
-    pg::guc::register();
-    pg::ledger::init();
-    pg::protect::init();
-    pg::identity::init();
-    pg::release::init();
-    pg::planner::init();
-    pg::charge::init();
-    pg::fail_closed::init();
-    pg::distributed::init();
-    pg::lifecycle::init();
+    settings::guc::register();
+    budget::ledger::init();
+    catalog::protect::init();
+    catalog::identity::init();
+    execution::release::init();
+    execution::planner::init();
+    budget::charge::init();
+    execution::fail_closed::init();
+    catalog::distributed::init();
+    execution::lifecycle::init();
     // receipts carry a stable fingerprint of the query (its query id), as pg_stat_statements does
     unsafe { pgrx::pg_sys::EnableQueryId() };
 }

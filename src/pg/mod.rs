@@ -1,35 +1,4 @@
-//! SQL glue. Each file is one SQL feature; every function here is a few lines around the core.
-pub mod agg;
-pub mod autobounds;
-pub mod avg;
-pub mod bounds;
-pub mod cache;
-pub mod charge;
-pub mod contribution;
-pub mod count;
-pub mod distributed;
-pub mod distributed_level;
-pub mod dprp;
+//! Thin helpers over PostgreSQL's C API: functions pgrx does not bind, and the one place where
+//! errors become PostgreSQL errors with a SQLSTATE. Imports nothing of pg_dp's SQL layer.
 pub mod error;
-pub mod fail_closed;
 pub mod ffi;
-pub mod grammar;
-pub mod guc;
-pub mod identity;
-pub mod inspect;
-pub mod ledger;
-pub mod levels;
-pub mod lifecycle;
-pub mod noise;
-pub mod planner;
-pub mod preview;
-pub mod protect;
-pub mod quantile;
-pub mod recent;
-pub mod release;
-pub mod rewrite;
-pub mod selection;
-pub mod statistics;
-pub mod sum;
-pub mod total;
-pub mod variance;

@@ -1,0 +1,247 @@
+//! Automatic bounds in SQL: `dp_sum(value [, ε])`, `dp_avg(value [, ε])` (this file) and
+//! `dp_median(value [, ε])`, `dp_percentile(value, p [, ε])` (quantile.rs) over a value without
+//! declared bounds. A documented share of ε (`pg_dp_core::autobounds::AUTO_BOUNDS_SHARE`) chooses
+//! power-of-two bounds from a noisy histogram of binary magnitudes, the rest releases the statistic
+//! at those bounds (docs/privacy/automatic-bounds.md). The receipt charges the caller's whole ε
+//! before the query runs; the bounds are chosen while it runs, so the receipt says "automatic" and
+//! `dp.last_releases` shows the release's own scale. Too little data for the histogram to show
+//! bounds is an error after the charge: a function of the noisy histogram, hence itself DP.
+//!
+//! State of the sums and means: the fixed-size, mergeable `MagnitudeHistogram` (exact counts and
+//! sums per binary magnitude), in the aggregate's memory context; parallel aggregation serialises it.
+use crate::aggregates::agg::{agg_context, check_params_row_independent, datum_to_f64, kind_of, numeric_datum_f64, Kind, Paid, ParamValues};
+use crate::budget::charge::{check_ticket, first_arg_type};
+use crate::pg::error::{raise, raise_with, OrRaise};
+use crate::settings::noise::with_rng;
+use crate::aggregates::sum::OrRaiseNumeric;
+use crate::{pg_v1, pg_v1_final};
+use pg_dp_core::autobounds::{AutoBoundsSpec, MagnitudeHistogram, AUTO_BOUNDS_MECHANISM, AUTO_BOUNDS_SHARE};
+use pg_dp_core::mechanisms::ReleaseInfo;
+use pg_dp_core::{DpError, DpResult};
+use pgrx::fcinfo::{pg_arg_is_null, pg_getarg, pg_return_null};
+use pgrx::pg_sys;
+use pgrx::{AnyNumeric, IntoDatum, PgSqlErrorCode};
+
+/// The receipt of a call with automatic bounds, known before the query runs: the caller's ε, and
+/// the sensitivity (1) and noise scale of the bounds' noisy histogram; those of the release itself
+/// follow from the bounds chosen at run time (`dp.last_releases` shows them).
+pub fn receipt(kind: Kind, p: f64, epsilon: f64) -> DpResult<(ReleaseInfo, String)> {
+    let spec = AutoBoundsSpec::new(epsilon)?;
+    // both shares must be valid ε themselves, or the release would fail after the charge
+    let (e_bounds, _) = spec.split();
+    if e_bounds < pg_dp_core::params::EPSILON_MIN {
+        return Err(DpError::invalid("epsilon", "at least 5e-9 with automatic bounds (a fifth of it chooses the bounds)", pg_dp_core::params::fmt_f64(epsilon)));
+    }
+    if kind == Kind::Percentile {
+        pg_dp_core::smooth::check_p(p)?;
+    }
+    let (e_bounds, e_release) = spec.split();
+    let info = ReleaseInfo {
+        mechanism: AUTO_BOUNDS_MECHANISM,
+        epsilon: spec.epsilon,
+        delta: 0.0,
+        sensitivity: 1.0,
+        scale: 1.0 / e_bounds,
+        count_scale: None,
+        interval95: None,
+        count_interval95: None,
+    };
+    let details = serde_json::json!({
+        "bounds": "automatic: power-of-two bounds chosen from a noisy histogram of binary magnitudes",
+        "bounds_share": AUTO_BOUNDS_SHARE,
+        "bounds_epsilon": e_bounds,
+        "release_epsilon": e_release,
+        "sensitivity_and_scale": "of the noisy histogram that chooses the bounds; the release's own follow from the chosen bounds (dp.last_releases)",
+        "release": match kind { Kind::Avg => "dp_avg at the chosen bounds", Kind::Median | Kind::Percentile => "exponential-mechanism quantile at the chosen bounds", _ => "dp_sum at the chosen bounds" },
+    });
+    Ok((info, details.to_string()))
+}
+
+/// The state of dp_sum and dp_avg without bounds.
+#[repr(C)]
+struct AutoState {
+    kind: Kind,
+    epsilon: u64,
+    /// type of the aggregated value
+    value_type: pg_sys::Oid,
+    hist: MagnitudeHistogram,
+}
+
+const HEADER: usize = 1 + 8 + 4;
+
+fn kind_code(k: Kind) -> u8 {
+    match k {
+        Kind::IntSum => 1,
+        Kind::FloatSum => 2,
+        _ => 3,
+    }
+}
+
+fn code_kind(c: u8) -> DpResult<Kind> {
+    match c {
+        1 => Ok(Kind::IntSum),
+        2 => Ok(Kind::FloatSum),
+        3 => Ok(Kind::Avg),
+        c => Err(DpError::CorruptState(format!("automatic-bounds kind {c}"))),
+    }
+}
+
+/// A state in `ctx`, aligned for its i128 sums (PostgreSQL's allocations are 8-byte aligned; the
+/// context frees the whole block when it is reset).
+unsafe fn alloc(ctx: pg_sys::MemoryContext, s: AutoState) -> *mut AutoState {
+    let align = std::mem::align_of::<AutoState>();
+    let raw = pg_sys::MemoryContextAlloc(ctx, std::mem::size_of::<AutoState>() + align) as usize;
+    let p = ((raw + align - 1) & !(align - 1)) as *mut AutoState;
+    p.write(s);
+    p
+}
+
+unsafe fn state(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> *mut AutoState {
+    if pg_arg_is_null(fcinfo, i) {
+        std::ptr::null_mut()
+    } else {
+        pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, i).cast_mut_ptr()
+    }
+}
+
+/// The kind of the call being computed (dp_sum over an integer type is an integer sum).
+unsafe fn call_kind(fcinfo: pg_sys::FunctionCallInfo, func: &'static str) -> Kind {
+    let a = pg_sys::AggGetAggref(fcinfo);
+    if a.is_null() {
+        raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, format!("{func}: support function called outside an aggregate"), None);
+    }
+    kind_of((*a).aggfnoid, first_arg_type(a)).unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{func}: not a pg_dp aggregate"), None))
+}
+
+/// A value of one of the boundless aggregates' input types as float8 (NaN for numeric NaN).
+unsafe fn value_f64(typ: pg_sys::Oid, d: pg_sys::Datum) -> f64 {
+    match typ {
+        pg_sys::INT2OID => d.value() as i16 as f64,
+        pg_sys::INT4OID => d.value() as i32 as f64,
+        pg_sys::INT8OID => d.value() as i64 as f64,
+        pg_sys::NUMERICOID => numeric_datum_f64(d),
+        _ => datum_to_f64(d),
+    }
+}
+
+pg_v1!(pg_finfo_dp_auto_trans, dp_auto_trans, |fcinfo| {
+    const F: &str = "pg_dp automatic bounds";
+    let mut st = state(fcinfo, 0);
+    if st.is_null() {
+        let ctx = agg_context(fcinfo, F);
+        let kind = call_kind(fcinfo, F);
+        check_params_row_independent(fcinfo, kind.func(), &["epsilon"]);
+        let epsilon = crate::aggregates::agg::epsilon_arg(fcinfo, 2, kind.func());
+        let value_type = pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 1);
+        st = alloc(ctx, AutoState { kind, epsilon: epsilon.to_bits(), value_type, hist: MagnitudeHistogram::new() });
+    }
+    if !pg_arg_is_null(fcinfo, 1) {
+        let x = value_f64((*st).value_type, pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1));
+        if !x.is_nan() {
+            (*st).hist.add(x);
+        }
+    }
+    pg_sys::Datum::from(st)
+});
+
+pg_v1!(pg_finfo_dp_auto_combine, dp_auto_combine, |fcinfo| {
+    let ctx = agg_context(fcinfo, "pg_dp combine");
+    let (a, b) = (state(fcinfo, 0), state(fcinfo, 1));
+    match (a.is_null(), b.is_null()) {
+        (true, true) => pg_return_null(fcinfo),
+        (false, true) => pg_sys::Datum::from(a),
+        (true, false) => pg_sys::Datum::from(alloc(ctx, std::ptr::read(b))),
+        (false, false) => {
+            if (*a).kind != (*b).kind || (*a).epsilon != (*b).epsilon {
+                raise("pg_dp combine", DpError::CorruptState("partial states of different calls".into()));
+            }
+            (*a).hist.merge(&(*b).hist);
+            pg_sys::Datum::from(a)
+        }
+    }
+});
+
+pg_v1!(pg_finfo_dp_auto_serialize, dp_auto_serialize, |fcinfo| {
+    agg_context(fcinfo, "pg_dp serialize");
+    let a = state(fcinfo, 0);
+    if a.is_null() {
+        return pg_return_null(fcinfo);
+    }
+    let mut bytes = Vec::with_capacity(HEADER + pg_dp_core::autobounds::MAX_SERIALIZED_BYTES);
+    bytes.push(kind_code((*a).kind));
+    bytes.extend_from_slice(&(*a).epsilon.to_le_bytes());
+    bytes.extend_from_slice(&(*a).value_type.to_u32().to_le_bytes());
+    bytes.extend_from_slice(&(*a).hist.to_bytes());
+    bytes.as_slice().into_datum().unwrap()
+});
+
+pg_v1!(pg_finfo_dp_auto_deserialize, dp_auto_deserialize, |fcinfo| {
+    const F: &str = "pg_dp deserialize";
+    let ctx = agg_context(fcinfo, F);
+    if pg_arg_is_null(fcinfo, 0) {
+        return pg_return_null(fcinfo);
+    }
+    let bytes: &[u8] = pg_getarg(fcinfo, 0).unwrap();
+    if bytes.len() < HEADER {
+        raise(F, DpError::CorruptState(format!("{} bytes", bytes.len())));
+    }
+    let kind = code_kind(bytes[0]).or_raise(F);
+    let epsilon = u64::from_le_bytes(bytes[1..9].try_into().unwrap());
+    let value_type = pg_sys::Oid::from(u32::from_le_bytes(bytes[9..13].try_into().unwrap()));
+    let hist = MagnitudeHistogram::from_bytes(&bytes[HEADER..]).or_raise(F);
+    pg_sys::Datum::from(alloc(ctx, AutoState { kind, epsilon, value_type, hist }))
+});
+
+/// The release of dp_sum or dp_avg without bounds: pays-for check, bounds, value.
+unsafe fn release(fcinfo: pg_sys::FunctionCallInfo) -> (Kind, f64) {
+    let kind = call_kind(fcinfo, "pg_dp automatic bounds");
+    let func = kind.func();
+    agg_context(fcinfo, func);
+    let st = state(fcinfo, 0);
+    let (epsilon, empty);
+    let hist: &MagnitudeHistogram = if st.is_null() {
+        // no row reached the aggregate: the parameters from the call itself, an empty histogram
+        let Paid::Auto { epsilon: e, .. } = ParamValues::read(fcinfo, func).paid(kind) else {
+            raise(func, DpError::CorruptState("parameters of a call without bounds".into()))
+        };
+        epsilon = e;
+        empty = MagnitudeHistogram::new();
+        &empty
+    } else {
+        epsilon = (*st).epsilon;
+        &(*st).hist
+    };
+    check_ticket(fcinfo, func, &Paid::Auto { kind, p: 0.5f64.to_bits(), epsilon });
+    let spec = AutoBoundsSpec::new(f64::from_bits(epsilon)).or_raise(func);
+    match with_rng(|rng| if kind == Kind::Avg { spec.release_avg(rng, hist) } else { spec.release_sum(rng, hist) }) {
+        Ok(r) => {
+            crate::execution::recent::pending(fcinfo, func, r.value, &r.info, r.info.interval95);
+            (kind, r.value)
+        }
+        Err(e) => {
+            // too little data for bounds: raised only if this group's row is returned (recent.rs),
+            // so that a group the key selection drops is not told apart by an error
+            crate::execution::recent::defer_error(fcinfo, func, e);
+            (kind, 0.0)
+        }
+    }
+}
+
+pg_v1_final!(pg_finfo_dp_auto_final_float8, dp_auto_final_float8, |fcinfo| { release(fcinfo).1.into_datum().unwrap() });
+
+pg_v1_final!(pg_finfo_dp_auto_final_numeric, dp_auto_final_numeric, |fcinfo| {
+    let (kind, v) = release(fcinfo);
+    // an integer sum stays an integer (rounding the noisy value is post-processing)
+    let v = if kind == Kind::IntSum { v.round() } else { v };
+    AnyNumeric::try_from(v).or_raise_numeric(kind.func()).into_datum().unwrap()
+});
+
+pg_v1_final!(pg_finfo_dp_auto_final_int8, dp_auto_final_int8, |fcinfo| {
+    let (_, v) = release(fcinfo);
+    (v.round().clamp(i64::MIN as f64, i64::MAX as f64) as i64).into_datum().unwrap()
+});
+
+/// Whether calls of this kind can choose their bounds themselves.
+pub fn has_automatic_bounds(kind: Kind) -> bool {
+    matches!(kind, Kind::IntSum | Kind::FloatSum | Kind::Avg | Kind::Median | Kind::Percentile)
+}

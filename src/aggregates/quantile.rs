@@ -1,0 +1,206 @@
+//! dp_median, dp_percentile (smooth sensitivity) and dp_percentile_em (exponential mechanism).
+//!
+//! The state keeps every non-NULL value as a float8 in one buffer in the aggregate's memory context:
+//! 8 bytes per row, grown by doubling (so up to 16 bytes per row while rows arrive), plus a
+//! constant. The final function sorts the buffer in place and releases through the core. There is
+//! no partial aggregation (sql/quantile.sql says why).
+use crate::aggregates::agg::{agg_context, check_params_row_independent, datum_to_f64, state_arg, Kind, Paid, ParamValues};
+use crate::pg::error::OrRaise;
+use crate::settings::noise::with_rng;
+use crate::{pg_v1_final, pg_v1_trans};
+use pg_dp_core::quantile::{QuantileParams, QuantileSpec};
+use pgrx::fcinfo::{pg_arg_is_null, pg_getarg};
+use pgrx::pg_sys;
+use pgrx::IntoDatum;
+
+/// A quantile aggregate's state: its parameters and the values seen so far.
+#[repr(C)]
+pub struct QState {
+    params: QuantileParams,
+    spec: QuantileSpec,
+    buf: *mut f64,
+    len: usize,
+    cap: usize,
+}
+
+/// Initial capacity: small, so that many groups (hash aggregation) cost little until they grow.
+const FIRST_CAP: usize = 8;
+
+impl QState {
+    /// The fast path: stores a non-NaN value if there is room. Plain memory writes only.
+    #[inline(always)]
+    unsafe fn try_push(&mut self, x: f64) -> bool {
+        if x.is_nan() || self.len == self.cap {
+            return false;
+        }
+        self.buf.add(self.len).write(x);
+        self.len += 1;
+        true
+    }
+
+    /// The slow path: NaN is skipped like NULL; a full buffer doubles (repalloc keeps its memory
+    /// context).
+    unsafe fn push(&mut self, x: f64) {
+        if x.is_nan() {
+            return;
+        }
+        if self.len == self.cap {
+            self.reserve(self.cap.max(FIRST_CAP / 2) * 2);
+        }
+        let pushed = self.try_push(x);
+        debug_assert!(pushed);
+    }
+
+    unsafe fn reserve(&mut self, cap: usize) {
+        if cap <= self.cap {
+            return;
+        }
+        let bytes = cap * std::mem::size_of::<f64>();
+        self.buf = pg_sys::repalloc_huge(self.buf.cast(), bytes).cast();
+        self.cap = cap;
+    }
+
+    fn values(&mut self) -> &mut [f64] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: buf holds len initialised values
+        unsafe { std::slice::from_raw_parts_mut(self.buf, self.len) }
+    }
+}
+
+/// A new, empty state in memory context `ctx`.
+unsafe fn alloc_qstate(ctx: pg_sys::MemoryContext, params: QuantileParams, spec: QuantileSpec, cap: usize) -> *mut QState {
+    let st = pg_sys::MemoryContextAlloc(ctx, std::mem::size_of::<QState>()) as *mut QState;
+    let cap = cap.max(1);
+    let buf = pg_sys::MemoryContextAllocHuge(ctx, cap * std::mem::size_of::<f64>()) as *mut f64;
+    st.write(QState { params, spec, buf, len: 0, cap });
+    st
+}
+
+/// Reads the parameters of the first row: (value, [p,] lower, upper [, epsilon [, delta]]).
+unsafe fn first_row_params(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> QuantileParams {
+    let func = kind.func();
+    let n = crate::aggregates::agg::nargs(fcinfo);
+    let vals: Vec<(pg_sys::Datum, bool, pg_sys::Oid)> = (2..n)
+        .map(|i| (pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, i), pg_arg_is_null(fcinfo, i), pg_sys::FLOAT8OID))
+        .collect();
+    ParamValues::new(vals, func).quantile_params(kind)
+}
+
+unsafe fn trans(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum {
+    let func = kind.func();
+    let mut st = state_arg(fcinfo, 0) as *mut QState;
+    if st.is_null() {
+        let ctx = agg_context(fcinfo, func);
+        check_params_row_independent(fcinfo, func, kind.param_names());
+        let params = first_row_params(fcinfo, kind);
+        st = alloc_qstate(ctx, params, params.spec().or_raise(func), FIRST_CAP);
+    }
+    if let Some(v) = pg_getarg::<f64>(fcinfo, 1) {
+        (*st).push(v);
+    }
+    pg_sys::Datum::from(st)
+}
+
+macro_rules! quantile_trans {
+    ($finfo:ident, $name:ident, $kind:expr) => {
+        quantile_trans!($finfo, $name, $kind, trans);
+    };
+    ($finfo:ident, $name:ident, $kind:expr, $slow:ident) => {
+        pg_v1_trans!($finfo, $name, state = QState,
+            fast = |st, val, isnull| { isnull || (*st).try_push(datum_to_f64(val)) },
+            slow = |fcinfo| { $slow(fcinfo, $kind) });
+    };
+}
+
+/// dp_median(value [, ε]) and dp_percentile(value, p [, ε]) without declared bounds (autobounds.rs):
+/// the values are kept as for the bounded calls; the state's parameters hold p and ε (its bounds
+/// are placeholders until the final function chooses them).
+unsafe fn auto_trans(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum {
+    let func = kind.func();
+    let mut st = state_arg(fcinfo, 0) as *mut QState;
+    if st.is_null() {
+        let ctx = agg_context(fcinfo, func);
+        check_params_row_independent(fcinfo, func, if kind == Kind::Percentile { &["p", "epsilon"] } else { &["epsilon"] });
+        let params = auto_params(ParamValues::read(fcinfo, func).paid(kind), func);
+        st = alloc_qstate(ctx, params, params.spec().or_raise(func), FIRST_CAP);
+    }
+    if let Some(v) = pg_getarg::<f64>(fcinfo, 1) {
+        (*st).push(v);
+    }
+    pg_sys::Datum::from(st)
+}
+
+/// Placeholder quantile parameters carrying p and ε of a call with automatic bounds.
+unsafe fn auto_params(paid: Paid, func: &'static str) -> QuantileParams {
+    let Paid::Auto { p, epsilon, .. } = paid else {
+        crate::pg::error::raise(func, pg_dp_core::DpError::CorruptState("parameters of a call without bounds".into()))
+    };
+    QuantileParams::smooth(f64::from_bits(p), 0.0, 1.0, f64::from_bits(epsilon), 0.0)
+}
+
+quantile_trans!(pg_finfo_dp_median_auto_trans, dp_median_auto_trans, Kind::Median, auto_trans);
+quantile_trans!(pg_finfo_dp_percentile_auto_trans, dp_percentile_auto_trans, Kind::Percentile, auto_trans);
+
+/// The final function of a quantile without bounds: pays-for check, DP bounds from the values with
+/// the bounds' share of ε, then the exponential mechanism with the rest (the most accurate of pg_dp's
+/// pure-ε quantiles on every dataset measured: docs/quantile-accuracy.md, docs/peer-accuracy.md).
+unsafe fn auto_finish(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum {
+    let func = kind.func();
+    let ctx = agg_context(fcinfo, func);
+    let mut st = state_arg(fcinfo, 0) as *mut QState;
+    if st.is_null() {
+        let params = auto_params(ParamValues::read(fcinfo, func).paid(kind), func);
+        st = alloc_qstate(ctx, params, params.spec().or_raise(func), 1);
+    }
+    let (p, epsilon) = ((*st).params.p, (*st).params.epsilon);
+    crate::budget::charge::check_ticket(fcinfo, func, &Paid::Auto { kind, p, epsilon });
+    let auto = pg_dp_core::autobounds::AutoBoundsSpec::new(f64::from_bits(epsilon)).or_raise(func);
+    let (bounds, e_release) = match with_rng(|rng| auto.quantile_bounds(rng, (*st).values())) {
+        Ok(b) => b,
+        Err(e) => {
+            // raised only if this group's row is returned (recent.rs)
+            crate::execution::recent::defer_error(fcinfo, func, e);
+            return 0.0f64.into_datum().unwrap();
+        }
+    };
+    let spec = QuantileSpec::exponential(f64::from_bits(p), bounds.lower(), bounds.upper(), e_release).or_raise(func);
+    let value = with_rng(|rng| spec.release(rng, (*st).values()));
+    let mut info = spec.describe();
+    info.mechanism = pg_dp_core::autobounds::AUTO_BOUNDS_MECHANISM;
+    info.epsilon = auto.epsilon;
+    crate::execution::recent::pending(fcinfo, func, value, &info, info.interval95);
+    value.into_datum().unwrap()
+}
+
+pg_v1_final!(pg_finfo_dp_median_auto_final, dp_median_auto_final, |fcinfo| { auto_finish(fcinfo, Kind::Median) });
+pg_v1_final!(pg_finfo_dp_percentile_auto_final, dp_percentile_auto_final, |fcinfo| { auto_finish(fcinfo, Kind::Percentile) });
+
+quantile_trans!(pg_finfo_dp_median_trans, dp_median_trans, Kind::Median);
+quantile_trans!(pg_finfo_dp_percentile_trans, dp_percentile_trans, Kind::Percentile);
+quantile_trans!(pg_finfo_dp_percentile_em_trans, dp_percentile_em_trans, Kind::PercentileEm);
+
+/// The final function: pays-for check, then the release (a noisy value also for no rows).
+unsafe fn finish(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum {
+    let func = kind.func();
+    let ctx = agg_context(fcinfo, func);
+    let mut st = state_arg(fcinfo, 0) as *mut QState;
+    if st.is_null() {
+        let params = ParamValues::read(fcinfo, func).quantile_params(kind);
+        st = alloc_qstate(ctx, params, params.spec().or_raise(func), 1);
+    }
+    crate::budget::charge::check_ticket(fcinfo, func, &Paid::Quantile((*st).params));
+    let spec = (*st).spec;
+    // the release sorts and overwrites the buffer: a final function runs once per group
+    let value = with_rng(|rng| spec.release(rng, (*st).values()));
+    // the receipt's scale and interval are the largest possible ones: the actual scale depends on
+    // the data and is never shown
+    let info = spec.describe();
+    crate::execution::recent::pending(fcinfo, func, value, &info, info.interval95);
+    value.into_datum().unwrap()
+}
+
+pg_v1_final!(pg_finfo_dp_median_final, dp_median_final, |fcinfo| { finish(fcinfo, Kind::Median) });
+pg_v1_final!(pg_finfo_dp_percentile_final, dp_percentile_final, |fcinfo| { finish(fcinfo, Kind::Percentile) });
+pg_v1_final!(pg_finfo_dp_percentile_em_final, dp_percentile_em_final, |fcinfo| { finish(fcinfo, Kind::PercentileEm) });

@@ -1,0 +1,659 @@
+//! The ledger transport: a charge is committed by a background worker in a transaction of its own,
+//! so nothing the caller does afterwards can undo it.
+//!
+//! One long-lived worker per database serves a request queue in shared memory. A backend puts its
+//! request in a free slot, wakes the worker (starting it if needed) and sleeps on its latch. The
+//! worker takes every waiting request of its database, runs each in its own subtransaction of one
+//! transaction (`dp.debit`), commits durably, and only then answers. A worker idle for
+//! [`IDLE_EXIT_SECS`] exits, so that it does not hold a database open for long.
+//!
+//! The workers are registered at server start (`dp.ledger_workers`, static background workers):
+//! their slots are reserved, so parallel query, which any role can make take every dynamic slot,
+//! cannot starve the ledger. A static worker waits unconnected until a backend assigns it a
+//! database, serves it, and when idle exits with code 1, which has the postmaster start it again at
+//! once, unconnected. Only when every static worker serves another database is a dynamic one
+//! started. A backend waits at most `dp.ledger_timeout` for a worker to take its request; then the
+//! request is withdrawn and the query fails (SQLSTATE 53400), charged nothing.
+use pg_dp_core::accounting::{ChargeOutcome, ChargeRequest, RequestKind};
+use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder};
+use pgrx::prelude::*;
+use pgrx::{pg_shmem_init, PGRXSharedMemory, PgLwLock, PgSqlErrorCode};
+use std::ffi::c_int;
+
+use crate::pg::error::raise_with;
+
+const NSLOTS: usize = 64;
+const NWORKERS: usize = 32;
+/// Largest serialized request (the query text is shortened to fit).
+pub const REQ_BYTES: usize = 6144;
+const RESP_BYTES: usize = 512;
+/// An idle worker exits after this long (DROP DATABASE waits up to 5 s for other sessions).
+pub const IDLE_EXIT_SECS: i64 = 4;
+/// How long a backend waits for a free slot or for a worker to start.
+const START_TIMEOUT_SECS: i64 = 30;
+/// Most static workers (`dp.ledger_workers`).
+pub const MAX_STATIC: usize = 16;
+
+/// Static ledger workers registered at server start (postmaster setting).
+pub static LEDGER_WORKERS: pgrx::GucSetting<i32> = pgrx::GucSetting::<i32>::new(2);
+/// Seconds a query waits for a ledger worker to take its charge before it fails (superuser only).
+pub static LEDGER_TIMEOUT: pgrx::GucSetting<i32> = pgrx::GucSetting::<i32>::new(10);
+
+const FREE: u32 = 0;
+const NEW: u32 = 1;
+const BUSY: u32 = 2;
+const DONE: u32 = 3;
+/// The worker stopped while the request was BUSY: it may or may not have committed.
+const UNKNOWN: u32 = 4;
+
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Slot {
+    state: u32,
+    abandoned: bool,
+    dboid: pg_sys::Oid,
+    requester_procno: i32,
+    req_len: u32,
+    req: [u8; REQ_BYTES],
+    resp_len: u32,
+    resp: [u8; RESP_BYTES],
+}
+
+const EMPTY_SLOT: Slot = Slot {
+    state: FREE,
+    abandoned: false,
+    dboid: pg_sys::InvalidOid,
+    requester_procno: -1,
+    req_len: 0,
+    req: [0; REQ_BYTES],
+    resp_len: 0,
+    resp: [0; RESP_BYTES],
+};
+
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct WorkerEntry {
+    dboid: pg_sys::Oid,
+    /// -1 while starting
+    procno: i32,
+    pid: i32,
+    /// when a backend asked for it to start (GetCurrentTimestamp, µs)
+    requested_at: i64,
+}
+
+const NO_WORKER: WorkerEntry = WorkerEntry { dboid: pg_sys::InvalidOid, procno: -1, pid: 0, requested_at: 0 };
+
+/// A static worker: running (procno >= 0) and waiting for a database (dboid invalid), or assigned one.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct StaticEntry {
+    procno: i32,
+    dboid: pg_sys::Oid,
+}
+
+const NO_STATIC: StaticEntry = StaticEntry { procno: -1, dboid: pg_sys::InvalidOid };
+
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct LedgerShmem {
+    workers: [WorkerEntry; NWORKERS],
+    statics: [StaticEntry; MAX_STATIC],
+    slots: [Slot; NSLOTS],
+}
+
+impl Default for LedgerShmem {
+    fn default() -> Self {
+        LedgerShmem { workers: [NO_WORKER; NWORKERS], statics: [NO_STATIC; MAX_STATIC], slots: [EMPTY_SLOT; NSLOTS] }
+    }
+}
+
+unsafe impl PGRXSharedMemory for LedgerShmem {}
+
+static LEDGER: PgLwLock<LedgerShmem> = unsafe { PgLwLock::new(c"pg_dp_ledger") };
+static mut PRELOADED: bool = false;
+
+/// Called from _PG_init: shared memory exists only when loaded by shared_preload_libraries.
+pub fn init() {
+    unsafe {
+        if !pg_sys::process_shared_preload_libraries_in_progress {
+            return;
+        }
+        PRELOADED = true;
+        pg_shmem_init!(LEDGER);
+    }
+    crate::budget::cache::init();
+    pgrx::GucRegistry::define_int_guc(
+        c"dp.ledger_workers",
+        c"Ledger workers pg_dp starts with the server (each serves one database at a time).",
+        c"Their background-worker slots are reserved at server start, so that parallel query cannot take them. A database finds no free one only when more databases than this charge at once; then a worker is started on demand. Valid range 1 to 16; counts towards max_worker_processes.",
+        &LEDGER_WORKERS,
+        1,
+        MAX_STATIC as i32,
+        pgrx::GucContext::Postmaster,
+        pgrx::GucFlags::default(),
+    );
+    pgrx::GucRegistry::define_int_guc(
+        c"dp.ledger_timeout",
+        c"Seconds a pg_dp query waits for a ledger worker to take its charge; then it fails, charged nothing.",
+        c"Valid range 1 to 3600 (superuser only).",
+        &LEDGER_TIMEOUT,
+        1,
+        3600,
+        pgrx::GucContext::Suset,
+        pgrx::GucFlags::UNIT_S,
+    );
+    for i in 0..LEDGER_WORKERS.get().clamp(1, MAX_STATIC as i32) {
+        BackgroundWorkerBuilder::new("pg_dp ledger")
+            .set_type("pg_dp ledger")
+            .set_library("pg_dp")
+            .set_function("pg_dp_ledger_static_main")
+            .enable_spi_access()
+            .set_start_time(pgrx::bgworkers::BgWorkerStartTime::RecoveryFinished)
+            // an idle worker leaves its database by exiting with code 1: start it again at once
+            .set_restart_time(Some(std::time::Duration::from_secs(0)))
+            .set_argument(Some(pg_sys::Datum::from(i as usize)))
+            .load();
+    }
+}
+
+pub fn preloaded() -> bool {
+    unsafe { PRELOADED }
+}
+
+pub const PRELOAD_HINT: &str =
+    "add pg_dp to shared_preload_libraries in postgresql.conf (shared_preload_libraries = 'pg_dp') and restart the server";
+
+/// Refuses to go on without shared memory (CREATE EXTENSION calls this through dp.check_preloaded()).
+pub fn require_preloaded(what: &str) {
+    if !preloaded() {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("pg_dp must be loaded at server start to {what}"),
+            Some(PRELOAD_HINT),
+        );
+    }
+}
+
+fn now_us() -> i64 {
+    unsafe { pg_sys::GetCurrentTimestamp() }
+}
+
+unsafe fn set_proc_latch(procno: i32) {
+    if procno >= 0 {
+        let proc_ = (*pg_sys::ProcGlobal).allProcs.add(procno as usize);
+        pg_sys::SetLatch(&raw mut (*proc_).procLatch);
+    }
+}
+
+unsafe fn wait_my_latch(timeout_ms: i64) {
+    pg_sys::WaitLatch(
+        pg_sys::MyLatch,
+        (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+        timeout_ms,
+        pg_sys::PG_WAIT_EXTENSION,
+    );
+    pg_sys::ResetLatch(pg_sys::MyLatch);
+    pg_sys::check_for_interrupts!();
+}
+
+/// What a backend must do about the worker of its database.
+enum WorkerNeed {
+    /// a worker serves it, or a static worker was just assigned to it: wake that process
+    Running(i32),
+    Starting,
+    /// start a dynamic worker
+    Start,
+}
+
+/// Hands the database to a static worker waiting for one (wake it), or else asks for a dynamic one.
+fn assign_or_start(l: &mut LedgerShmem, dboid: pg_sys::Oid) -> WorkerNeed {
+    match l.statics.iter_mut().find(|s| s.procno >= 0 && s.dboid == pg_sys::InvalidOid) {
+        Some(st) => {
+            st.dboid = dboid;
+            WorkerNeed::Running(st.procno)
+        }
+        None => WorkerNeed::Start,
+    }
+}
+
+fn worker_need(l: &mut LedgerShmem, dboid: pg_sys::Oid) -> Option<WorkerNeed> {
+    if let Some(w) = l.workers.iter_mut().find(|w| w.dboid == dboid) {
+        if w.procno >= 0 {
+            return Some(WorkerNeed::Running(w.procno));
+        }
+        if now_us() - w.requested_at < START_TIMEOUT_SECS * 1_000_000 / 3 {
+            return Some(WorkerNeed::Starting);
+        }
+        // the start was asked for long ago and never happened: ask again
+        w.requested_at = now_us();
+        return Some(assign_or_start(l, dboid));
+    }
+    let free = l.workers.iter_mut().find(|w| w.dboid == pg_sys::InvalidOid)?;
+    *free = WorkerEntry { dboid, procno: -1, pid: 0, requested_at: now_us() };
+    Some(assign_or_start(l, dboid))
+}
+
+fn start_worker(dboid: pg_sys::Oid) -> bool {
+    let r = BackgroundWorkerBuilder::new("pg_dp ledger on demand")
+        .set_type("pg_dp ledger on demand")
+        .set_library("pg_dp")
+        .set_function("pg_dp_ledger_worker_main")
+        .enable_spi_access()
+        .set_restart_time(None)
+        .set_argument(Some(pg_sys::Datum::from(dboid.to_u32() as usize)))
+        .load_dynamic();
+    if r.is_err() {
+        // all background-worker slots are taken (they are shared with parallel query): retry later
+        let mut l = LEDGER.exclusive();
+        if let Some(w) = l.workers.iter_mut().find(|w| w.dboid == dboid && w.procno < 0) {
+            w.requested_at = 0;
+        }
+    }
+    r.is_ok()
+}
+
+/// Commits `req` in the ledger worker's own transaction and returns its outcome. Blocks until the
+/// worker has committed (or refused); a cancel while waiting leaves the request to the worker, so a
+/// cancelled query may still be charged (the safe direction).
+pub fn charge(req: &ChargeRequest) -> ChargeOutcome {
+    require_preloaded("charge privacy budgets");
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+            "pg_dp cannot charge a privacy budget on a standby".into(),
+            Some("run DP queries on the primary"),
+        );
+    }
+    let bytes = req.to_bytes_within(REQ_BYTES).unwrap_or_else(|| {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("pg_dp: too many DP aggregates in one query ({})", req.releases.len()),
+            Some("split the query"),
+        )
+    });
+    let dboid = unsafe { pg_sys::MyDatabaseId };
+    let my_procno = unsafe { (*pg_sys::MyProc).pgprocno };
+    let timeout_us = LEDGER_TIMEOUT.get() as i64 * 1_000_000;
+    let deadline = now_us() + timeout_us;
+
+    // 1. take a slot, make sure a worker serves this database, wake it
+    let idx = loop {
+        let (slot, need) = {
+            let mut l = LEDGER.exclusive();
+            let need = worker_need(&mut l, dboid);
+            let slot = l.slots.iter().position(|s| s.state == FREE);
+            if let Some(i) = slot {
+                let s = &mut l.slots[i];
+                s.state = NEW;
+                s.abandoned = false;
+                s.dboid = dboid;
+                s.requester_procno = my_procno;
+                s.req_len = bytes.len() as u32;
+                s.req[..bytes.len()].copy_from_slice(&bytes);
+                s.resp_len = 0;
+            }
+            (slot, need)
+        };
+        match need {
+            Some(WorkerNeed::Running(p)) => unsafe { set_proc_latch(p) },
+            Some(WorkerNeed::Start) => {
+                start_worker(dboid);
+            }
+            Some(WorkerNeed::Starting) | None => {}
+        }
+        if let Some(i) = slot {
+            break i;
+        }
+        if now_us() > deadline {
+            raise_with(
+                PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+                "pg_dp: the ledger queue stayed full; nothing was charged".into(),
+                Some("retry; many sessions are charging at once"),
+            );
+        }
+        unsafe { wait_my_latch(5) };
+    };
+
+    // 2. wait for the answer
+    PgTryBuilder::new(|| loop {
+        let need = {
+            let mut l = LEDGER.exclusive();
+            let state = l.slots[idx].state;
+            match state {
+                DONE => {
+                    let s = &mut l.slots[idx];
+                    let out = ChargeOutcome::from_bytes(&s.resp[..s.resp_len as usize]);
+                    s.state = FREE;
+                    return out.unwrap_or(ChargeOutcome::Failed { message: "unreadable answer".into() });
+                }
+                UNKNOWN => {
+                    l.slots[idx].state = FREE;
+                    drop(l);
+                    raise_with(
+                        PgSqlErrorCode::ERRCODE_SYSTEM_ERROR,
+                        "pg_dp: the ledger worker stopped while charging; the charge may have been recorded".into(),
+                        Some("check dp.ledger before retrying"),
+                    );
+                }
+                NEW if now_us() > deadline => {
+                    // no worker took it in time: withdraw it, nothing is charged
+                    l.slots[idx].state = FREE;
+                    drop(l);
+                    raise_with(
+                        PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+                        format!("pg_dp: no ledger worker took the charge within dp.ledger_timeout ({} s); nothing was charged", timeout_us / 1_000_000),
+                        Some("the server may be out of background-worker slots: raise dp.ledger_workers or max_worker_processes (server restart)"),
+                    );
+                }
+                NEW => worker_need(&mut l, dboid),
+                _ => None,
+            }
+        };
+        match need {
+            Some(WorkerNeed::Start) => {
+                start_worker(dboid);
+            }
+            Some(WorkerNeed::Running(p)) => unsafe { set_proc_latch(p) },
+            _ => {}
+        }
+        unsafe { wait_my_latch(1000) };
+    })
+    .catch_others(|e| {
+        {
+            let mut l = LEDGER.exclusive();
+            let s = &mut l.slots[idx];
+            match s.state {
+                // not picked up yet: withdraw it, nothing is charged
+                NEW => s.state = FREE,
+                DONE | UNKNOWN => s.state = FREE,
+                // being committed: the worker frees the slot when done
+                _ => s.abandoned = true,
+            }
+        }
+        e.rethrow()
+    })
+    .execute()
+}
+
+// ----- the worker ----------------------------------------------------------------------------
+
+unsafe extern "C-unwind" {
+    #[link_name = "die"]
+    fn pg_die(sig: c_int);
+}
+
+/// On any exit of a worker: leave the table, and fail the requests it was committing.
+unsafe extern "C-unwind" fn worker_exit(_code: c_int, arg: pg_sys::Datum) {
+    let dboid = pg_sys::Oid::from(arg.value() as u32);
+    let mut l = LEDGER.exclusive();
+    let me = pg_sys::MyProcPid;
+    for w in l.workers.iter_mut().filter(|w| w.dboid == dboid && w.pid == me) {
+        *w = NO_WORKER;
+    }
+    for s in l.slots.iter_mut().filter(|s| s.dboid == dboid && s.state == BUSY) {
+        if s.abandoned {
+            s.state = FREE;
+        } else {
+            s.state = UNKNOWN;
+            set_proc_latch(s.requester_procno);
+        }
+    }
+}
+
+/// On any exit of a static worker: it no longer waits for a database.
+unsafe extern "C-unwind" fn static_exit(_code: c_int, arg: pg_sys::Datum) {
+    let mut l = LEDGER.exclusive();
+    l.statics[arg.value() % MAX_STATIC] = NO_STATIC;
+}
+
+/// A static worker (registered at server start): waits, unconnected, until a backend assigns it a
+/// database, serves that database until idle, and exits with code 1 to be started again at once.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn pg_dp_ledger_static_main(arg: pg_sys::Datum) {
+    unsafe {
+        pg_sys::pqsignal(pg_sys::SIGTERM as c_int, Some(pg_die));
+        pg_sys::BackgroundWorkerUnblockSignals();
+        let i = arg.value() % MAX_STATIC;
+        LEDGER.exclusive().statics[i] = StaticEntry { procno: (*pg_sys::MyProc).pgprocno, dboid: pg_sys::InvalidOid };
+        pg_sys::on_shmem_exit(Some(static_exit), arg);
+        let dboid = loop {
+            let d = LEDGER.share().statics[i].dboid;
+            if d != pg_sys::InvalidOid {
+                break d;
+            }
+            wait_my_latch(10_000);
+        };
+        serve(dboid);
+        pg_sys::proc_exit(1);
+    }
+}
+
+/// A worker started on demand for one database (when no static worker was free).
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn pg_dp_ledger_worker_main(arg: pg_sys::Datum) {
+    unsafe {
+        pg_sys::pqsignal(pg_sys::SIGTERM as c_int, Some(pg_die));
+        pg_sys::BackgroundWorkerUnblockSignals();
+        serve(pg_sys::Oid::from(arg.value() as u32));
+    }
+}
+
+/// Serves the charges of one database until idle for [`IDLE_EXIT_SECS`].
+unsafe fn serve(dboid: pg_sys::Oid) {
+    unsafe {
+        let arg = pg_sys::Datum::from(dboid.to_u32() as usize);
+        crate::budget::cache::this_process_is_the_ledger();
+        {
+            let mut l = LEDGER.exclusive();
+            match l.workers.iter_mut().find(|w| w.dboid == dboid) {
+                Some(w) if w.procno >= 0 => return, // another worker already serves this database
+                Some(w) => {
+                    w.procno = (*pg_sys::MyProc).pgprocno;
+                    w.pid = pg_sys::MyProcPid;
+                }
+                None => match l.workers.iter_mut().find(|w| w.dboid == pg_sys::InvalidOid) {
+                    Some(w) => {
+                        *w = WorkerEntry { dboid, procno: (*pg_sys::MyProc).pgprocno, pid: pg_sys::MyProcPid, requested_at: 0 }
+                    }
+                    None => return,
+                },
+            }
+        }
+        pg_sys::on_shmem_exit(Some(worker_exit), arg);
+        // the bootstrap superuser; the role to charge travels in each request
+        BackgroundWorker::connect_worker_to_spi_by_oid(Some(dboid), None);
+        let mut idle_since = now_us();
+        loop {
+            let mut batch: Vec<(usize, Vec<u8>)> = Vec::new();
+            {
+                let mut l = LEDGER.exclusive();
+                for (i, s) in l.slots.iter_mut().enumerate() {
+                    if s.state == NEW && s.dboid == dboid {
+                        s.state = BUSY;
+                        batch.push((i, s.req[..s.req_len as usize].to_vec()));
+                    }
+                }
+                if batch.is_empty() && now_us() - idle_since > IDLE_EXIT_SECS * 1_000_000 {
+                    // leave while holding the lock: a backend that queues after this starts a new worker
+                    let me = pg_sys::MyProcPid;
+                    for w in l.workers.iter_mut().filter(|w| w.dboid == dboid && w.pid == me) {
+                        *w = NO_WORKER;
+                    }
+                    return;
+                }
+            }
+            if batch.is_empty() {
+                wait_my_latch(500);
+                continue;
+            }
+            let outcomes = run_batch(&batch);
+            {
+                let mut l = LEDGER.exclusive();
+                for ((i, _), out) in batch.iter().zip(outcomes) {
+                    let s = &mut l.slots[*i];
+                    let b = out.to_bytes();
+                    let n = b.len().min(RESP_BYTES);
+                    s.resp[..n].copy_from_slice(&b[..n]);
+                    s.resp_len = n as u32;
+                    if s.abandoned {
+                        s.state = FREE;
+                    } else {
+                        s.state = DONE;
+                        set_proc_latch(s.requester_procno);
+                    }
+                }
+            }
+            idle_since = now_us();
+        }
+    }
+}
+
+fn caught_message(e: &pg_sys::panic::CaughtError) -> String {
+    use pg_sys::panic::CaughtError::*;
+    match e {
+        PostgresError(r) | ErrorReport(r) | RustPanic { ereport: r, .. } => r.message().to_string(),
+    }
+}
+
+/// Every request of the batch in one transaction (one WAL flush), each in its own subtransaction.
+fn run_batch(batch: &[(usize, Vec<u8>)]) -> Vec<ChargeOutcome> {
+    let r = PgTryBuilder::new(|| unsafe {
+        pg_sys::SetCurrentStatementStartTimestamp();
+        pg_sys::StartTransactionCommand();
+        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+        pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_RUNNING, c"pg_dp ledger: debit".as_ptr());
+        let mut out = Vec::with_capacity(batch.len());
+        for (_, bytes) in batch {
+            out.push(match ChargeRequest::from_bytes(bytes) {
+                Some(req) => in_subxact(|| debit(&req)).unwrap_or_else(|message| ChargeOutcome::Failed { message }),
+                None => ChargeOutcome::Failed { message: "unreadable request".into() },
+            });
+        }
+        pg_sys::PopActiveSnapshot();
+        pg_sys::CommitTransactionCommand();
+        pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_IDLE, std::ptr::null());
+        out
+    })
+    .catch_others(|e| {
+        let message = caught_message(&e);
+        unsafe { pg_sys::AbortCurrentTransaction() };
+        log!("pg_dp ledger: batch rolled back, nothing charged: {message}");
+        batch.iter().map(|_| ChargeOutcome::Failed { message: message.clone() }).collect()
+    })
+    .execute();
+    r
+}
+
+unsafe fn in_subxact<R>(f: impl FnOnce() -> R + std::panic::UnwindSafe) -> Result<R, String> {
+    let oldcxt = pg_sys::CurrentMemoryContext;
+    let oldowner = pg_sys::CurrentResourceOwner;
+    pg_sys::BeginInternalSubTransaction(std::ptr::null());
+    pg_sys::MemoryContextSwitchTo(oldcxt);
+    let r = PgTryBuilder::new(|| Ok(f()))
+        .catch_others(|e| {
+            let msg = caught_message(&e);
+            pg_sys::MemoryContextSwitchTo(oldcxt);
+            pg_sys::RollbackAndReleaseCurrentSubTransaction();
+            pg_sys::MemoryContextSwitchTo(oldcxt);
+            pg_sys::CurrentResourceOwner = oldowner;
+            Err(msg)
+        })
+        .execute();
+    if r.is_ok() {
+        pg_sys::ReleaseCurrentSubTransaction();
+        pg_sys::MemoryContextSwitchTo(oldcxt);
+        pg_sys::CurrentResourceOwner = oldowner;
+    }
+    r
+}
+
+/// The debit itself: `dp.debit` checks the budget and writes the receipts, atomically under the
+/// budget row's lock.
+fn debit(req: &ChargeRequest) -> ChargeOutcome {
+    let r = Spi::connect_mut(|c| -> Result<ChargeOutcome, pgrx::spi::Error> {
+        c.update(
+            "SELECT pg_catalog.set_config('lock_timeout', '10s', true), \
+                    pg_catalog.set_config('synchronous_commit', 'on', true), \
+                    pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)",
+            None,
+            &[],
+        )?;
+        if let RequestKind::Forfeit { sqlstate } = &req.kind {
+            let args = [
+                pg_sys::Oid::from(req.role).into(),
+                req.database_user.clone().into(),
+                req.query_id.into(),
+                req.query_text.clone().into(),
+                sqlstate.clone().into(),
+            ];
+            let t = c.update(
+                "SELECT pg_catalog.trim_scale(epsilon_forfeited)::text FROM dp.forfeit($1, $2::name, $3, $4, $5)",
+                None,
+                &args,
+            )?;
+            return Ok(ChargeOutcome::Granted { epsilon_remaining: t.first().get::<String>(1)? });
+        }
+        // releases from the cache: served only to a role that could have bought them
+        if !req.reused.is_empty() {
+            let args = [
+                pg_sys::Oid::from(req.role).into(),
+                req.unlimited.into(),
+                req.reused.iter().flat_map(|r| r.epsilons.iter().cloned()).collect::<Vec<_>>().into(),
+                req.reused.iter().flat_map(|r| r.deltas.iter().cloned()).collect::<Vec<_>>().into(),
+            ];
+            let t = c.update("SELECT dp.reuse_refusal($1, $2, $3::numeric[], $4::numeric[])", None, &args)?;
+            if let Some(reason) = t.first().get::<String>(1)? {
+                return Ok(ChargeOutcome::Denied { reason, epsilon_remaining: None, delta_remaining: None });
+            }
+        }
+        if req.releases.is_empty() {
+            record_reuse(c, req)?;
+            return Ok(ChargeOutcome::Granted { epsilon_remaining: None });
+        }
+        let rel = &req.releases;
+        let args = [
+            pg_sys::Oid::from(req.role).into(),
+            req.database_user.clone().into(),
+            req.unlimited.into(),
+            req.query_id.into(),
+            req.query_text.clone().into(),
+            rel.iter().map(|r| r.aggregate.clone()).collect::<Vec<_>>().into(),
+            rel.iter().map(|r| r.mechanism.clone()).collect::<Vec<_>>().into(),
+            rel.iter().map(|r| r.sensitivity).collect::<Vec<_>>().into(),
+            rel.iter().map(|r| r.noise_scale).collect::<Vec<_>>().into(),
+            rel.iter().map(|r| r.epsilon.clone()).collect::<Vec<_>>().into(),
+            rel.iter().map(|r| r.delta.clone()).collect::<Vec<_>>().into(),
+            rel.iter().map(|r| r.details.clone()).collect::<Vec<_>>().into(),
+        ];
+        let t = c.update(
+            "SELECT granted, reason, pg_catalog.trim_scale(epsilon_remaining)::text, pg_catalog.trim_scale(delta_remaining)::text \
+               FROM dp.debit($1, $2::name, $3, $4, $5, $6, $7, $8, $9, $10::numeric[], $11::numeric[], $12::jsonb[])",
+            None,
+            &args,
+        )?;
+        let row = t.first();
+        let granted = row.get::<bool>(1)?.unwrap_or(false);
+        let reason = row.get::<String>(2)?;
+        let eps_rem = row.get::<String>(3)?;
+        let del_rem = row.get::<String>(4)?;
+        Ok(if granted {
+            record_reuse(c, req)?;
+            ChargeOutcome::Granted { epsilon_remaining: eps_rem }
+        } else {
+            ChargeOutcome::Denied { reason: reason.unwrap_or_default(), epsilon_remaining: eps_rem, delta_remaining: del_rem }
+        })
+    });
+    r.unwrap_or_else(|e| error!("pg_dp ledger: {e}"))
+}
+
+/// Counts the request's reuses of cached releases: one row per role and execution.
+fn record_reuse(c: &mut pgrx::spi::SpiClient<'_>, req: &ChargeRequest) -> Result<(), pgrx::spi::Error> {
+    if req.reused.is_empty() {
+        return Ok(());
+    }
+    let executions: Vec<String> = req.reused.iter().map(|r| r.execution.clone()).collect();
+    c.update("SELECT dp.record_reuse($1, $2)", None, &[pg_sys::Oid::from(req.role).into(), executions.into()])?;
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! Role identities: budgets and receipts belong to a role's pg_dp identity, not to its OID.
+//!
+//! A role's identity is a random uuid kept as its security label of provider `pg_dp_role`
+//! (`SECURITY LABEL FOR pg_dp_role ON ROLE analyst IS '…'`), in pg_shseclabel, shared by every
+//! database. PostgreSQL keeps it across `ALTER ROLE … RENAME`, removes it with `DROP ROLE`, and
+//! `pg_dumpall --globals-only` dumps it with the role: a budget follows its role into another
+//! cluster, and never passes to a new role that gets a dropped role's OID, in any database.
+//! `dp.grant_budget` gives a role its identity, `dp.adopt_budget` a restored one (sql/ledger.sql);
+//! `dp.role_identities` reads them.
+//!
+//! The hook below checks every label of the provider before PostgreSQL stores it.
+use crate::pg::error::raise_with;
+use crate::catalog::protect;
+use pgrx::pg_sys::{self, Oid};
+use pgrx::PgSqlErrorCode;
+use std::ffi::{c_char, CStr};
+
+pub const PROVIDER: &CStr = c"pg_dp_role";
+const EXAMPLE: &str = "0b5f8a4e-3c2d-4e1f-9a7b-6c5d4e3f2a1b";
+
+pub fn init() {
+    unsafe { pg_sys::register_label_provider(PROVIDER.as_ptr(), Some(check_relabel)) }
+}
+
+/// A uuid in its standard form: 32 hexadecimal digits in groups of 8-4-4-4-12, either case.
+fn is_uuid(s: &str) -> bool {
+    s.len() == 36 && s.bytes().enumerate().all(|(i, b)| if matches!(i, 8 | 13 | 18 | 23) { b == b'-' } else { b.is_ascii_hexdigit() })
+}
+
+unsafe fn role_name(role: Oid) -> String {
+    let n = pg_sys::GetUserNameFromId(role, true);
+    if n.is_null() {
+        format!("role {}", role.to_u32())
+    } else {
+        CStr::from_ptr(n).to_string_lossy().into_owned()
+    }
+}
+
+/// The label hook: only superusers and members of dp_admin label, only roles, only with a uuid that
+/// no other role carries; a role's identity is removed (NULL) before it is replaced.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_relabel(object: *const pg_sys::ObjectAddress, seclabel: *const c_char) {
+    if !protect::is_dp_admin() {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "only superusers and members of dp_admin can set or remove pg_dp_role labels".into(),
+            Some("dp.grant_budget gives a role its pg_dp identity, dp.adopt_budget a restored one"),
+        );
+    }
+    let obj = &*object;
+    if obj.classId != pg_sys::AuthIdRelationId {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+            "pg_dp_role labels only roles: the label is a role's pg_dp identity".into(),
+            None,
+        );
+    }
+    if seclabel.is_null() {
+        return;
+    }
+    let label = CStr::from_ptr(seclabel).to_string_lossy().into_owned();
+    let name = role_name(obj.objectId);
+    if !is_uuid(&label) {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("invalid pg_dp_role label for role \"{name}\": \"{label}\" (the label must be a uuid such as '{EXAMPLE}', or NULL to remove it)"),
+            None,
+        );
+    }
+    let current = pg_sys::GetSecurityLabel(object, PROVIDER.as_ptr());
+    if !current.is_null() {
+        let current = CStr::from_ptr(current).to_string_lossy();
+        if !current.eq_ignore_ascii_case(&label) {
+            raise_with(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("role \"{name}\" already has pg_dp identity {current}: its pg_dp_role label cannot be changed to {label}"),
+                Some("remove it first (SECURITY LABEL FOR pg_dp_role ON ROLE ... IS NULL); the budgets of that identity, in every database, then belong to no role"),
+            );
+        }
+        return;
+    }
+    let holders = protect::labelled_objects(
+        protect::SHARED_SECLABEL_RELATION_ID,
+        pg_sys::AuthIdRelationId,
+        "pg_dp_role",
+        |l| l.eq_ignore_ascii_case(&label),
+        false,
+    );
+    if let Some(other) = holders.into_iter().find(|r| *r != obj.objectId) {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("invalid pg_dp_role label for role \"{name}\": {label} is the pg_dp identity of role \"{}\"", role_name(other)),
+            Some("an identity belongs to one role; dp.grant_budget gives a role a new one"),
+        );
+    }
+}
+
+/// A role's pg_dp identity (its `pg_dp_role` label) for keys that must follow the role, not its
+/// OID; a role without one is keyed by its OID (it has no budget, and no identity to follow).
+pub unsafe fn key_of(role: Oid) -> String {
+    let obj = pg_sys::ObjectAddress { classId: pg_sys::AuthIdRelationId, objectId: role, objectSubId: 0 };
+    let label = pg_sys::GetSecurityLabel(&obj, PROVIDER.as_ptr());
+    if label.is_null() {
+        format!("oid:{}", role.to_u32())
+    } else {
+        CStr::from_ptr(label).to_string_lossy().to_ascii_lowercase()
+    }
+}

@@ -1,0 +1,136 @@
+//! The planner hooks: the grammar runs on every statement before it is planned, and admitted DP
+//! levels get their release nodes after.
+//!
+//! 1. `planner` checks the analysed, rewritten statement with the grammar (grammar.rs). A refusal
+//!    is raised before the planner runs (SQLSTATE 42501). An admitted statement has its pg_dp
+//!    aggregate calls tagged, and pg_dp itself admits the protected tables its DP levels read (their
+//!    SELECT privilege is not required).
+//! 2. While an admitted statement is planned, `upper_paths` marks the final paths of every DP level
+//!    parallel-unsafe: a level's values are finalized in the leader, never in a parallel worker
+//!    (parallel aggregation below the level is unaffected). Partitionwise aggregation is off for
+//!    such statements, so each level has one finalizing aggregation.
+//! 3. After planning, release.rs wraps each DP level's aggregation in a DP Release node that carries
+//!    the level's description. A plan that reads a protected table depends on the role.
+use crate::pg::error::raise_with;
+use crate::query::grammar;
+use crate::execution::release;
+use pgrx::pg_sys;
+use pgrx::PgSqlErrorCode;
+use std::ffi::{c_char, c_int, c_void};
+
+static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
+static mut PREV_UPPER_PATHS: pg_sys::create_upper_paths_hook_type = None;
+
+pub fn init() {
+    unsafe {
+        PREV_PLANNER = pg_sys::planner_hook;
+        pg_sys::planner_hook = Some(planner);
+        PREV_UPPER_PATHS = pg_sys::create_upper_paths_hook;
+        pg_sys::create_upper_paths_hook = Some(upper_paths);
+    }
+}
+
+pub(crate) unsafe fn plan_with_next(
+    parse: *mut pg_sys::Query,
+    query_string: *const c_char,
+    cursor_options: c_int,
+    bound: pg_sys::ParamListInfo,
+) -> *mut pg_sys::PlannedStmt {
+    match PREV_PLANNER {
+        Some(prev) => prev(parse, query_string, cursor_options, bound),
+        None => pg_sys::standard_planner(parse, query_string, cursor_options, bound),
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn planner(
+    parse: *mut pg_sys::Query,
+    query_string: *const c_char,
+    cursor_options: c_int,
+    bound: pg_sys::ParamListInfo,
+) -> *mut pg_sys::PlannedStmt {
+    let admitted = match grammar::check_statement(parse) {
+        Ok(Some(a)) => a,
+        Ok(None) => return plan_with_next(parse, query_string, cursor_options, bound),
+        Err(r) => raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, r.message, r.hint.as_deref()),
+    };
+    let stmt = if admitted.levels.is_empty() {
+        plan_with_next(parse, query_string, cursor_options, bound)
+    } else {
+        // the release cache's key: the admitted statement as analysed (before the planner changes
+        // it); none when row security applied, which depends on the role
+        let statement_key = if (*parse).hasRowSecurity { std::ptr::null_mut() } else { statement_key(parse) };
+        let saved = pg_sys::enable_partitionwise_aggregate;
+        pg_sys::enable_partitionwise_aggregate = false;
+        let stmt = pgrx::PgTryBuilder::new(|| plan_with_next(parse, query_string, cursor_options, bound))
+            .finally(|| pg_sys::enable_partitionwise_aggregate = saved)
+            .execute();
+        release::insert(stmt, &admitted.levels, statement_key);
+        stmt
+    };
+    if admitted.reads_protected {
+        // who may read a protected table, and how, depends on the role: plan again for another
+        (*stmt).dependsOnRole = true;
+    }
+    stmt
+}
+
+/// True if a query level computes tagged (admitted) pg_dp aggregates.
+unsafe fn is_dp_level(q: *mut pg_sys::Query) -> bool {
+    if q.is_null() || !(*q).hasAggs {
+        return false;
+    }
+    let mut found: Vec<*mut pg_sys::Node> = Vec::new();
+    crate::aggregates::agg::collect_nodes((*q).targetList as *mut pg_sys::Node, &[pg_sys::NodeTag::T_Aggref], &mut found);
+    crate::aggregates::agg::collect_nodes((*q).havingQual, &[pg_sys::NodeTag::T_Aggref], &mut found);
+    found.iter().any(|a| pg_dp_core::description::is_tag((*(*a as *mut pg_sys::Aggref)).location))
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn upper_paths(
+    root: *mut pg_sys::PlannerInfo,
+    stage: pg_sys::UpperRelationKind::Type,
+    input_rel: *mut pg_sys::RelOptInfo,
+    output_rel: *mut pg_sys::RelOptInfo,
+    extra: *mut c_void,
+) {
+    if let Some(prev) = PREV_UPPER_PATHS {
+        prev(root, stage, input_rel, output_rel, extra);
+    }
+    if stage != pg_sys::UpperRelationKind::UPPERREL_FINAL || !is_dp_level((*root).parse) {
+        return;
+    }
+    (*output_rel).consider_parallel = false;
+    (*output_rel).partial_pathlist = std::ptr::null_mut();
+    for p in crate::aggregates::agg::list_iter::<pg_sys::Path>((*output_rel).pathlist) {
+        (*p).parallel_safe = false;
+    }
+}
+
+/// The release cache's key of an admitted statement: its analysed tree as text, without the
+/// positions of its tokens in the query string (so that layout, or a `DECLARE … CURSOR FOR` around
+/// it, does not matter).
+unsafe fn statement_key(parse: *mut pg_sys::Query) -> *mut std::ffi::c_char {
+    let text = pg_sys::nodeToString(parse.cast());
+    let s = std::ffi::CStr::from_ptr(text).to_string_lossy();
+    let mut out = String::with_capacity(s.len());
+    let mut rest: &str = &s;
+    while let Some(i) = rest.find(" :") {
+        out.push_str(&rest[..i]);
+        let field = &rest[i + 2..];
+        let name_end = field.find(' ').unwrap_or(field.len());
+        let name = &field[..name_end];
+        if matches!(name, "location" | "stmt_location" | "stmt_len") {
+            let value = field[name_end..].trim_start();
+            let skip = value.find(|c: char| !(c == '-' || c.is_ascii_digit())).unwrap_or(value.len());
+            rest = &value[skip..];
+        } else {
+            out.push_str(" :");
+            rest = field;
+        }
+    }
+    out.push_str(rest);
+    pg_sys::pfree(text.cast());
+    let c = std::ffi::CString::new(out).unwrap_or_default();
+    pg_sys::pstrdup(c.as_ptr())
+}

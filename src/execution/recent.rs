@@ -1,0 +1,167 @@
+//! `dp.last_releases()`: the releases this session received, with their receipts' ε, δ, scale and
+//! a 95% interval half-width.
+//!
+//! A final function runs for every group of an aggregation, including groups that HAVING (or the
+//! DP selection of private GROUP BY keys) then drops: their values must not appear here, or the
+//! list would count hidden groups. So a final function only leaves its release *pending*; the DP
+//! Release node (release.rs) keeps, for each row it receives from its aggregation, the newest
+//! pending release of each of its aggregate calls, and forgets the rest. Rows replayed by a rescan
+//! or a scrolling cursor are not counted again. Everything is backend memory: at most
+//! [`KEEP`] releases, forgotten when the session ends.
+use pg_dp_core::mechanisms::ReleaseInfo;
+use pgrx::pg_sys;
+use pgrx::{IntoDatum, PgSqlErrorCode};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+
+/// Releases kept per session, newest first.
+pub const KEEP: usize = 100;
+
+#[derive(Clone)]
+struct Entry {
+    /// the role that received the release: a session's list shows only its current role's
+    role: pg_sys::Oid,
+    /// an error a final function met (automatic bounds on too little data), raised only if the
+    /// group's row is returned: a dropped group must not be told apart by an error
+    error: Option<pg_dp_core::DpError>,
+    aggref: usize,
+    at: pg_sys::TimestampTz,
+    aggregate: &'static str,
+    value: f64,
+    epsilon: f64,
+    delta: f64,
+    mechanism: &'static str,
+    noise_scale: f64,
+    interval95: Option<f64>,
+}
+
+thread_local! {
+    static PENDING: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
+    static KEPT: RefCell<VecDeque<Entry>> = const { RefCell::new(VecDeque::new()) };
+}
+
+/// Called by a final function with the value it returns and its receipt; `interval95` is the
+/// half-width of this release (for a mean or a variance, computed from its own noisy statistics).
+pub unsafe fn pending(fcinfo: pg_sys::FunctionCallInfo, aggregate: &'static str, value: f64, info: &ReleaseInfo, interval95: Option<f64>) {
+    let e = Entry {
+        role: pg_sys::GetUserId(),
+        error: None,
+        aggref: pg_sys::AggGetAggref(fcinfo) as usize,
+        at: pg_sys::GetCurrentTimestamp(),
+        aggregate,
+        value,
+        epsilon: info.epsilon,
+        delta: info.delta,
+        mechanism: info.mechanism,
+        noise_scale: info.scale,
+        interval95,
+    };
+    PENDING.with(|p| {
+        let mut p = p.borrow_mut();
+        // bounded: a group's entries are taken or dropped at the next row its aggregation returns
+        if p.len() >= 4096 {
+            p.clear();
+        }
+        p.push(e)
+    });
+}
+
+/// Called by a final function that met an error which depends on the data (a function of noisy
+/// statistics, hence DP): the error waits, like a release, for the group's row. The function then
+/// returns a placeholder that never reaches the caller.
+pub unsafe fn defer_error(fcinfo: pg_sys::FunctionCallInfo, aggregate: &'static str, error: pg_dp_core::DpError) {
+    let e = Entry {
+        role: pg_sys::GetUserId(),
+        error: Some(error),
+        aggref: pg_sys::AggGetAggref(fcinfo) as usize,
+        at: 0,
+        aggregate,
+        value: f64::NAN,
+        epsilon: 0.0,
+        delta: 0.0,
+        mechanism: "",
+        noise_scale: 0.0,
+        interval95: None,
+    };
+    PENDING.with(|p| p.borrow_mut().push(e));
+}
+
+/// A row of the aggregation computing `aggrefs` was returned: keep the newest pending release of
+/// each, drop the others (groups HAVING dropped); raise the group's deferred error, if any.
+pub fn returned(aggrefs: &[usize]) {
+    let failed = PENDING.with(|p| {
+        let mut p = p.borrow_mut();
+        let mut taken: Vec<Entry> = Vec::new();
+        for a in aggrefs {
+            if let Some(e) = p.iter().rev().find(|e| e.aggref == *a) {
+                taken.push(e.clone());
+            }
+        }
+        p.retain(|e| !aggrefs.contains(&e.aggref));
+        if let Some(i) = taken.iter().position(|e| e.error.is_some()) {
+            let e = taken.swap_remove(i);
+            return Some((e.aggregate, e.error.expect("an error")));
+        }
+        KEPT.with(|k| {
+            let mut k = k.borrow_mut();
+            for e in taken {
+                if k.len() == KEEP {
+                    k.pop_back();
+                }
+                k.push_front(e);
+            }
+        });
+        None
+    });
+    if let Some((aggregate, e)) = failed {
+        crate::pg::error::raise(aggregate, e);
+    }
+}
+
+/// A row of the aggregation computing `aggrefs` was dropped by the level's HAVING: its pending
+/// releases were never returned.
+pub fn dropped(aggrefs: &[usize]) {
+    PENDING.with(|p| p.borrow_mut().retain(|e| !aggrefs.contains(&e.aggref)));
+}
+
+/// The aggregation of `aggrefs` is done: its pending releases were never returned.
+pub fn finished(aggrefs: &[usize]) {
+    PENDING.with(|p| p.borrow_mut().retain(|e| !aggrefs.contains(&e.aggref)));
+}
+
+/// At the end of every transaction: nothing stays pending.
+pub fn clear_pending() {
+    PENDING.with(|p| p.borrow_mut().clear());
+}
+
+// dp.last_releases(n): the session's n newest releases, newest first.
+crate::pg_v1!(pg_finfo_dp_last_releases, dp_last_releases, |fcinfo| {
+    let n = crate::aggregates::agg::required::<i32>(fcinfo, 0, "dp.last_releases", "n");
+    if !(0..=KEEP as i32).contains(&n) {
+        crate::pg::error::raise_with(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("dp.last_releases: n must be between 0 and {KEEP}, got {n}"),
+            None,
+        );
+    }
+    let me = pg_sys::GetUserId();
+    let rows: Vec<Entry> = KEPT.with(|k| k.borrow().iter().filter(|e| e.role == me).take(n as usize).cloned().collect());
+    pg_sys::InitMaterializedSRF(fcinfo, pg_sys::MAT_SRF_USE_EXPECTED_DESC as pg_sys::bits32);
+    let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
+    let (store, desc) = ((*rsinfo).setResult, (*rsinfo).setDesc);
+    for e in rows {
+        let mut values = [
+            pg_sys::Datum::from(e.at),
+            e.aggregate.into_datum().unwrap(),
+            e.value.into_datum().unwrap(),
+            e.epsilon.into_datum().unwrap(),
+            e.delta.into_datum().unwrap(),
+            e.mechanism.into_datum().unwrap(),
+            e.noise_scale.into_datum().unwrap(),
+            e.interval95.unwrap_or(0.0).into_datum().unwrap(),
+        ];
+        let mut nulls = [false, false, false, false, false, false, false, e.interval95.is_none()];
+        pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+    }
+    pg_sys::Datum::from(0usize)
+});

@@ -1,0 +1,492 @@
+//! The DP Release plan node: one above each aggregation that computes an admitted DP level.
+//!
+//! After the planner has planned an admitted statement, `insert` wraps every finalizing Agg node
+//! that computes tagged pg_dp aggregates in a custom scan node, "DP Release". The node
+//! - carries the level's description (`pg_dp_core::description::DpLevel`, as JSON): the executor
+//!   hook charges from it, and only the planner hook can create the node, so its presence is the
+//!   proof that the grammar admitted the level;
+//! - runs its Agg at most once per execution and keeps every row it released in a tuplestore. A
+//!   rescan, a cursor moving backwards or rewinding, a nested loop reading it again: all replay the
+//!   stored rows, never recompute them. Whatever plan the planner chose, a level is released once
+//!   per execution and paid once.
+//!
+//! The node supports backward scans, so cursors over DP queries can scroll.
+use pg_dp_core::description::{is_tag, DpLevel};
+use pgrx::pg_sys::{self, Node, NodeTag};
+use pgrx::PgSqlErrorCode;
+use std::ffi::{c_int, CStr};
+
+use crate::aggregates::agg::list_iter;
+use crate::pg::error::raise_with;
+
+const NAME: &CStr = c"DP Release";
+
+struct Methods<T>(T);
+unsafe impl<T> Sync for Methods<T> {}
+
+static SCAN_METHODS: Methods<pg_sys::CustomScanMethods> =
+    Methods(pg_sys::CustomScanMethods { CustomName: NAME.as_ptr(), CreateCustomScanState: Some(create_state) });
+
+static EXEC_METHODS: Methods<pg_sys::CustomExecMethods> = Methods(pg_sys::CustomExecMethods {
+    CustomName: NAME.as_ptr(),
+    BeginCustomScan: Some(begin),
+    ExecCustomScan: Some(exec),
+    EndCustomScan: Some(end),
+    ReScanCustomScan: Some(rescan),
+    MarkPosCustomScan: None,
+    RestrPosCustomScan: None,
+    EstimateDSMCustomScan: None,
+    InitializeDSMCustomScan: None,
+    ReInitializeDSMCustomScan: None,
+    InitializeWorkerCustomScan: None,
+    ShutdownCustomScan: None,
+    ExplainCustomScan: Some(explain),
+});
+
+pub fn init() {
+    unsafe { pg_sys::RegisterCustomScanMethods(&SCAN_METHODS.0) };
+}
+
+/// True for a DP Release plan node.
+pub unsafe fn is_release(plan: *mut pg_sys::Plan) -> bool {
+    !plan.is_null()
+        && (*plan).type_ == NodeTag::T_CustomScan
+        && std::ptr::eq((*(plan as *mut pg_sys::CustomScan)).methods, &SCAN_METHODS.0)
+}
+
+/// The `i`-th string of a release node's private list: 0 the level's description (JSON), 1 the
+/// statement's text form (the release cache's key, empty when not cached).
+unsafe fn private_str<'a>(plan: *mut pg_sys::Plan, i: usize) -> Option<&'a CStr> {
+    let cs = plan as *mut pg_sys::CustomScan;
+    let n = list_iter::<Node>((*cs).custom_private).nth(i)?;
+    if (*n).type_ != NodeTag::T_String {
+        return None;
+    }
+    Some(CStr::from_ptr((*(n as *mut pg_sys::String)).sval))
+}
+
+/// The text form of the admitted statement a release node belongs to (the release cache's key),
+/// or None when its releases are not cached (row security applied).
+pub unsafe fn statement_key_of(plan: *mut pg_sys::Plan) -> Option<String> {
+    let s = private_str(plan, 1)?.to_string_lossy();
+    (!s.is_empty()).then(|| s.into_owned())
+}
+
+/// The description a release node carries, or None if it cannot be read (never for nodes made here).
+pub unsafe fn level_of(plan: *mut pg_sys::Plan) -> Option<DpLevel> {
+    DpLevel::from_json(&private_str(plan, 0)?.to_string_lossy())
+}
+
+// ----- planning -------------------------------------------------------------------------------
+
+/// Tagged aggregate calls in an Agg node's target list and HAVING qual.
+pub unsafe fn tagged_aggrefs(agg: *mut pg_sys::Plan) -> Vec<*mut pg_sys::Aggref> {
+    let mut found: Vec<*mut Node> = Vec::new();
+    crate::aggregates::agg::collect_nodes((*agg).targetlist as *mut Node, &[NodeTag::T_Aggref], &mut found);
+    crate::aggregates::agg::collect_nodes((*agg).qual as *mut Node, &[NodeTag::T_Aggref], &mut found);
+    found.into_iter().map(|n| n as *mut pg_sys::Aggref).filter(|a| is_tag((**a).location)).collect()
+}
+
+fn finalizing(plan: *mut pg_sys::Plan) -> bool {
+    unsafe {
+        (*plan).type_ == NodeTag::T_Agg && (*(plan as *mut pg_sys::Agg)).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL == 0
+    }
+}
+
+struct Inserter<'a> {
+    levels: &'a [DpLevel],
+    /// the statement's text form (the release cache's key), or empty
+    statement_key: *mut std::ffi::c_char,
+    next_id: c_int,
+    inserted: usize,
+}
+
+/// Wraps every finalizing Agg that computes tagged aggregates in a DP Release node. Returns the
+/// number of nodes inserted.
+pub unsafe fn insert(stmt: *mut pg_sys::PlannedStmt, levels: &[DpLevel], statement_key: *mut std::ffi::c_char) -> usize {
+    let mut max_id = 0;
+    for_each_plan(stmt, &mut |p| max_id = max_id.max((*p).plan_node_id));
+    let statement_key = if statement_key.is_null() { pg_sys::pstrdup(c"".as_ptr()) } else { statement_key };
+    let mut ins = Inserter { levels, statement_key, next_id: max_id + 1, inserted: 0 };
+    ins.visit(&mut (*stmt).planTree);
+    let subplans = (*stmt).subplans;
+    if !subplans.is_null() {
+        for i in 0..(*subplans).length as usize {
+            let cell = (*subplans).elements.add(i);
+            let mut p = (*cell).ptr_value as *mut pg_sys::Plan;
+            ins.visit(&mut p);
+            (*cell).ptr_value = p.cast();
+        }
+    }
+    ins.inserted
+}
+
+impl Inserter<'_> {
+    unsafe fn visit(&mut self, slot: &mut *mut pg_sys::Plan) {
+        let p = *slot;
+        if p.is_null() {
+            return;
+        }
+        for child in child_slots(p) {
+            let mut c = *child;
+            self.visit(&mut c);
+            *child = c;
+        }
+        if finalizing(p) {
+            let tags: Vec<i32> = tagged_aggrefs(p).iter().map(|a| (**a).location).collect();
+            if let Some(first) = tags.first() {
+                let level = self.levels.iter().find(|l| l.aggregate(*first).is_some());
+                let Some(level) = level else {
+                    raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: a DP aggregate lost its description while planning".into(), None)
+                };
+                if tags.iter().any(|t| level.aggregate(*t).is_none()) {
+                    raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: one aggregation computes two DP levels".into(), None);
+                }
+                *slot = make_release(p, level, self.next_id, self.statement_key);
+                self.next_id += 1;
+                self.inserted += 1;
+            }
+        }
+    }
+}
+
+/// Pointers to the child plan slots of a node.
+unsafe fn child_slots(p: *mut pg_sys::Plan) -> Vec<*mut *mut pg_sys::Plan> {
+    let mut out: Vec<*mut *mut pg_sys::Plan> = vec![&mut (*p).lefttree, &mut (*p).righttree];
+    let list = match (*p).type_ {
+        NodeTag::T_Append => (*(p as *mut pg_sys::Append)).appendplans,
+        NodeTag::T_MergeAppend => (*(p as *mut pg_sys::MergeAppend)).mergeplans,
+        NodeTag::T_BitmapAnd => (*(p as *mut pg_sys::BitmapAnd)).bitmapplans,
+        NodeTag::T_BitmapOr => (*(p as *mut pg_sys::BitmapOr)).bitmapplans,
+        NodeTag::T_CustomScan => (*(p as *mut pg_sys::CustomScan)).custom_plans,
+        NodeTag::T_SubqueryScan => {
+            out.push(&mut (*(p as *mut pg_sys::SubqueryScan)).subplan);
+            std::ptr::null_mut()
+        }
+        _ => std::ptr::null_mut(),
+    };
+    if !list.is_null() {
+        for i in 0..(*list).length as usize {
+            // the list cell holds the child pointer
+            let cell = (*list).elements.add(i);
+            out.push(&mut (*cell).ptr_value as *mut *mut std::ffi::c_void as *mut *mut pg_sys::Plan);
+        }
+    }
+    out
+}
+
+/// The child plans of a node.
+pub unsafe fn child_plans(p: *mut pg_sys::Plan) -> Vec<*mut pg_sys::Plan> {
+    child_slots(p).into_iter().map(|c| *c).filter(|c| !c.is_null()).collect()
+}
+
+/// Calls `f` on every plan node of a statement (main tree and subplans).
+pub unsafe fn for_each_plan(stmt: *mut pg_sys::PlannedStmt, f: &mut dyn FnMut(*mut pg_sys::Plan)) {
+    unsafe fn walk(p: *mut pg_sys::Plan, f: &mut dyn FnMut(*mut pg_sys::Plan)) {
+        if p.is_null() {
+            return;
+        }
+        f(p);
+        for c in child_slots(p) {
+            walk(*c, f);
+        }
+    }
+    walk((*stmt).planTree, f);
+    for p in list_iter::<pg_sys::Plan>((*stmt).subplans) {
+        walk(p, f);
+    }
+}
+
+unsafe fn make_var(varno: i32, attno: i16, expr: *mut Node) -> *mut pg_sys::Var {
+    pg_sys::makeVar(varno, attno, pg_sys::exprType(expr), pg_sys::exprTypmod(expr), pg_sys::exprCollation(expr), 0)
+}
+
+/// The values an aggregation computes and the DP Release node projects: every aggregate call,
+/// GROUPING() and input column that its target list and HAVING use.
+struct Atoms {
+    nodes: Vec<*mut Node>,
+}
+
+/// Replaces every aggregate call, GROUPING() and column of an Agg node's expression by a reference
+/// to the release node's scan tuple (INDEX_VAR), collecting the replaced nodes in order.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn atom_mutator(n: *mut Node, ctx: *mut std::ffi::c_void) -> *mut Node {
+    if n.is_null() {
+        return n;
+    }
+    let atoms = &mut *(ctx as *mut Atoms);
+    if matches!((*n).type_, NodeTag::T_Aggref | NodeTag::T_GroupingFunc | NodeTag::T_Var) {
+        // every aggregate call stays a node of its own, even one equal to another: the Agg node
+        // keeps one state per call (each has its number), and a call written twice is released
+        // once through its twin (charge.rs)
+        atoms.nodes.push(n);
+        return make_var(pg_sys::INDEX_VAR, atoms.nodes.len() as i16, n).cast();
+    }
+    let f: unsafe extern "C-unwind" fn() -> *mut Node =
+        std::mem::transmute(atom_mutator as unsafe extern "C-unwind" fn(*mut Node, *mut std::ffi::c_void) -> *mut Node);
+    pg_sys::expression_tree_mutator(n, Some(f), ctx)
+}
+
+/// Wraps a finalizing Agg in a DP Release node. The Agg is left computing only what the level
+/// releases: its GROUP BY keys' columns and its aggregate calls. Everything it computed from
+/// them (the select list's expressions around the aggregates, HAVING) moves up into the release
+/// node's own projection and filter, outside the level. An error raised below the release node
+/// therefore comes from the level's input or its aggregates, which the grammar holds total: the
+/// node treats it as an attack (fail_closed.rs). An error in the post-processing of released
+/// values (`1 / dp_count(*)` when the noisy count is 0) is raised above it, and is no leak.
+unsafe fn make_release(agg: *mut pg_sys::Plan, level: &DpLevel, id: c_int, statement_key: *mut std::ffi::c_char) -> *mut pg_sys::Plan {
+    let cs = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomScan>()) as *mut pg_sys::CustomScan;
+    let plan = &mut (*cs).scan.plan;
+    plan.type_ = NodeTag::T_CustomScan;
+    plan.startup_cost = (*agg).startup_cost;
+    plan.total_cost = (*agg).total_cost;
+    plan.plan_rows = (*agg).plan_rows;
+    plan.plan_width = (*agg).plan_width;
+    plan.parallel_aware = false;
+    plan.parallel_safe = false;
+    plan.async_capable = false;
+    plan.plan_node_id = id;
+    plan.extParam = pg_sys::bms_copy((*agg).extParam);
+    plan.allParam = pg_sys::bms_copy((*agg).allParam);
+    plan.lefttree = agg;
+
+    let mut atoms = Atoms { nodes: Vec::new() };
+    let ctx = &mut atoms as *mut Atoms as *mut std::ffi::c_void;
+    let mut tlist: *mut pg_sys::List = std::ptr::null_mut();
+    for te in list_iter::<pg_sys::TargetEntry>((*agg).targetlist) {
+        let e = atom_mutator((*te).expr as *mut Node, ctx);
+        let out = pg_sys::makeTargetEntry(e.cast(), (*te).resno, (*te).resname, (*te).resjunk);
+        (*out).ressortgroupref = (*te).ressortgroupref;
+        tlist = pg_sys::lappend(tlist, out.cast());
+    }
+    plan.qual = atom_mutator((*agg).qual as *mut Node, ctx) as *mut pg_sys::List;
+    plan.targetlist = tlist;
+
+    let mut agg_tlist: *mut pg_sys::List = std::ptr::null_mut();
+    let mut scan_tlist: *mut pg_sys::List = std::ptr::null_mut();
+    for (i, n) in atoms.nodes.iter().enumerate() {
+        let attno = (i + 1) as i16;
+        let te = pg_sys::makeTargetEntry((*n).cast(), attno, std::ptr::null_mut(), false);
+        agg_tlist = pg_sys::lappend(agg_tlist, te.cast());
+        let scan = pg_sys::makeTargetEntry(make_var(pg_sys::OUTER_VAR, attno, *n).cast(), attno, std::ptr::null_mut(), false);
+        scan_tlist = pg_sys::lappend(scan_tlist, scan.cast());
+    }
+    (*agg).targetlist = agg_tlist;
+    (*agg).qual = std::ptr::null_mut();
+    (*cs).custom_scan_tlist = scan_tlist;
+    (*cs).scan.scanrelid = 0;
+    (*cs).flags = pg_sys::CUSTOMPATH_SUPPORT_BACKWARD_SCAN;
+    (*cs).methods = &SCAN_METHODS.0;
+    let json = std::ffi::CString::new(level.to_json()).expect("JSON has no NUL byte");
+    let s = pg_sys::makeString(pg_sys::pstrdup(json.as_ptr()));
+    (*cs).custom_private = pg_sys::lappend(std::ptr::null_mut(), s.cast());
+    (*cs).custom_private = pg_sys::lappend((*cs).custom_private, pg_sys::makeString(statement_key).cast());
+    cs as *mut pg_sys::Plan
+}
+
+// ----- execution ----------------------------------------------------------------------------
+
+#[repr(C)]
+struct ReleaseState {
+    css: pg_sys::CustomScanState,
+    store: *mut pg_sys::Tuplestorestate,
+    /// the slot this node returns rows in: stored rows come back as minimal tuples
+    slot: *mut pg_sys::TupleTableSlot,
+    child_done: bool,
+    /// its rows go to the release cache when the aggregation has run to the end
+    storing: bool,
+    /// the aggregate calls of the level (palloc'd array of Aggref addresses), for recent.rs
+    aggrefs: *mut usize,
+    naggrefs: usize,
+    /// an error inside the level forfeits the role's budget (fail_closed.rs)
+    forfeiting: bool,
+}
+
+unsafe fn aggrefs_of(st: *mut ReleaseState) -> &'static [usize] {
+    if (*st).aggrefs.is_null() {
+        return &[];
+    }
+    std::slice::from_raw_parts((*st).aggrefs, (*st).naggrefs)
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn create_state(_cscan: *mut pg_sys::CustomScan) -> *mut Node {
+    let st = pg_sys::palloc0(std::mem::size_of::<ReleaseState>()) as *mut ReleaseState;
+    (*st).css.ss.ps.type_ = NodeTag::T_CustomScanState;
+    (*st).css.methods = &EXEC_METHODS.0;
+    st as *mut Node
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *mut pg_sys::EState, eflags: c_int) {
+    let plan = (*node).ss.ps.plan;
+    // the child never needs to rewind, run backwards or mark: this node replays its own rows
+    let child_flags = eflags & !((pg_sys::EXEC_FLAG_REWIND | pg_sys::EXEC_FLAG_BACKWARD | pg_sys::EXEC_FLAG_MARK) as c_int);
+    (*node).ss.ps.lefttree = pg_sys::ExecInitNode((*plan).lefttree, estate, child_flags);
+    let st = node as *mut ReleaseState;
+    let aggrefs = tagged_aggrefs((*plan).lefttree);
+    (*st).naggrefs = aggrefs.len();
+    (*st).aggrefs = pg_sys::palloc(std::mem::size_of::<usize>() * aggrefs.len().max(1)) as *mut usize;
+    for (i, a) in aggrefs.iter().enumerate() {
+        *(*st).aggrefs.add(i) = *a as usize;
+    }
+    (*st).forfeiting = level_of(plan).is_some_and(|l| crate::execution::fail_closed::forfeits(&l));
+    let desc = (*(*node).ss.ss_ScanTupleSlot).tts_tupleDescriptor;
+    (*(node as *mut ReleaseState)).slot = pg_sys::ExecInitExtraTupleSlot(estate, desc, &pg_sys::TTSOpsMinimalTuple);
+    let ps = &mut (*node).ss.ps;
+    if ps.ps_ProjInfo.is_null() {
+        // rows are returned as they are stored (else the projection's own slot is returned)
+        ps.resultops = &pg_sys::TTSOpsMinimalTuple;
+        ps.resultopsfixed = true;
+        ps.resultopsset = true;
+    }
+}
+
+/// Returns the next row: the level's released row (stored, or computed now), filtered by the
+/// level's HAVING and projected through its select list, both of which run here, above the level.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_sys::TupleTableSlot {
+    let st = node as *mut ReleaseState;
+    loop {
+        let Some((slot, fresh)) = next_released(node) else { return std::ptr::null_mut() };
+        let ps = &mut (*node).ss.ps;
+        if ps.qual.is_null() && ps.ps_ProjInfo.is_null() {
+            if fresh {
+                crate::execution::recent::returned(aggrefs_of(st));
+            }
+            return slot;
+        }
+        let econtext = ps.ps_ExprContext;
+        pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+        // the expressions were compiled for the scan slot's kind: copy the stored row into it
+        let scan = (*node).ss.ss_ScanTupleSlot;
+        pg_sys::ExecCopySlot(scan, slot);
+        (*econtext).ecxt_scantuple = scan;
+        if !ps.qual.is_null() && !pg_sys::ExecQual(ps.qual, econtext) {
+            if fresh {
+                crate::execution::recent::dropped(aggrefs_of(st));
+            }
+            if !ps.instrument.is_null() {
+                (*ps.instrument).nfiltered1 += 1.0;
+            }
+            continue;
+        }
+        if fresh {
+            crate::execution::recent::returned(aggrefs_of(st));
+        }
+        if ps.ps_ProjInfo.is_null() {
+            return slot;
+        }
+        return pg_sys::ExecProject(ps.ps_ProjInfo);
+    }
+}
+
+/// The next released row in the scan direction, and whether the aggregation computed it just now
+/// (not replayed): from the rows stored so far, else from the aggregation, run at most once per
+/// execution. None at the end.
+unsafe fn next_released(node: *mut pg_sys::CustomScanState) -> Option<(*mut pg_sys::TupleTableSlot, bool)> {
+    let st = node as *mut ReleaseState;
+    let estate = (*node).ss.ps.state;
+    let forward = (*estate).es_direction != pg_sys::ScanDirection::BackwardScanDirection;
+    let slot = (*st).slot;
+    let key = (estate as usize, (*node).ss.ps.plan as usize);
+    if (*st).store.is_null() {
+        let store = pg_sys::tuplestore_begin_heap(true, false, pg_sys::work_mem);
+        pg_sys::tuplestore_set_eflags(store, (pg_sys::EXEC_FLAG_REWIND | pg_sys::EXEC_FLAG_BACKWARD) as c_int);
+        (*st).store = store;
+        if let Some(rows) = crate::budget::cache::take_replay(key.0, key.1) {
+            // a reused release: its rows, never its aggregation
+            crate::budget::cache::restore_rows(&rows, store, slot);
+            (*st).child_done = true;
+        } else {
+            (*st).storing = crate::budget::cache::storing(key.0, key.1);
+            // a level over a Citus table: its exact query may run now, once (distributed_level.rs)
+            if let Some(json) = private_str((*node).ss.ps.plan, 0) {
+                if let Some(exact) = crate::query::distributed_level::exact_query_of(&json.to_string_lossy()) {
+                    crate::query::distributed_level::authorize(exact);
+                }
+            }
+        }
+    }
+    let store = (*st).store;
+    let mut at_end = pg_sys::tuplestore_ateof(store);
+    if !forward && at_end {
+        if !(*st).child_done {
+            // reversing at the end of what was stored: skip the row returned last
+            if !pg_sys::tuplestore_advance(store, false) {
+                return None;
+            }
+        }
+        at_end = false;
+    }
+    if !at_end {
+        if pg_sys::tuplestore_gettupleslot(store, forward, false, slot) {
+            return Some((slot, false));
+        }
+        if forward {
+            at_end = true;
+        }
+    }
+    if at_end && !(*st).child_done {
+        let child = (*node).ss.ps.lefttree;
+        // the level runs here: an error inside it fails closed
+        let row = crate::execution::fail_closed::run_level((*st).forfeiting, || pg_sys::ExecProcNode(child));
+        if row.is_null() || (*row).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
+            (*st).child_done = true;
+            crate::execution::recent::finished(aggrefs_of(st));
+            if (*st).storing {
+                crate::budget::cache::finished(key.0, key.1);
+            }
+            return None;
+        }
+        if (*st).storing {
+            crate::budget::cache::collect(key.0, key.1, row);
+        }
+        pg_sys::tuplestore_puttupleslot(store, row);
+        pg_sys::ExecCopySlot(slot, row);
+        return Some((slot, true));
+    }
+    pg_sys::ExecClearTuple(slot);
+    None
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn end(node: *mut pg_sys::CustomScanState) {
+    let st = node as *mut ReleaseState;
+    if !(*st).store.is_null() {
+        pg_sys::tuplestore_end((*st).store);
+        (*st).store = std::ptr::null_mut();
+    }
+    pg_sys::ExecEndNode((*node).ss.ps.lefttree);
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
+    let st = node as *mut ReleaseState;
+    let child = (*node).ss.ps.lefttree;
+    if !(*child).chgParam.is_null() {
+        // the grammar refuses levels that depend on an outer row, so this cannot happen
+        raise_with(
+            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            "pg_dp: a DP release would be computed again with new parameters".into(),
+            None,
+        );
+    }
+    pg_sys::ExecClearTuple((*st).slot);
+    if !(*st).store.is_null() {
+        pg_sys::tuplestore_rescan((*st).store);
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, _ancestors: *mut pg_sys::List, es: *mut pg_sys::ExplainState) {
+    let Some(level) = level_of((*node).ss.ps.plan) else { return };
+    let source = std::ffi::CString::new(level.source.name.clone()).unwrap_or_default();
+    pg_sys::ExplainPropertyText(c"Source".as_ptr(), source.as_ptr(), es);
+    let aggs: Vec<String> = level.aggregates.iter().map(|a| a.function.clone()).collect();
+    let aggs = std::ffi::CString::new(aggs.join(", ")).unwrap_or_default();
+    pg_sys::ExplainPropertyText(c"Releases".as_ptr(), aggs.as_ptr(), es);
+    if level.exact_query.is_some() {
+        pg_sys::ExplainPropertyText(c"Exact part".as_ptr(), c"Citus: partial aggregation on the workers, noise here".as_ptr(), es);
+    }
+}

@@ -1,0 +1,92 @@
+//! Statistics about the data that roles restricted by pg_dp may not read.
+//!
+//! PostgreSQL keeps statistics that are computed from the rows of a table and readable by ordinary
+//! roles: the planner's histograms and most common values (`pg_stats`, `pg_stats_ext`), the row
+//! and page estimates in `pg_class`, the cumulative counters of rows read, inserted and deleted
+//! (`pg_stat_user_tables`, `pg_stat_database`, …), and relation sizes. Each answers a counting
+//! question exactly and for free: a histogram bound can be one person's income, and the counter of
+//! rows read moves by the exact number of rows a DP query scanned.
+//!
+//! In a database that holds a protected table, roles that are neither superusers nor trusted
+//! cannot read them: a query that reads one of the relations, columns or functions below is
+//! refused before planning. The functions are also not executable by PUBLIC in a database with
+//! pg_dp (sql/protect.sql revokes them; members of pg_read_all_stats keep them): a function can be
+//! reached without appearing in a query (through an operator, an aggregate, a domain check or a
+//! column default), and PostgreSQL checks the EXECUTE privilege on every such call. `EXPLAIN` of a
+//! query on a protected table, which prints the planner's estimates, is refused in the executor
+//! hook (charge.rs), and `debug_print_plan` and `trace_sort` in the grammar and the executor hook.
+use crate::query::grammar::Refusal;
+use pgrx::pg_sys::{self, Oid};
+use std::ffi::CStr;
+
+/// pg_statistic (behind pg_stats) and pg_statistic_ext_data (behind pg_stats_ext).
+const STATISTIC: Oid = Oid::from_u32(2619);
+const STATISTIC_EXT_DATA: Oid = Oid::from_u32(3429);
+
+/// Functions that return cumulative statistics or sizes, by name. `pg_stat_get_*` counters (rows
+/// read, fetched, inserted, updated, deleted, live and dead; blocks; scans) are refused except the
+/// session-level ones in [`ALLOWED_STAT_FUNCTIONS`].
+const DENIED_FUNCTIONS: &[&str] = &[
+    "pg_relation_size",
+    "pg_table_size",
+    "pg_total_relation_size",
+    "pg_indexes_size",
+    "pg_database_size",
+    "pg_stat_statements",
+    "pg_stat_statements_info",
+];
+
+/// `pg_stat_get_*` functions about sessions, not data (pg_stat_activity uses them).
+fn allowed_stat_function(name: &str) -> bool {
+    name == "pg_stat_get_activity" || name.starts_with("pg_stat_get_backend_")
+}
+
+/// Why reading a relation is refused, if it is one of the statistics catalogs.
+pub fn denied_relation(relid: Oid) -> Option<&'static str> {
+    if relid == STATISTIC {
+        Some("pg_stats (pg_statistic)")
+    } else if relid == STATISTIC_EXT_DATA {
+        Some("pg_stats_ext (pg_statistic_ext_data)")
+    } else {
+        None
+    }
+}
+
+/// Why reading a column is refused: pg_class's row and page estimates (or the whole row).
+pub fn denied_column(relid: Oid, attno: i16) -> Option<&'static str> {
+    if relid != pg_sys::RelationRelationId {
+        return None;
+    }
+    match attno as u32 {
+        0 => Some("pg_class.reltuples (the whole row)"),
+        pg_sys::Anum_pg_class_relpages => Some("pg_class.relpages"),
+        pg_sys::Anum_pg_class_reltuples => Some("pg_class.reltuples"),
+        pg_sys::Anum_pg_class_relallvisible => Some("pg_class.relallvisible"),
+        _ => None,
+    }
+}
+
+/// Why calling a function is refused, if it returns statistics or sizes.
+pub fn denied_function(funcid: Oid) -> Option<String> {
+    let name = unsafe {
+        let n = pg_sys::get_func_name(funcid);
+        if n.is_null() {
+            return None;
+        }
+        CStr::from_ptr(n).to_string_lossy().into_owned()
+    };
+    let denied = DENIED_FUNCTIONS.contains(&name.as_str())
+        || (name.starts_with("pg_stat_get_") && !allowed_stat_function(&name))
+        || name.starts_with("pgstattuple")
+        || name == "pgstatindex";
+    denied.then(|| format!("{name}()"))
+}
+
+pub fn refusal(what: &str) -> Refusal {
+    Refusal {
+        message: format!(
+            "permission denied for {what}: this database holds tables protected by pg_dp, and statistics of their data are hidden from roles that are not trusted"
+        ),
+        hint: Some("a superuser or a member of dp_admin can trust a role with dp.trust_role".into()),
+    }
+}

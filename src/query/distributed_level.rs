@@ -1,0 +1,698 @@
+//! DP levels over Citus tables: exact partial aggregation on the workers, one charge and the noise
+//! on the coordinator (docs/distributed.md, docs/privacy/distributed.md).
+//!
+//! After the grammar has admitted a level that reads a Citus table (and rewrite.rs has added its
+//! privacy units and group selection), `rewrite` splits it in two:
+//!
+//! ```text
+//! level:  SELECT <around keys and dp_agg(value, params)…> FROM <from> WHERE <w> GROUP BY <keys> HAVING <h>
+//!
+//! exact:  SELECT <keys>, ARRAY[Σ q, count(q), Σ (q − c)²]…              -- one array per DP aggregate
+//!         FROM <from> WHERE <w> GROUP BY <keys> HAVING <h without aggregates>
+//!         where q = dp.exact_grid(value, kind, lower, upper, ε): the row's value as the DP
+//!         aggregate accumulates it (clamped, on its grid), and count(value) for dp_count
+//! level': SELECT <around keys' and dp.merge_agg(exact array, params)…>
+//!         FROM dp.distributed_rows('<exact as text>') AS dp_exact(keys', arrays…)
+//!         GROUP BY <keys'> HAVING <h with merge aggregates>
+//! ```
+//!
+//! - Citus plans the exact query like any other: built-in `sum` and `count` are aggregated partially
+//!   on the workers and combined on the coordinator. Its rows never reach the caller: only the
+//!   merge aggregates read them, and they rebuild each group's exact state and release it with the
+//!   DP aggregate's own final function, its own tag, ticket and receipt. The level is charged once,
+//!   on the coordinator, before the exact query runs (charge.rs, release.rs).
+//! - The exact query runs as the bootstrap superuser, so that Citus opens its worker connections
+//!   as a role the workers trust; a DP-only role connecting to a worker gets nothing from a shard
+//!   (grammar.rs, protect.rs). Privileges on the tables are still checked for the caller (every
+//!   relation of the exact query is checked as the caller), and nothing in it may run code with
+//!   the superuser's rights: every function must be built in (and executable by the caller) or
+//!   pg_dp's own (`engine_refusal`). `dp.distributed_rows` runs only the exact query of the DP
+//!   Release node being executed, once.
+//! - Quantiles, automatic bounds, GROUPING SETS and subqueries around the aggregates are refused
+//!   over Citus tables, before anything is charged.
+use crate::aggregates::agg::{collect_nodes, kind_of, list_iter, Kind};
+use crate::pg::error::raise_with;
+use crate::query::grammar::{split_and, Check, Refusal};
+use crate::query::rewrite::{aggref, copy, expr_type, function, int_const, node, ptr_list, tle, var_for};
+use pg_dp_core::accum::Acc;
+use pg_dp_core::description::{is_tag, DpLevel};
+use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query, RangeTblEntry};
+use pgrx::PgSqlErrorCode;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{c_void, CStr, CString};
+
+const F: &str = "dp.distributed_rows";
+
+thread_local! {
+    static INTERNAL: RefCell<HashMap<Oid, bool>> = RefCell::new(HashMap::new());
+    /// The exact query the DP Release node being executed may run, once (see `authorize`).
+    static AUTHORIZED: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// True for pg_dp's functions that only its rewrite writes: the merge aggregates and
+/// `dp.distributed_rows`. The grammar refuses them in queries.
+pub fn is_internal(f: Oid) -> bool {
+    if f.to_u32() < pg_sys::FirstNormalObjectId {
+        return false;
+    }
+    if let Some(b) = INTERNAL.with(|m| m.borrow().get(&f).copied()) {
+        return b;
+    }
+    let b = unsafe {
+        let ext = pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, f);
+        let name = pg_sys::get_func_name(f);
+        ext != pg_sys::InvalidOid
+            && !name.is_null()
+            && CStr::from_ptr(pg_sys::get_extension_name(ext)).to_bytes() == b"pg_dp"
+            && {
+                let n = CStr::from_ptr(name).to_bytes();
+                n == b"distributed_rows" || n.starts_with(b"merge_")
+            }
+    };
+    INTERNAL.with(|m| m.borrow_mut().insert(f, b));
+    b
+}
+
+pub unsafe fn internal_refusal(f: Oid) -> Refusal {
+    Refusal::new(format!(
+        "{} is internal to pg_dp's distributed execution: only pg_dp writes it",
+        crate::query::grammar::func_signature(f)
+    ))
+    .hint("call dp_count, dp_sum, dp_avg, dp_variance or dp_stddev over the Citus table")
+}
+
+// ----- the rewrite --------------------------------------------------------------------------------
+
+/// The name of the merge aggregate of a DP aggregate of this kind.
+fn merge_name(kind: Kind) -> Option<&'static str> {
+    Some(match kind {
+        Kind::Count => "merge_count",
+        Kind::IntSum | Kind::FloatSum => "merge_sum",
+        Kind::Avg => "merge_avg",
+        Kind::Variance => "merge_variance",
+        Kind::Stddev => "merge_stddev",
+        Kind::KeepGroup => "merge_keep_group",
+        Kind::Median | Kind::Percentile | Kind::PercentileEm => return None,
+    })
+}
+
+/// The kind code of `dp.exact_grid` (the parameters' kind byte, pg_dp_core::accum::Params).
+fn grid_code(kind: Kind) -> i64 {
+    match kind {
+        Kind::IntSum => 1,
+        Kind::FloatSum => 2,
+        Kind::Avg => 3,
+        Kind::Variance => 4,
+        Kind::Stddev => 5,
+        _ => 0,
+    }
+}
+
+unsafe fn numeric_zero() -> *mut Node {
+    let d = pg_sys::Datum::from(pg_sys::int64_to_numeric(0));
+    pg_sys::makeConst(pg_sys::NUMERICOID, -1, pg_sys::InvalidOid, -1, d, false, false) as *mut Node
+}
+
+unsafe fn func_call(f: Oid, rettype: Oid, args: &[*mut Node]) -> *mut Node {
+    pg_sys::makeFuncExpr(f, rettype, ptr_list(args), pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL) as *mut Node
+}
+
+/// `coalesce(e, 0)` for a numeric `e`.
+unsafe fn or_zero(e: *mut Node) -> *mut Node {
+    let c = node::<pg_sys::CoalesceExpr>(NodeTag::T_CoalesceExpr);
+    (*c).coalescetype = pg_sys::NUMERICOID;
+    (*c).coalescecollid = pg_sys::InvalidOid;
+    (*c).args = ptr_list(&[e, numeric_zero()]);
+    (*c).location = -1;
+    c as *mut Node
+}
+
+/// The exact array of one DP aggregate: ARRAY[Σ q, count, Σ (q − c)²] as numeric[].
+unsafe fn exact_array(a: *mut pg_sys::Aggref, kind: Kind) -> *mut Node {
+    let args: Vec<*mut Node> = list_iter::<pg_sys::TargetEntry>((*a).args).map(|t| (*t).expr as *mut Node).collect();
+    let filter = |_: ()| if (*a).aggfilter.is_null() { std::ptr::null_mut() } else { copy((*a).aggfilter as *mut Node) };
+    let count_any = function(Some("pg_catalog"), "count", &[pg_sys::ANYOID]);
+    let to_numeric = function(Some("pg_catalog"), "numeric", &[pg_sys::INT8OID]);
+    let sum_int8 = function(Some("pg_catalog"), "sum", &[pg_sys::INT8OID]);
+    let count_with = |v: *mut Node, f: *mut Node| func_call(to_numeric, pg_sys::NUMERICOID, &[aggref(count_any, pg_sys::INT8OID, &[v], f, false) as *mut Node]);
+    let counted = |v: *mut Node| count_with(v, filter(()));
+    let elements = match kind {
+        Kind::Count | Kind::KeepGroup => vec![numeric_zero(), counted(copy(args[0])), numeric_zero()],
+        _ => {
+            let grid = function(Some("dp"), "exact_grid", &[pg_sys::ANYOID, pg_sys::INT4OID, pg_sys::ANYOID, pg_sys::ANYOID, pg_sys::FLOAT8OID, pg_sys::BOOLOID]);
+            let q = |squared: bool| {
+                func_call(grid, pg_sys::INT8OID, &[
+                    copy(args[0]),
+                    int_const(pg_sys::INT4OID, grid_code(kind)),
+                    copy(args[1]),
+                    copy(args[2]),
+                    copy(args[3]),
+                    pg_sys::makeBoolConst(squared, false) as *mut Node,
+                ])
+            };
+            let sum = |e: *mut Node| or_zero(aggref(sum_int8, pg_sys::NUMERICOID, &[e], filter(()), false) as *mut Node);
+            let sq = if matches!(kind, Kind::Variance | Kind::Stddev) { sum(q(true)) } else { numeric_zero() };
+            // the rows the aggregate adds: its non-NULL values, but NaN (skipped like NULL); counted
+            // without a second call of dp.exact_grid (identical counts are computed once)
+            let v = args[0];
+            let n = match expr_type(v) {
+                // dp_sum releases the sum alone: its count is not computed
+                _ if matches!(kind, Kind::IntSum | Kind::FloatSum) => numeric_zero(),
+                t @ (pg_sys::FLOAT8OID | pg_sys::NUMERICOID) => {
+                    let nan = pg_sys::OidInputFunctionCall(if t == pg_sys::FLOAT8OID { Oid::from(pg_sys::F_FLOAT8IN) } else { Oid::from(pg_sys::F_NUMERIC_IN) }, c"NaN".as_ptr().cast_mut(), pg_sys::InvalidOid, -1);
+                    let len = if t == pg_sys::FLOAT8OID { 8 } else { -1 };
+                    let nan = pg_sys::makeConst(t, -1, pg_sys::InvalidOid, len, nan, false, t == pg_sys::FLOAT8OID) as *mut Node;
+                    let not_nan = crate::query::rewrite::op_expr(crate::query::rewrite::operator("<>", t, t), copy(v), nan, pg_sys::InvalidOid);
+                    count_with(copy(v), pg_sys::make_and_qual(filter(()), not_nan))
+                }
+                _ => counted(copy(v)),
+            };
+            vec![sum(q(false)), n, sq]
+        }
+    };
+    let arr = node::<pg_sys::ArrayExpr>(NodeTag::T_ArrayExpr);
+    (*arr).array_typeid = pg_sys::NUMERICARRAYOID;
+    (*arr).array_collid = pg_sys::InvalidOid;
+    (*arr).element_typeid = pg_sys::NUMERICOID;
+    (*arr).elements = ptr_list(&elements);
+    (*arr).multidims = false;
+    (*arr).location = -1;
+    arr as *mut Node
+}
+
+struct Swap {
+    keys: Vec<*mut Node>,
+    key_vars: Vec<*mut Node>,
+    /// tag → merge aggregate call
+    merges: Vec<(i32, *mut pg_sys::Aggref)>,
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn swap_mutator(n: *mut Node, ctx: *mut c_void) -> *mut Node {
+    if n.is_null() {
+        return n;
+    }
+    let m = &mut *(ctx as *mut Swap);
+    for (k, v) in m.keys.iter().zip(&m.key_vars) {
+        if pg_sys::equal(n as *const c_void, *k as *const c_void) {
+            return copy(*v);
+        }
+    }
+    if (*n).type_ == NodeTag::T_Aggref {
+        let a = n as *mut pg_sys::Aggref;
+        if let Some((_, merge)) = m.merges.iter().find(|(t, _)| *t == (*a).location) {
+            return copy(*merge) as *mut Node;
+        }
+    }
+    let f: unsafe extern "C-unwind" fn() -> *mut Node =
+        std::mem::transmute(swap_mutator as unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> *mut Node);
+    pg_sys::expression_tree_mutator(n, Some(f), ctx)
+}
+
+/// True if `e` reads a column of its own level (varlevelsup 0) other than one of range table entry 1.
+unsafe fn reads_old_columns(e: *mut Node) -> bool {
+    let mut vars: Vec<*mut Node> = Vec::new();
+    collect_nodes(e, &[NodeTag::T_Var], &mut vars);
+    vars.iter().any(|v| {
+        let v = *v as *mut pg_sys::Var;
+        (*v).varlevelsup == 0 && (*v).varno != 1
+    })
+}
+
+/// Splits an admitted level over a Citus table into its exact query and the level that releases
+/// it (see the module comment). Refusals depend only on the query.
+pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
+    let table = level.source.name.clone();
+    crate::query::rewrite::flatten_join_aliases(q);
+    let mut found: Vec<*mut Node> = Vec::new();
+    collect_nodes((*q).targetList as *mut Node, &[NodeTag::T_Aggref], &mut found);
+    collect_nodes((*q).havingQual, &[NodeTag::T_Aggref], &mut found);
+    let mut calls: Vec<(*mut pg_sys::Aggref, Kind)> = Vec::new();
+    for n in found {
+        let a = n as *mut pg_sys::Aggref;
+        if (*a).agglevelsup != 0 || !is_tag((*a).location) {
+            continue;
+        }
+        let Some(kind) = kind_of((*a).aggfnoid, crate::budget::charge::first_arg_type(a)) else { continue };
+        if merge_name(kind).is_none() {
+            return Err(Refusal::new(format!("{} over Citus table {table}: quantiles are not computed over distributed tables", kind.func()))
+                .hint("docs/distributed.md lists the DP aggregates that run on Citus: dp_count, dp_sum, dp_avg, dp_variance, dp_stddev"));
+        }
+        if kind != Kind::Count && kind != Kind::KeepGroup && crate::aggregates::agg::list_len((*a).args) < 4 {
+            return Err(Refusal::new(format!("{} without bounds over Citus table {table}: automatic bounds are not computed over distributed tables", kind.func()))
+                .hint("pass lower and upper, or declare the column's bounds with dp.set_bounds"));
+        }
+        if !calls.iter().any(|(c, _)| (**c).location == (*a).location) {
+            calls.push((a, kind));
+        }
+    }
+    if !(*q).groupingSets.is_null() {
+        return Err(Refusal::new(format!("GROUPING SETS, ROLLUP or CUBE over Citus table {table}: not computed over distributed tables"))
+            .hint("run one query per grouping set"));
+    }
+    if (*q).hasSubLinks {
+        return Err(Refusal::new(format!("a subquery next to DP aggregates over Citus table {table}"))
+            .hint("compute it in an outer query"));
+    }
+    let keys = crate::query::rewrite::group_keys(q);
+
+    // ---- the exact query
+    let exact = copy(q);
+    let (mut etles, egroup) = crate::query::rewrite::keys_as_first_columns(&keys);
+    let nkeys = keys.len();
+    for (j, (a, kind)) in calls.iter().enumerate() {
+        etles.push(tle(exact_array(*a, *kind), nkeys + j + 1, &format!("dp_exact{}", j + 1), 0, false));
+    }
+    let mut having = Vec::new();
+    split_and((*q).havingQual, &mut having);
+    let mut exact_having: *mut Node = std::ptr::null_mut();
+    let mut outer_having: Vec<*mut Node> = Vec::new();
+    for h in having {
+        if crate::query::grammar::has_level_aggregate(h)? {
+            outer_having.push(h);
+        } else {
+            exact_having = pg_sys::make_and_qual(exact_having, copy(h));
+        }
+    }
+    (*exact).targetList = ptr_list(&etles);
+    (*exact).groupClause = ptr_list(&egroup);
+    (*exact).havingQual = exact_having;
+    (*exact).hasAggs = true;
+    crate::query::rewrite::only_rows_and_aggregation(exact);
+    (*exact).utilityStmt = std::ptr::null_mut();
+    (*exact).canSetTag = true;
+    // privileges are checked for the caller, though the exact query runs as the superuser
+    check_as(exact, pg_sys::GetUserId());
+    if let Some(why) = engine_refusal(exact) {
+        return Err(Refusal::new(format!("{why} in a DP query over Citus table {table}: the coordinator runs its exact part with pg_dp's own rights"))
+            .hint("docs/distributed.md lists what runs over Citus tables"));
+    }
+    let text_ptr = pg_sys::nodeToString(exact as *const c_void);
+    let text = CStr::from_ptr(text_ptr).to_string_lossy().into_owned();
+    // Citus plans it now, so that a shape it cannot run is an error before anything is charged
+    crate::catalog::protect::as_bootstrap_superuser(|| {
+        let probe = pg_sys::stringToNode(text_ptr) as *mut Query;
+        crate::execution::planner::plan_with_next(probe, text_ptr, 0, std::ptr::null_mut());
+    });
+
+    // ---- the level, over the exact rows
+    let mut colnames = Vec::new();
+    let mut coltypes = Vec::new();
+    let mut coltypmods = Vec::new();
+    let mut colcolls = Vec::new();
+    for t in &etles {
+        let e = (**t).expr as *mut Node;
+        colnames.push(pg_sys::makeString((**t).resname) as *mut Node);
+        coltypes.push(pg_sys::exprType(e));
+        coltypmods.push(pg_sys::exprTypmod(e));
+        colcolls.push(pg_sys::exprCollation(e));
+    }
+    let text_const = pg_sys::makeConst(
+        pg_sys::TEXTOID,
+        -1,
+        pg_sys::DEFAULT_COLLATION_OID.into(),
+        -1,
+        pg_sys::Datum::from(pg_sys::cstring_to_text(text_ptr)),
+        false,
+        false,
+    ) as *mut Node;
+    let rows_fn = function(Some("dp"), "distributed_rows", &[pg_sys::TEXTOID]);
+    let call = pg_sys::makeFuncExpr(rows_fn, pg_sys::RECORDOID, ptr_list(&[text_const]), pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL);
+    (*call).funcretset = true;
+    let rtf = node::<pg_sys::RangeTblFunction>(NodeTag::T_RangeTblFunction);
+    (*rtf).funcexpr = call as *mut Node;
+    (*rtf).funccolcount = etles.len() as i32;
+    (*rtf).funccolnames = ptr_list(&colnames);
+    (*rtf).funccoltypes = crate::query::rewrite::oid_list(&coltypes);
+    (*rtf).funccoltypmods = coltypmods.iter().fold(std::ptr::null_mut(), |l, m| pg_sys::lappend_int(l, *m));
+    (*rtf).funccolcollations = crate::query::rewrite::oid_list(&colcolls);
+    let rte = node::<RangeTblEntry>(NodeTag::T_RangeTblEntry);
+    (*rte).rtekind = pg_sys::RTEKind::RTE_FUNCTION;
+    (*rte).functions = ptr_list(&[rtf]);
+    (*rte).eref = pg_sys::makeAlias(c"dp_exact".as_ptr(), ptr_list(&colnames));
+    (*rte).inFromCl = true;
+    (*rte).inh = false;
+
+    let key_vars: Vec<*mut Node> = keys.iter().enumerate().map(|(i, (e, _))| var_for(1, (i + 1) as i16, *e)).collect();
+    let mut merges = Vec::new();
+    for (j, (a, kind)) in calls.iter().enumerate() {
+        let exact_var = pg_sys::makeVar(1, (nkeys + j + 1) as i16, pg_sys::NUMERICARRAYOID, -1, pg_sys::InvalidOid, 0) as *mut Node;
+        let params: Vec<*mut Node> = list_iter::<pg_sys::TargetEntry>((**a).args).skip(1).map(|t| copy((*t).expr as *mut Node)).collect();
+        let mut declared = vec![pg_sys::NUMERICARRAYOID];
+        {
+            let mut types: *mut Oid = std::ptr::null_mut();
+            let mut n: i32 = 0;
+            pg_sys::get_func_signature((**a).aggfnoid, &mut types, &mut n);
+            declared.extend((1..n as usize).map(|i| *types.add(i)));
+        }
+        let merge_fn = function(Some("dp"), merge_name(*kind).expect("checked"), &declared);
+        let mut args = vec![exact_var];
+        args.extend(params);
+        let m = aggref(merge_fn, (**a).aggtype, &args, std::ptr::null_mut(), false);
+        (*m).location = (**a).location;
+        merges.push(((**a).location, m));
+    }
+    let mut swap = Swap { keys: keys.iter().map(|(e, _)| *e).collect(), key_vars, merges };
+    let ctx = &mut swap as *mut Swap as *mut c_void;
+    (*q).targetList = swap_mutator((*q).targetList as *mut Node, ctx) as *mut pg_sys::List;
+    let mut new_having: *mut Node = std::ptr::null_mut();
+    for h in outer_having {
+        new_having = pg_sys::make_and_qual(new_having, swap_mutator(h, ctx));
+    }
+    (*q).havingQual = new_having;
+    if reads_old_columns((*q).targetList as *mut Node) || reads_old_columns((*q).havingQual) {
+        return Err(Refusal::new(format!(
+            "a column of {table} next to a DP aggregate that is neither a GROUP BY key nor inside the aggregate"
+        ))
+        .hint("group by the expression itself, or compute it in an outer query"));
+    }
+    (*q).rtable = ptr_list(&[rte]);
+    let r = node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef);
+    (*r).rtindex = 1;
+    (*q).jointree = pg_sys::makeFromExpr(ptr_list(&[r]), std::ptr::null_mut());
+    (*q).rowMarks = std::ptr::null_mut();
+    (*q).constraintDeps = std::ptr::null_mut();
+    level.exact_query = Some(text);
+    Ok(())
+}
+
+/// Sets every relation of `q` (at any depth) to be checked for `user`, unless a view already set
+/// its owner.
+unsafe fn check_as(q: *mut Query, user: Oid) {
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walker(n: *mut Node, ctx: *mut c_void) -> bool {
+        if n.is_null() {
+            return false;
+        }
+        if (*n).type_ == NodeTag::T_Query {
+            let q = n as *mut Query;
+            let user = Oid::from(ctx as usize as u32);
+            for rte in list_iter::<RangeTblEntry>((*q).rtable) {
+                if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION && (*rte).checkAsUser == pg_sys::InvalidOid {
+                    (*rte).checkAsUser = user;
+                }
+            }
+            return pg_sys::query_tree_walker(q, Some(walker), ctx, 0);
+        }
+        pg_sys::expression_tree_walker(n, Some(walker), ctx)
+    }
+    walker(q as *mut Node, user.to_u32() as usize as *mut c_void);
+}
+
+/// What in the exact query could run code with the superuser's rights, if anything: a function
+/// (or operator, aggregate, window function) that is neither built in and executable by the caller
+/// nor pg_dp's own, a user-defined domain (its constraints run functions), or a relation that is
+/// not a table or materialized view (a foreign table would connect with the superuser's mapping).
+unsafe fn engine_refusal(q: *mut Query) -> Option<String> {
+    struct Walk {
+        user: Oid,
+        why: Option<String>,
+    }
+    unsafe fn function_ok(w: &Walk, f: Oid) -> bool {
+        if f == pg_sys::InvalidOid {
+            return true;
+        }
+        if f.to_u32() >= pg_sys::FirstNormalObjectId {
+            let ext = pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, f);
+            return ext != pg_sys::InvalidOid && CStr::from_ptr(pg_sys::get_extension_name(ext)).to_bytes() == b"pg_dp";
+        }
+        pg_sys::pg_proc_aclcheck(f, w.user, pg_sys::ACL_EXECUTE as pg_sys::AclMode) == pg_sys::AclResult::ACLCHECK_OK
+    }
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walker(n: *mut Node, ctx: *mut c_void) -> bool {
+        if n.is_null() {
+            return false;
+        }
+        let w = &mut *(ctx as *mut Walk);
+        if pg_sys::stack_is_too_deep() {
+            w.why = Some("an expression nested too deeply".into());
+            return true;
+        }
+        let refuse = |w: &mut Walk, why: String| {
+            w.why = Some(why);
+            true
+        };
+        match (*n).type_ {
+            NodeTag::T_Query => {
+                let q = n as *mut Query;
+                for rte in list_iter::<RangeTblEntry>((*q).rtable) {
+                    if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
+                        && ![pg_sys::RELKIND_RELATION, pg_sys::RELKIND_PARTITIONED_TABLE, pg_sys::RELKIND_MATVIEW].contains(&((*rte).relkind as u8))
+                    {
+                        return refuse(w, format!("relation {}", crate::catalog::protect::relation_short_name((*rte).relid)));
+                    }
+                }
+                return pg_sys::query_tree_walker(q, Some(walker), ctx, 0);
+            }
+            NodeTag::T_FuncExpr => {
+                let f = (*(n as *mut pg_sys::FuncExpr)).funcid;
+                if !function_ok(w, f) {
+                    return refuse(w, format!("function {}", crate::query::grammar::func_signature(f)));
+                }
+            }
+            NodeTag::T_OpExpr | NodeTag::T_DistinctExpr | NodeTag::T_NullIfExpr => {
+                let o = n as *mut pg_sys::OpExpr;
+                pg_sys::set_opfuncid(o);
+                if !function_ok(w, (*o).opfuncid) {
+                    return refuse(w, format!("operator {}", crate::query::grammar::func_signature((*o).opfuncid)));
+                }
+            }
+            NodeTag::T_ScalarArrayOpExpr => {
+                let o = n as *mut pg_sys::ScalarArrayOpExpr;
+                pg_sys::set_sa_opfuncid(o);
+                if !function_ok(w, (*o).opfuncid) {
+                    return refuse(w, format!("operator {}", crate::query::grammar::func_signature((*o).opfuncid)));
+                }
+            }
+            NodeTag::T_RowCompareExpr => {
+                for op in crate::aggregates::agg::list_oids((*(n as *mut pg_sys::RowCompareExpr)).opnos) {
+                    if !function_ok(w, pg_sys::get_opcode(op)) {
+                        return refuse(w, "a row comparison".into());
+                    }
+                }
+            }
+            NodeTag::T_Aggref => {
+                let f = (*(n as *mut pg_sys::Aggref)).aggfnoid;
+                if !function_ok(w, f) {
+                    return refuse(w, format!("aggregate {}", crate::query::grammar::func_signature(f)));
+                }
+            }
+            NodeTag::T_WindowFunc => {
+                let f = (*(n as *mut pg_sys::WindowFunc)).winfnoid;
+                if !function_ok(w, f) {
+                    return refuse(w, format!("window function {}", crate::query::grammar::func_signature(f)));
+                }
+            }
+            NodeTag::T_CoerceToDomain => {
+                if (*(n as *mut pg_sys::CoerceToDomain)).resulttype.to_u32() >= pg_sys::FirstNormalObjectId {
+                    return refuse(w, "a user-defined domain".into());
+                }
+            }
+            NodeTag::T_SQLValueFunction => return refuse(w, "a session value (CURRENT_USER and the like)".into()),
+            _ => {}
+        }
+        pg_sys::expression_tree_walker(n, Some(walker), ctx)
+    }
+    let mut w = Walk { user: pg_sys::GetUserId(), why: None };
+    walker(q as *mut Node, &mut w as *mut Walk as *mut c_void);
+    w.why
+}
+
+// ----- execution ----------------------------------------------------------------------------------
+
+/// Called by a DP Release node before it runs its aggregation (its charge already made): its exact
+/// query may now run, once.
+pub fn authorize(exact_query: String) {
+    AUTHORIZED.with(|a| *a.borrow_mut() = Some(exact_query));
+}
+
+/// Forgets an authorization (end of the query or the transaction).
+pub fn forget() {
+    AUTHORIZED.with(|a| *a.borrow_mut() = None);
+}
+
+crate::pg_v1!(pg_finfo_dp_distributed_rows, dp_distributed_rows, |fcinfo| {
+    let text = crate::aggregates::agg::required::<String>(fcinfo, 0, F, "exact_query");
+    let ok = AUTHORIZED.with(|a| {
+        let mut a = a.borrow_mut();
+        if a.as_deref() == Some(text.as_str()) {
+            *a = None;
+            true
+        } else {
+            false
+        }
+    });
+    if !ok {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("{F}: runs only the exact query of a DP level over a Citus table, once, for the release that paid for it"),
+            None,
+        );
+    }
+    let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
+    if rsinfo.is_null() || (*rsinfo).type_ != NodeTag::T_ReturnSetInfo || (*rsinfo).allowedModes & pg_sys::SetFunctionReturnMode::SFRM_Materialize as i32 == 0 {
+        raise_with(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, format!("{F}: called in a context that cannot take a set"), None);
+    }
+    let econtext = (*rsinfo).econtext;
+    let per_query = (*econtext).ecxt_per_query_memory;
+    let old = pg_sys::MemoryContextSwitchTo(per_query);
+    let desc = pg_sys::CreateTupleDescCopy((*rsinfo).expectedDesc);
+    let store = pg_sys::tuplestore_begin_heap(false, false, pg_sys::work_mem);
+    pg_sys::MemoryContextSwitchTo(old);
+    let params = (*econtext).ecxt_param_list_info;
+    let ctext = CString::new(text).unwrap_or_default();
+    crate::catalog::protect::as_bootstrap_superuser(|| run_exact(&ctext, params, store, per_query));
+    (*rsinfo).returnMode = pg_sys::SetFunctionReturnMode::SFRM_Materialize;
+    (*rsinfo).setResult = store;
+    (*rsinfo).setDesc = desc;
+    (*fcinfo).isnull = true;
+    pg_sys::Datum::from(0)
+});
+
+unsafe extern "C-unwind" {
+    // tcop/dest: not among pgrx's bindings
+    fn SetTuplestoreDestReceiverParams(
+        dest: *mut pg_sys::DestReceiver,
+        store: *mut pg_sys::Tuplestorestate,
+        cxt: pg_sys::MemoryContext,
+        detoast: bool,
+        target_tupdesc: pg_sys::TupleDesc,
+        map_failure_msg: *const std::ffi::c_char,
+    );
+}
+
+/// Plans and runs the exact query (Citus distributes it), its rows into `store`.
+unsafe fn run_exact(text: &CStr, params: pg_sys::ParamListInfo, store: *mut pg_sys::Tuplestorestate, cxt: pg_sys::MemoryContext) {
+    let query = pg_sys::stringToNode(text.as_ptr()) as *mut Query;
+    let stmt = crate::execution::planner::plan_with_next(query, text.as_ptr(), 0, params);
+    let dest = pg_sys::CreateDestReceiver(pg_sys::CommandDest::DestTuplestore);
+    SetTuplestoreDestReceiverParams(dest, store, cxt, false, std::ptr::null_mut(), std::ptr::null());
+    let qd = pg_sys::CreateQueryDesc(stmt, text.as_ptr(), pg_sys::GetActiveSnapshot(), std::ptr::null_mut(), dest, params, std::ptr::null_mut(), 0);
+    pg_sys::ExecutorStart(qd, 0);
+    pg_sys::ExecutorRun(qd, pg_sys::ScanDirection::ForwardScanDirection, 0, true);
+    pg_sys::ExecutorFinish(qd);
+    pg_sys::ExecutorEnd(qd);
+    pg_sys::FreeQueryDesc(qd);
+    if let Some(destroy) = (*dest).rDestroy {
+        destroy(dest);
+    }
+}
+
+// ----- per-row grid values and the merge aggregates ------------------------------------------------
+
+/// What `dp.exact_grid` keeps between rows: the empty state of the aggregate it mirrors, and the
+/// value's type.
+#[derive(Clone, Copy)]
+struct Grid {
+    empty: Acc,
+    value_type: Oid,
+}
+
+crate::pg_v1!(pg_finfo_dp_exact_grid, dp_exact_grid, |fcinfo| {
+    const G: &str = "dp.exact_grid";
+    let flinfo = (*fcinfo).flinfo;
+    if (*flinfo).fn_extra.is_null() {
+        let code = crate::aggregates::agg::required::<i32>(fcinfo, 1, G, "kind");
+        let kind = match code {
+            1 => Kind::IntSum,
+            2 => Kind::FloatSum,
+            3 => Kind::Avg,
+            4 => Kind::Variance,
+            5 => Kind::Stddev,
+            _ => raise_with(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("{G}: kind must be 1 to 5"), None),
+        };
+        let arg = |i: usize| {
+            let a = *(*fcinfo).args.as_slice(6).get(i).expect("six arguments");
+            (a.value, a.isnull, pg_sys::get_fn_expr_argtype(flinfo, i as i32))
+        };
+        let params = crate::aggregates::agg::ParamValues::new(vec![arg(2), arg(3), arg(4)], kind.func()).params(kind);
+        let empty = Acc::new(params).unwrap_or_else(|e| crate::pg::error::raise(kind.func(), e));
+        let g = pg_sys::MemoryContextAlloc((*flinfo).fn_mcxt, std::mem::size_of::<Grid>()) as *mut Grid;
+        g.write(Grid { empty, value_type: pg_sys::get_fn_expr_argtype(flinfo, 0) });
+        (*flinfo).fn_extra = g.cast();
+    }
+    let g = *((*flinfo).fn_extra as *mut Grid);
+    let mut acc = g.empty;
+    let d = (*(*fcinfo).args.as_slice(1).first().expect("a value")).value;
+    let added = match g.value_type {
+        pg_sys::INT2OID => acc.add_i64(d.value() as i16 as i64),
+        pg_sys::INT4OID => acc.add_i64(d.value() as i32 as i64),
+        pg_sys::INT8OID => acc.add_i64(d.value() as i64),
+        pg_sys::FLOAT8OID => acc.add_f64(f64::from_bits(d.value() as u64)),
+        pg_sys::NUMERICOID => acc.add_f64(crate::aggregates::agg::numeric_datum_f64(d)),
+        _ => raise_with(PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH, format!("{G}: unsupported value type"), None),
+    };
+    if let Err(e) = added {
+        crate::pg::error::raise(G, e);
+    }
+    if acc.n == 0 {
+        (*fcinfo).isnull = true;
+        return pg_sys::Datum::from(0);
+    }
+    let squared = (*(*fcinfo).args.as_slice(6).get(5).expect("six arguments")).value.value() != 0;
+    let v: i64 = if squared { acc.sum_sq as i64 } else { acc.sum as i64 };
+    pg_sys::Datum::from(v)
+});
+
+/// The three exact sums of a group from its numeric[] (Σ q, count, Σ (q − c)²).
+unsafe fn exact_sums(d: pg_sys::Datum, func: &'static str) -> (i128, i64, i128) {
+    let arr = pg_sys::pg_detoast_datum(d.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+    let mut elems: *mut pg_sys::Datum = std::ptr::null_mut();
+    let mut nulls: *mut bool = std::ptr::null_mut();
+    let mut n: i32 = 0;
+    pg_sys::deconstruct_array(arr, pg_sys::NUMERICOID, -1, false, pg_sys::TYPALIGN_INT as std::ffi::c_char, &mut elems, &mut nulls, &mut n);
+    if n != 3 {
+        raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{func}: malformed exact sums"), None);
+    }
+    let at = |i: usize| -> i128 {
+        if *nulls.add(i) {
+            return 0;
+        }
+        let s = pg_sys::OidOutputFunctionCall(Oid::from(pg_sys::F_NUMERIC_OUT), *elems.add(i));
+        let s = CStr::from_ptr(s).to_string_lossy();
+        s.parse::<i128>().unwrap_or_else(|_| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{func}: malformed exact sums"), None))
+    };
+    (at(0), at(1) as i64, at(2))
+}
+
+crate::pg_v1!(pg_finfo_dp_merge_trans, dp_merge_trans, |fcinfo| {
+    const M: &str = "pg_dp merge";
+    let ctx = crate::aggregates::agg::agg_context(fcinfo, M);
+    let a = pg_sys::AggGetAggref(fcinfo);
+    let kind = kind_of((*a).aggfnoid, crate::budget::charge::first_arg_type(a))
+        .unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{M}: not a merge aggregate"), None));
+    let mut acc = crate::aggregates::agg::state_arg(fcinfo, 0);
+    if acc.is_null() {
+        let params = crate::aggregates::agg::ParamValues::read(fcinfo, kind.func()).params(kind);
+        let fresh = Acc::new(params).unwrap_or_else(|e| crate::pg::error::raise(kind.func(), e));
+        acc = crate::aggregates::agg::alloc_state(ctx, fresh);
+    }
+    if !pgrx::fcinfo::pg_arg_is_null(fcinfo, 1) {
+        let (sum, n, sum_sq) = exact_sums(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1), kind.func());
+        let mut s = *acc;
+        s.sum += sum;
+        s.n += n;
+        s.sum_sq += sum_sq;
+        acc.write(s);
+    }
+    pg_sys::Datum::from(acc)
+});
+
+crate::pg_v1!(pg_finfo_dp_merge_keep_group_trans, dp_merge_keep_group_trans, |fcinfo| {
+    crate::aggregates::agg::agg_context(fcinfo, "dp.keep_group");
+    let mut state = if pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) { 0 } else { pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0).value() as i64 };
+    if !pgrx::fcinfo::pg_arg_is_null(fcinfo, 1) {
+        let (_, n, _) = exact_sums(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1), "dp.keep_group");
+        state += n;
+    }
+    pg_sys::Datum::from(state)
+});
+
+/// The exact query text of a DP Release node's level, if it runs distributed.
+pub fn exact_query_of(level_json: &str) -> Option<String> {
+    if !level_json.contains("\"exact_query\"") {
+        return None;
+    }
+    DpLevel::from_json(level_json)?.exact_query
+}

@@ -1,0 +1,1742 @@
+//! The DP query grammar: an allowlist over the analysed query tree, checked before planning.
+//!
+//! Every statement is checked by the planner hook (`planner.rs`) on its analysed and rewritten query
+//! tree (views expanded, row security applied), before the planner runs, so that nothing the planner
+//! computes from statistics or data can change the outcome. A refusal depends only on the query
+//! text, the bind parameters' presence, the catalog and the role. Messages never repeat a value
+//! the caller did not type.
+//!
+//! Terms. A *DP level* is a query level (`SELECT … FROM …`, at any depth) whose select list or
+//! HAVING holds a pg_dp aggregate. Its *input* is everything below those aggregates: FROM, WHERE,
+//! GROUP BY, the aggregated values and FILTER clauses. Everything else (the select list and HAVING
+//! around the aggregates, ORDER BY, LIMIT, DISTINCT, window functions over the results, outer
+//! queries, unions and joins of DP results) only post-processes released values.
+//!
+//! ```text
+//! statement    := any query, where
+//!                 - every pg_dp aggregate belongs to a dp_level, and is not used as a window function;
+//!                 - every read of a protected table is the source of a dp_level, unless the role is
+//!                   exempt (superuser, owner, trusted); protected tables are never written to by
+//!                   roles that are not exempt;
+//!                 - roles that are not trusted do not read statistics of the data (statistics.rs)
+//!                   in a database with protected tables.
+//! dp_level     := SELECT <anything over group keys and pg_dp aggregates>
+//!                 FROM from_clause [WHERE predicate] [GROUP BY value, … | GROUPING SETS …]
+//!                 [HAVING …] [ORDER BY …] [LIMIT …]
+//!                 with: no other aggregate over a protected source, no reference to an outer query
+//!                 (not correlated, not LATERAL), no FOR UPDATE.
+//! dp_aggregate := dp_*(value, param, …) [FILTER (WHERE predicate)]   (no DISTINCT, no ORDER BY)
+//! from_clause  := source {[INNER | LEFT] JOIN public_table ON predicate | , public_table}
+//!                 where the source is the one protected item if there is one, and every
+//!                 public_table is matched many-to-one: the ON or WHERE conditions equate, for all
+//!                 columns of a valid, immediate, non-partial unique index of public_table, its column
+//!                 with a column of a table already joined (btree equality of the index's operator
+//!                 family, deterministic collation). RIGHT JOIN mirrors LEFT; FULL JOIN is refused.
+//! source       := table | ( row_source ) | view over a row_source
+//! table        := a plain table (read with ONLY if it has inheritance children), a partitioned
+//!                 table read as a whole, or a materialized view; no TABLESAMPLE
+//! row_source   := SELECT value, … FROM from_clause [WHERE predicate] [ORDER BY …]
+//!                 (no aggregate, GROUP BY, HAVING, window function, DISTINCT, LIMIT, OFFSET, set
+//!                 operation, WITH, FOR UPDATE, set-returning function)
+//! predicate    := predicate AND/OR predicate | NOT predicate | value cmp value
+//!               | value [NOT] IN (value, …) | value cmp ANY (array) | value [NOT] BETWEEN …
+//!               | value IS [NOT] [DISTINCT FROM value | NULL | TRUE | FALSE | UNKNOWN]
+//!               | text [NOT] [I]LIKE 'literal pattern' | boolean value
+//! value        := column | literal | $n | total cast (value) | value / k | value % k
+//!               | CASE … END | COALESCE(…) | GREATEST(…) | LEAST(…) | NULLIF(…) | predicate
+//! param        := literal | $n, possibly cast or negated (ε, δ, p and bounds)
+//! ```
+//! `cmp` and the casts are the total operators and casts of `total.rs`; `k` is an integer literal
+//! (not 0, and not -1 for `/`). Columns are user columns (no system columns or whole-row
+//! references) of the tables in the level's FROM, through views and joins. A constant expression
+//! (no column, subquery or aggregate; immutable built-in functions only) is admitted anywhere in
+//! the input: whatever error it could raise depends on the query text, not on the data.
+//!
+//! Why each rule: every input row must come from exactly one row of one table, so that adding or
+//! removing one person adds or removes at most one input row (window functions, subqueries, LIMIT,
+//! DISTINCT, set operations, set-returning functions, self-joins and joins that are not many-to-one
+//! all break this); and nothing in the input may raise an error for any stored value, since an
+//! error is an answer that the budget does not pay for.
+use crate::aggregates::agg::{kind_of, list_iter, Kind};
+use crate::catalog::protect;
+use crate::protection::statistics;
+use crate::query::total;
+use pg_dp_core::description::{tag, DpAggregate, DpLevel, KeyRelease, ParamSource, PublicJoin, Relation};
+use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query, RangeTblEntry};
+use std::collections::HashSet;
+use std::ffi::{c_void, CStr};
+
+/// Why a statement is refused: the message and an optional hint. Raised with SQLSTATE 42501.
+#[derive(Debug)]
+pub struct Refusal {
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl Refusal {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        Refusal { message: message.into(), hint: None }
+    }
+
+    /// The refusal of a query nested deeper than pg_dp's checks can follow with the stack that
+    /// `max_stack_depth` leaves them. Checked before the stack runs out, so that no error is ever
+    /// raised deep inside the walk (one would be raised again at every level on its way out).
+    pub fn too_deep() -> Self {
+        Refusal::new("query nested too deeply for pg_dp's query check")
+            .hint("write the condition or expression with fewer nested levels")
+    }
+    pub(crate) fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+pub type Check<T> = Result<T, Refusal>;
+
+/// A statement the grammar admitted, with the DP levels it holds.
+pub struct Admitted {
+    pub levels: Vec<DpLevel>,
+    /// Protected tables read as the source of an admitted level: pg_dp admits these reads itself,
+    /// so the role needs no SELECT privilege on them.
+    pub waived: Vec<*mut RangeTblEntry>,
+    /// The statement reads a protected table (admitted, or by an exempt role).
+    pub reads_protected: bool,
+}
+
+// ----- collecting what a statement contains -------------------------------------------------
+
+struct AggAt {
+    level: *mut Query,
+    aggref: *mut pg_sys::Aggref,
+    kind: Option<Kind>,
+}
+
+struct RelAt {
+    query: *mut Query,
+    rte: *mut RangeTblEntry,
+}
+
+struct Collect {
+    stack: Vec<*mut Query>,
+    aggs: Vec<AggAt>,
+    rels: Vec<RelAt>,
+    /// subquery → the range-table entry that holds it (subqueries in FROM, views, set operations)
+    subquery_rtes: Vec<(*mut Query, *mut RangeTblEntry)>,
+    /// WITH queries
+    ctes: Vec<*mut pg_sys::CommonTableExpr>,
+    refusal: Option<Refusal>,
+    /// check the statistics rules (the role is restricted in this database)
+    statistics: bool,
+}
+
+impl Collect {
+    fn refuse(&mut self, r: Refusal) -> bool {
+        if self.refusal.is_none() {
+            self.refusal = Some(r);
+        }
+        true
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn collect_walker(node: *mut Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    let c = &mut *(ctx as *mut Collect);
+    if pg_sys::stack_is_too_deep() {
+        return c.refuse(Refusal::too_deep());
+    }
+    match (*node).type_ {
+        NodeTag::T_Query => {
+            let q = node as *mut Query;
+            c.stack.push(q);
+            // join alias lists name every column of the joined tables, used or not: columns are
+            // checked where the query uses them
+            let flags = (pg_sys::QTW_EXAMINE_RTES_BEFORE | pg_sys::QTW_IGNORE_JOINALIASES) as i32;
+            let r = pg_sys::query_tree_walker(q, Some(collect_walker), ctx, flags);
+            c.stack.pop();
+            return r;
+        }
+        NodeTag::T_RangeTblEntry => {
+            let rte = node as *mut RangeTblEntry;
+            if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION {
+                let query = *c.stack.last().expect("an RTE belongs to a query");
+                if c.statistics {
+                    if let Some(what) = statistics::denied_relation((*rte).relid) {
+                        return c.refuse(statistics::refusal(what));
+                    }
+                }
+                c.rels.push(RelAt { query, rte });
+            } else if (*rte).rtekind == pg_sys::RTEKind::RTE_SUBQUERY {
+                c.subquery_rtes.push(((*rte).subquery, rte));
+            }
+            return false; // the walker goes on into the RTE's contents
+        }
+        NodeTag::T_Aggref => {
+            let a = node as *mut pg_sys::Aggref;
+            if crate::query::distributed_level::is_internal((*a).aggfnoid) {
+                return c.refuse(crate::query::distributed_level::internal_refusal((*a).aggfnoid));
+            }
+            let kind = kind_of((*a).aggfnoid, first_arg_type(a));
+            let up = (*a).agglevelsup as usize;
+            if up >= c.stack.len() {
+                return c.refuse(Refusal::new("aggregate refers to a query level that does not exist"));
+            }
+            if let Some(k) = kind {
+                if up > 0 {
+                    return c.refuse(
+                        Refusal::new(format!("{} inside a subquery aggregates columns of an outer query", k.func()))
+                            .hint("call the DP aggregate at the level of the table it reads"),
+                    );
+                }
+            }
+            let level = c.stack[c.stack.len() - 1 - up];
+            c.aggs.push(AggAt { level, aggref: a, kind });
+        }
+        NodeTag::T_WindowFunc => {
+            let w = node as *mut pg_sys::WindowFunc;
+            let first = list_iter::<Node>((*w).args).next().map_or(pg_sys::InvalidOid, |n| pg_sys::exprType(n));
+            if let Some(k) = kind_of((*w).winfnoid, first) {
+                return c.refuse(
+                    Refusal::new(format!("{} cannot be used as a window function", k.func()))
+                        .hint("each window frame would be a separate release; aggregate in a subquery instead"),
+                );
+            }
+        }
+        NodeTag::T_FuncExpr => {
+            let f = (*(node as *mut pg_sys::FuncExpr)).funcid;
+            if crate::query::distributed_level::is_internal(f) {
+                return c.refuse(crate::query::distributed_level::internal_refusal(f));
+            }
+            if c.statistics {
+                if let Some(what) = statistics::denied_function(f) {
+                    return c.refuse(statistics::refusal(&what));
+                }
+            }
+        }
+        NodeTag::T_CommonTableExpr => c.ctes.push(node as *mut pg_sys::CommonTableExpr),
+        NodeTag::T_Var if c.statistics => {
+            let v = node as *mut pg_sys::Var;
+            let up = (*v).varlevelsup as usize;
+            if up < c.stack.len() && (*v).varno > 0 {
+                let q = c.stack[c.stack.len() - 1 - up];
+                if let Some((rte, att)) = base_column(q, (*v).varno, (*v).varattno) {
+                    if let Some(what) = statistics::denied_column((*rte).relid, att) {
+                        return c.refuse(statistics::refusal(what));
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    pg_sys::expression_tree_walker(node, Some(collect_walker), ctx)
+}
+
+unsafe fn first_arg_type(a: *mut pg_sys::Aggref) -> Oid {
+    let l = (*a).aggargtypes;
+    if l.is_null() || (*l).length == 0 {
+        return pg_sys::InvalidOid;
+    }
+    (*(*l).elements).oid_value
+}
+
+/// The table and attribute a column of `q` reads, through join aliases: None for columns of
+/// subqueries and functions.
+unsafe fn base_column(q: *mut Query, varno: i32, attno: i16) -> Option<(*mut RangeTblEntry, i16)> {
+    let rte = rt_fetch(q, varno);
+    if rte.is_null() {
+        return None;
+    }
+    match (*rte).rtekind {
+        pg_sys::RTEKind::RTE_RELATION => Some((rte, attno)),
+        pg_sys::RTEKind::RTE_JOIN if attno > 0 => {
+            let alias = list_iter::<Node>((*rte).joinaliasvars).nth(attno as usize - 1)?;
+            let (idx, att) = resolve_var(q, alias)?;
+            base_column(q, idx, att)
+        }
+        // a whole-row reference to a join reads every column of its tables
+        pg_sys::RTEKind::RTE_JOIN => list_iter::<RangeTblEntry>((*q).rtable)
+            .find(|r| (**r).rtekind == pg_sys::RTEKind::RTE_RELATION && (**r).relid == pg_sys::RelationRelationId)
+            .map(|r| (r, 0)),
+        _ => None,
+    }
+}
+
+/// The range-table entry `index` (1-based) of a query, or null.
+pub unsafe fn rt_fetch(q: *mut Query, index: i32) -> *mut RangeTblEntry {
+    rt_fetch_list((*q).rtable, index)
+}
+
+/// The range-table entry `index` (1-based) of a range table, or null.
+pub unsafe fn rt_fetch_list(rt: *mut pg_sys::List, index: i32) -> *mut RangeTblEntry {
+    if index < 1 || rt.is_null() || index > (*rt).length {
+        return std::ptr::null_mut();
+    }
+    pg_sys::list_nth(rt, index - 1) as *mut RangeTblEntry
+}
+
+// ----- the statement ----------------------------------------------------------------------------
+
+/// Checks a whole statement. Ok(None): nothing for pg_dp to do (no DP aggregate, no protected
+/// table). Ok(Some): the admitted levels, with their aggregate calls tagged. Err: the refusal.
+pub unsafe fn check_statement(query: *mut Query) -> Check<Option<Admitted>> {
+    let mut c = Collect {
+        stack: Vec::new(),
+        aggs: Vec::new(),
+        rels: Vec::new(),
+        subquery_rtes: Vec::new(),
+        ctes: Vec::new(),
+        refusal: None,
+        statistics: protect::statistics_restricted(),
+    };
+    collect_walker(query as *mut Node, &mut c as *mut Collect as *mut c_void);
+    if let Some(r) = c.refusal {
+        return Err(r);
+    }
+    let protected: Vec<bool> = c.rels.iter().map(|r| protect::reads_protected((*r.rte).relid, (*r.rte).inh)).collect();
+    let mut dp_levels: Vec<*mut Query> = Vec::new();
+    for a in c.aggs.iter().filter(|a| a.kind.is_some()) {
+        if !dp_levels.contains(&a.level) {
+            dp_levels.push(a.level);
+        }
+    }
+    if dp_levels.is_empty() && !protected.iter().any(|p| *p) {
+        return Ok(None);
+    }
+
+    let mut levels = Vec::new();
+    let mut distributed = Vec::new();
+    let mut consumed: HashSet<*mut RangeTblEntry> = HashSet::new();
+    let mut waived = Vec::new();
+    let mut next_tag = 0usize;
+    for &q in &dp_levels {
+        let aggs: Vec<&AggAt> = c.aggs.iter().filter(|a| a.level == q).collect();
+        let checked = check_level(q, &aggs, &mut next_tag)?;
+        for (rte, prot) in &checked.reads {
+            consumed.insert(*rte);
+            if *prot {
+                waived.push(*rte);
+            }
+        }
+        levels.push(checked.level);
+        distributed.push(checked.distributed);
+    }
+    for (r, prot) in c.rels.iter().zip(&protected) {
+        if !*prot || consumed.contains(&r.rte) {
+            continue;
+        }
+        let relid = (*r.rte).relid;
+        if protect::exempt(relid) {
+            continue;
+        }
+        let q = r.query;
+        let written = (*q).commandType != pg_sys::CmdType::CMD_SELECT && rt_fetch(q, (*q).resultRelation) == r.rte;
+        return Err(raw_access_refusal(relid, q, written));
+    }
+    let reads_protected = protected.iter().any(|p| *p);
+    let restricted_read = c.rels.iter().zip(&protected).any(|(r, p)| *p && !protect::exempt((*r.rte).relid));
+    if restricted_read {
+        if let Some(r) = leaky_setting(true) {
+            return Err(r);
+        }
+    }
+    // pg_dp admits the reads of protected sources itself (the planner gets a private copy of the
+    // query, so this does not outlive this planning); then the levels over protected tables are
+    // rewritten for privacy units and private GROUP BY keys (rewrite.rs), copying these entries
+    for rte in &waived {
+        (**rte).requiredPerms &= !(pg_sys::ACL_SELECT as pg_sys::AclMode);
+    }
+    for (q, level) in dp_levels.iter().zip(levels.iter_mut()) {
+        crate::query::rewrite::rewrite_level(*q, level, &mut next_tag)?;
+    }
+    // levels over Citus tables: exact partial aggregation on the workers, noise on the coordinator
+    for ((q, level), d) in dp_levels.iter().zip(levels.iter_mut()).zip(&distributed) {
+        if *d {
+            crate::query::distributed_level::rewrite(*q, level)?;
+        }
+    }
+    // The planner may move a condition of an outer query into a DP level (a subquery in FROM, a
+    // view, a branch of a UNION, an inlined WITH query), below its aggregates, where it would run on
+    // every input row. A security barrier lets only leakproof conditions move; WITH queries that
+    // are DP levels are computed once and never inlined.
+    for (sq, rte) in &c.subquery_rtes {
+        if dp_levels.contains(sq) {
+            (**rte).security_barrier = true;
+        }
+    }
+    for cte in &c.ctes {
+        if dp_levels.contains(&((**cte).ctequery as *mut Query)) {
+            (**cte).ctematerialized = pg_sys::CTEMaterialize::CTEMaterializeAlways;
+        }
+    }
+    Ok(Some(Admitted { levels, waived, reads_protected }))
+}
+
+/// A setting that would print to the client what the planner or the executor computed from the
+/// data: `debug_print_plan` (the plan and its estimates, when planning) and `trace_sort` (the sorts
+/// run below the aggregates and the memory they used). Refused for a statement that reads a
+/// protected table the role may not read directly.
+pub unsafe fn leaky_setting(planning: bool) -> Option<Refusal> {
+    let name = if planning && pg_sys::Debug_print_plan {
+        "debug_print_plan"
+    } else if pg_sys::trace_sort {
+        "trace_sort"
+    } else {
+        return None;
+    };
+    Some(
+        Refusal::new(format!("{name} would print what PostgreSQL computed from a protected table's data"))
+            .hint(format!("SET {name} = off")),
+    )
+}
+
+unsafe fn raw_access_refusal(relid: Oid, q: *mut Query, written: bool) -> Refusal {
+    let table = protect::relation_short_name(relid);
+    let role = protect::current_role_name();
+    let what = if written {
+        "not insert into, update or delete from it".to_string()
+    } else if (*q).hasAggs {
+        "read it only through pg_dp aggregates (dp_count, dp_sum, dp_avg, …), not through other aggregates".to_string()
+    } else {
+        "read it only through DP aggregates".to_string()
+    };
+    Refusal::new(format!("permission denied for table {table}: it is protected by pg_dp, and role \"{role}\" may {what}"))
+        .hint("docs/security.md lists the queries pg_dp admits on a protected table")
+}
+
+// ----- one DP level -----------------------------------------------------------------------------
+
+struct LevelChecked {
+    level: DpLevel,
+    /// the relations the level reads as source and joins, with their protection
+    reads: Vec<(*mut RangeTblEntry, bool)>,
+    /// it reads a Citus table: it runs as an exact query on the workers (distributed_level.rs)
+    distributed: bool,
+}
+
+/// The context of an expression check: the query whose range table its columns refer to, and how
+/// refusals name the aggregate and the table.
+struct Cx {
+    q: *mut Query,
+    func: &'static str,
+    table: String,
+}
+
+impl Cx {
+    fn structural(&self, construct: &str) -> Refusal {
+        Refusal::new(format!(
+            "{construct} in the input of {}: each input row must come from one row of {}",
+            self.func, self.table
+        ))
+        .hint("docs/security.md lists the queries pg_dp admits")
+    }
+
+    fn not_total(&self, construct: &str) -> Refusal {
+        Refusal::new(format!(
+            "{construct} in the input of {}: only expressions that cannot raise an error for any stored value are allowed there",
+            self.func
+        ))
+        .hint("docs/security.md lists them: comparisons, IN, BETWEEN, LIKE with a literal pattern, IS NULL, CASE, COALESCE, widening casts")
+    }
+}
+
+unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> Check<LevelChecked> {
+    let dp: Vec<&&AggAt> = aggs.iter().filter(|a| a.kind.is_some()).collect();
+    let func = dp[0].kind.expect("a DP aggregate").func();
+    let first_table = first_relation(q, 0).map_or_else(|| "a table".to_string(), |r| protect::relation_short_name(r));
+    let mut cx = Cx { q, func, table: first_table };
+
+    if (*q).commandType != pg_sys::CmdType::CMD_SELECT {
+        return Err(Refusal::new(format!("{func} must be computed in a SELECT")));
+    }
+    if !(*q).rowMarks.is_null() || (*q).hasForUpdate {
+        return Err(cx.structural("FOR UPDATE"));
+    }
+    if let Some(r) = correlation(q, func) {
+        return Err(r);
+    }
+
+    let source = check_from(&mut cx, q, 0)?;
+    cx.table = protect::relation_short_name(source.relation.oid.into());
+    let distributed = distributed_source(&cx, &source)?;
+    let mut filters = source.filters;
+
+    // Columns that are not GROUP BY keys may appear around the aggregates when they depend on a
+    // grouped primary key: that would release them as they are, row by row.
+    if !(*q).constraintDeps.is_null() {
+        return Err(Refusal::new(format!(
+            "a column that is not a GROUP BY key next to {func}: a level releases only its GROUP BY keys and its DP aggregates"
+        ))
+        .hint("add the column to GROUP BY, or leave it out"));
+    }
+    // The planner moves HAVING conditions without aggregates into WHERE, below the aggregates: they
+    // must be predicates of the grammar.
+    let mut having = Vec::new();
+    split_and((*q).havingQual, &mut having);
+    for h in having {
+        if !has_level_aggregate(h)? {
+            predicate_below(&cx, h)?;
+            filters += 1;
+        }
+    }
+
+    // non-DP aggregates over the rows of a protected table would release exact values
+    if let Some(other) = aggs.iter().find(|a| a.kind.is_none()) {
+        if source.relation.protected {
+            let name = func_name((*other.aggref).aggfnoid);
+            return Err(Refusal::new(format!(
+                "{name} next to {func} over protected table {}: only pg_dp aggregates may aggregate its rows",
+                cx.table
+            ))
+            .hint("use dp_count, dp_sum, dp_avg, dp_median or dp_percentile"));
+        }
+    }
+
+    // GROUP BY keys are computed from each input row: the value grammar, of a built-in type (grouping
+    // calls the type's equality and hash functions on every row)
+    let mut group_keys = Vec::new();
+    for (e, _) in crate::query::rewrite::group_keys(q) {
+        value_below(&cx, e)?;
+        let typ = pg_sys::getBaseType(pg_sys::exprType(e));
+        if typ.to_u32() >= pg_sys::FirstNormalObjectId {
+            return Err(cx.not_total(&format!("GROUP BY key of type {}", total::type_name(pg_sys::exprType(e)))));
+        }
+        key_collation_resolved(&cx, e, "GROUP BY key")?;
+        group_keys.push(describe_value(q, e));
+    }
+    let grouping_sets = if (*q).groupingSets.is_null() {
+        1
+    } else {
+        let sets = crate::pg::ffi::expand_grouping_sets((*q).groupingSets, (*q).groupDistinct);
+        list_iter::<c_void>(sets).count().max(1) as u32
+    };
+
+    let mut aggregates = Vec::new();
+    let mut tagged: Vec<(*mut pg_sys::Aggref, i32)> = Vec::new();
+    for a in dp {
+        let agg = a.aggref;
+        let kind = a.kind.expect("a DP aggregate");
+        let f = kind.func();
+        let acx = Cx { q, func: f, table: cx.table.clone() };
+        if !(*agg).aggdistinct.is_null() {
+            return Err(acx.structural(&format!("DISTINCT inside {f}")));
+        }
+        if !(*agg).aggorder.is_null() {
+            return Err(acx.structural(&format!("ORDER BY inside {f}")));
+        }
+        // a call without bounds takes the bounds declared for its column (bounds.rs)
+        let declared = crate::query::bounds::supply_declared_bounds(q, agg, kind);
+        // and a call without ε the session's, fixed now (bounds.rs)
+        let star = (*agg).aggstar;
+        let default_eps = crate::query::bounds::supply_default_epsilon(agg, kind);
+        let args: Vec<*mut pg_sys::TargetEntry> = list_iter((*agg).args).collect();
+        let mut value_desc = "*".to_string();
+        let mut params = Vec::new();
+        let names = kind.param_names();
+        for (i, te) in args.iter().enumerate() {
+            let e = (**te).expr as *mut Node;
+            if i == 0 && star {
+                // dp_count(*), counting rows through dp_count(true, ε)
+            } else if i == 0 {
+                value_below(&acx, e)?;
+                value_desc = describe_value(q, e);
+            } else if declared.contains(&i) {
+                params.push(ParamSource::Declared);
+            } else if default_eps == Some(i) {
+                params.push(ParamSource::Default);
+            } else {
+                let name = names.get(i.saturating_sub(1)).copied().unwrap_or("parameter");
+                params.push(param(e, f, name)?);
+            }
+        }
+        if !(*agg).aggfilter.is_null() {
+            predicate_below(&acx, (*agg).aggfilter as *mut Node)?;
+            filters += 1;
+        }
+        // the same call written twice in one level (the select list and HAVING, say) is one release:
+        // it shares the first call's tag, one receipt and one value per group (release.rs, dedup)
+        if let Some(first) = tagged.iter().find(|(other, _)| same_call(*other, agg)) {
+            (*agg).location = first.1;
+            continue;
+        }
+        let t = tag(*next_tag);
+        *next_tag += 1;
+        (*agg).location = t;
+        tagged.push((agg, t));
+        aggregates.push(DpAggregate {
+            tag: t,
+            function: func_signature((*agg).aggfnoid),
+            value: value_desc,
+            filtered: !(*agg).aggfilter.is_null(),
+            params,
+        });
+    }
+
+    let level = DpLevel {
+        role: pg_sys::GetUserId().to_u32(),
+        source: source.relation,
+        joins: source.joins,
+        filters,
+        group_keys,
+        grouping_sets,
+        aggregates,
+        unit: None,
+        keys: KeyRelease::AsStored,
+        exact_query: None,
+        reads: source.reads.iter().filter(|(_, p)| *p).map(|(r, _)| (**r).relid.to_u32()).collect(),
+    };
+    Ok(LevelChecked { level, reads: source.reads, distributed })
+}
+
+/// A GROUP BY or ORDER BY key of a collatable type is hashed or sorted under its collation: one
+/// left undetermined by conflicting implicit collations raises an error on the rows that reach it.
+unsafe fn key_collation_resolved(cx: &Cx, e: *mut Node, what: &str) -> Check<()> {
+    if pg_sys::type_is_collatable(pg_sys::exprType(e)) && pg_sys::exprCollation(e) == pg_sys::InvalidOid {
+        return Err(Refusal::new(format!(
+            "{what} of text values whose collations conflict in the input of {}: PostgreSQL cannot tell which collation to group or sort them in",
+            cx.func
+        ))
+        .hint("name the collation, e.g. GROUP BY (CASE … END) COLLATE \"C\""));
+    }
+    Ok(())
+}
+
+/// Whether two pg_dp aggregate calls of one level are the same call: equal but for their place in
+/// the query text (the grammar's tag), which `equal` does not compare.
+unsafe fn same_call(a: *mut pg_sys::Aggref, b: *mut pg_sys::Aggref) -> bool {
+    pg_sys::equal(a as *const c_void, b as *const c_void)
+}
+
+/// Whether a level reads a Citus table (it then runs distributed, distributed_level.rs). On a
+/// worker, a shard is a slice of a table whose releases belong to the coordinator: refused.
+unsafe fn distributed_source(cx: &Cx, source: &Source) -> Check<bool> {
+    let mut distributed = false;
+    for (rte, _) in &source.reads {
+        let relid = (**rte).relid;
+        if crate::catalog::distributed::is_citus_table(relid) {
+            distributed = true;
+        }
+        if let Some(owner) = crate::catalog::distributed::shard_owner(relid) {
+            return Err(Refusal::new(format!(
+                "{} over {}, a shard of Citus table {}: a Citus worker releases nothing, DP queries run on the coordinator",
+                cx.func,
+                protect::relation_short_name(relid),
+                protect::relation_short_name(owner)
+            )));
+        }
+    }
+    Ok(distributed)
+}
+
+/// The table a level reads, for messages written before its FROM clause is checked: the first
+/// protected table in its range tables (through subqueries), else the first table.
+unsafe fn first_relation(q: *mut Query, depth: u32) -> Option<Oid> {
+    let mut first = None;
+    let mut stack = vec![(q, depth)];
+    while let Some((q, d)) = stack.pop() {
+        for rte in list_iter::<RangeTblEntry>((*q).rtable) {
+            match (*rte).rtekind {
+                pg_sys::RTEKind::RTE_RELATION => {
+                    if protect::reads_protected((*rte).relid, (*rte).inh) {
+                        return Some((*rte).relid);
+                    }
+                    first.get_or_insert((*rte).relid);
+                }
+                pg_sys::RTEKind::RTE_SUBQUERY if d < MAX_ROW_SOURCE_DEPTH => stack.push(((*rte).subquery, d + 1)),
+                _ => {}
+            }
+        }
+    }
+    first
+}
+
+/// Whether a condition holds an aggregate (or GROUPING) of its own query level.
+pub(crate) unsafe fn has_level_aggregate(e: *mut Node) -> Check<bool> {
+    struct Walk {
+        depth: u32,
+        too_deep: bool,
+    }
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walker(node: *mut Node, ctx: *mut c_void) -> bool {
+        if node.is_null() {
+            return false;
+        }
+        let w = &mut *(ctx as *mut Walk);
+        if pg_sys::stack_is_too_deep() {
+            w.too_deep = true;
+            return true;
+        }
+        let depth = &mut w.depth;
+        match (*node).type_ {
+            NodeTag::T_Query => {
+                *depth += 1;
+                let r = pg_sys::query_tree_walker(node as *mut Query, Some(walker), ctx, 0);
+                *depth -= 1;
+                return r;
+            }
+            NodeTag::T_Aggref if (*(node as *mut pg_sys::Aggref)).agglevelsup == *depth => return true,
+            NodeTag::T_GroupingFunc if (*(node as *mut pg_sys::GroupingFunc)).agglevelsup == *depth => return true,
+            _ => {}
+        }
+        pg_sys::expression_tree_walker(node, Some(walker), ctx)
+    }
+    let mut w = Walk { depth: 0, too_deep: false };
+    let found = walker(e, &mut w as *mut Walk as *mut c_void);
+    if w.too_deep {
+        return Err(Refusal::too_deep());
+    }
+    Ok(found)
+}
+
+// ----- correlation --------------------------------------------------------------------------
+
+struct Outer {
+    depth: u32,
+    found: bool,
+    too_deep: bool,
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn outer_walker(node: *mut Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    let o = &mut *(ctx as *mut Outer);
+    if pg_sys::stack_is_too_deep() {
+        o.too_deep = true;
+        return true;
+    }
+    let up = match (*node).type_ {
+        NodeTag::T_Query => {
+            o.depth += 1;
+            let r = pg_sys::query_tree_walker(node as *mut Query, Some(outer_walker), ctx, pg_sys::QTW_EXAMINE_RTES_BEFORE as i32);
+            o.depth -= 1;
+            return r;
+        }
+        NodeTag::T_RangeTblEntry => {
+            if (*(node as *mut RangeTblEntry)).lateral {
+                o.found = true;
+                return true;
+            }
+            return false;
+        }
+        NodeTag::T_Var => Some((*(node as *mut pg_sys::Var)).varlevelsup),
+        NodeTag::T_Aggref => Some((*(node as *mut pg_sys::Aggref)).agglevelsup),
+        NodeTag::T_GroupingFunc => Some((*(node as *mut pg_sys::GroupingFunc)).agglevelsup),
+        NodeTag::T_PlaceHolderVar => Some((*(node as *mut pg_sys::PlaceHolderVar)).phlevelsup),
+        _ => None,
+    };
+    if matches!(up, Some(u) if u > o.depth) {
+        o.found = true;
+        return true;
+    }
+    pg_sys::expression_tree_walker(node, Some(outer_walker), ctx)
+}
+
+/// A DP level that refers to an outer query (or holds a LATERAL item) is executed again for every
+/// outer row: each execution would be a new release for one payment.
+unsafe fn correlation(q: *mut Query, func: &str) -> Option<Refusal> {
+    let mut o = Outer { depth: 0, found: false, too_deep: false };
+    pg_sys::query_tree_walker(q, Some(outer_walker), &mut o as *mut Outer as *mut c_void, pg_sys::QTW_EXAMINE_RTES_BEFORE as i32);
+    if o.too_deep {
+        return Some(Refusal::too_deep());
+    }
+    o.found.then(|| {
+        Refusal::new(format!(
+            "{func} in a subquery that refers to an outer query or uses LATERAL: it would be computed again, with new noise, for every outer row"
+        ))
+        .hint("compute the DP aggregate in an uncorrelated subquery or a WITH query, then join its result")
+    })
+}
+
+// ----- FROM: the source and its public joins ------------------------------------------------
+
+/// What a FROM clause (of a DP level or a row source) reads.
+struct Source {
+    relation: Relation,
+    joins: Vec<PublicJoin>,
+    filters: usize,
+    reads: Vec<(*mut RangeTblEntry, bool)>,
+}
+
+struct Item {
+    rtindex: i32,
+    rte: *mut RangeTblEntry,
+    /// the nullable side of a LEFT JOIN: attached only by its own ON conditions
+    outer_quals: Option<Vec<*mut Node>>,
+    protected: bool,
+    /// for a subquery item: what it reads
+    inner: Option<Source>,
+}
+
+const MAX_ROW_SOURCE_DEPTH: u32 = 32;
+
+/// Checks the FROM, WHERE and ON clauses of `q` (a DP level, or a row source below one) and returns
+/// the source with its public joins.
+unsafe fn check_from(cx: &mut Cx, q: *mut Query, depth: u32) -> Check<Source> {
+    if pg_sys::stack_is_too_deep() {
+        return Err(Refusal::too_deep());
+    }
+    if depth > MAX_ROW_SOURCE_DEPTH {
+        return Err(cx.structural("nesting of subqueries deeper than 32"));
+    }
+    let mut items = Vec::new();
+    let mut conjuncts = Vec::new();
+    let jt = (*q).jointree;
+    if jt.is_null() || (*jt).fromlist.is_null() {
+        return Err(Refusal::new(format!("{} must aggregate the rows of a table: the query has no FROM", cx.func)));
+    }
+    flatten(cx, q, jt as *mut Node, &mut items, &mut conjuncts)?;
+    let outer_quals: Vec<*mut Node> = items.iter().filter_map(|i| i.outer_quals.as_ref()).flatten().copied().collect();
+    for i in items.iter_mut() {
+        classify_item(cx, q, i, depth)?;
+    }
+
+    // the source: the protected item, or the first item from which all others attach
+    let protected: Vec<usize> = (0..items.len()).filter(|&i| items[i].protected).collect();
+    if protected.len() > 1 {
+        let names: Vec<String> = protected.iter().map(|&i| item_name(&items[i])).collect();
+        return Err(cx.structural(&format!("join of protected tables {}", names.join(" and "))));
+    }
+    if let Some(&p) = protected.first() {
+        if items[p].outer_quals.is_some() {
+            return Err(cx.structural(&format!("protected table {} on the nullable side of an outer join", item_name(&items[p]))));
+        }
+    }
+    let candidates: Vec<usize> = match protected.first() {
+        Some(&p) => vec![p],
+        None => (0..items.len()).filter(|&i| items[i].outer_quals.is_none()).collect(),
+    };
+    let mut first_failure = None;
+    let mut chosen = None;
+    for cand in candidates {
+        match attach(cx, q, &items, cand, &conjuncts) {
+            Ok(joins) => {
+                chosen = Some((cand, joins));
+                break;
+            }
+            Err(r) => {
+                first_failure.get_or_insert(r);
+            }
+        }
+    }
+    let Some((src, joins)) = chosen else {
+        return Err(first_failure.unwrap_or_else(|| cx.structural("FROM clause")));
+    };
+    cx.table = item_name(&items[src]);
+
+    // every condition below the aggregate is a predicate of the grammar
+    let qcx = Cx { q, func: cx.func, table: cx.table.clone() };
+    for c in conjuncts.iter().chain(outer_quals.iter()) {
+        predicate_below(&qcx, *c)?;
+    }
+
+    let mut reads = Vec::new();
+    let mut out_joins = Vec::new();
+    let mut filters = conjuncts.len() + outer_quals.len();
+    let mut relation = None;
+    for (i, item) in items.iter_mut().enumerate() {
+        match item.inner.take() {
+            Some(inner) => {
+                reads.extend(inner.reads);
+                filters += inner.filters;
+                out_joins.extend(inner.joins);
+                if i == src {
+                    relation = Some(inner.relation);
+                }
+            }
+            None => {
+                reads.push((item.rte, item.protected));
+                if i == src {
+                    relation = Some(relation_of(item.rte, item.protected));
+                }
+            }
+        }
+    }
+    out_joins.extend(joins);
+    Ok(Source { relation: relation.expect("the source is one of the items"), joins: out_joins, filters, reads })
+}
+
+unsafe fn relation_of(rte: *mut RangeTblEntry, protected: bool) -> Relation {
+    Relation { oid: (*rte).relid.to_u32(), name: protect::relation_name((*rte).relid), protected }
+}
+
+unsafe fn item_name(i: &Item) -> String {
+    match &i.inner {
+        Some(s) => protect::relation_short_name(s.relation.oid.into()),
+        None if (*i.rte).rtekind == pg_sys::RTEKind::RTE_RELATION => protect::relation_short_name((*i.rte).relid),
+        None => alias_name(i.rte),
+    }
+}
+
+unsafe fn alias_name(rte: *mut RangeTblEntry) -> String {
+    let eref = (*rte).eref;
+    if eref.is_null() || (*eref).aliasname.is_null() {
+        "a subquery".into()
+    } else {
+        CStr::from_ptr((*eref).aliasname).to_string_lossy().into_owned()
+    }
+}
+
+/// Splits a jointree into base items and conjuncts. Inner joins and comma lists put their
+/// conditions into `conjuncts`; a LEFT (or RIGHT) join's nullable side keeps its own ON conditions.
+unsafe fn flatten(cx: &Cx, q: *mut Query, node: *mut Node, items: &mut Vec<Item>, conjuncts: &mut Vec<*mut Node>) -> Check<()> {
+    if node.is_null() {
+        return Ok(());
+    }
+    match (*node).type_ {
+        NodeTag::T_RangeTblRef => {
+            let idx = (*(node as *mut pg_sys::RangeTblRef)).rtindex;
+            items.push(Item { rtindex: idx, rte: rt_fetch(q, idx), outer_quals: None, protected: false, inner: None });
+        }
+        NodeTag::T_FromExpr => {
+            let f = node as *mut pg_sys::FromExpr;
+            for n in list_iter::<Node>((*f).fromlist) {
+                flatten(cx, q, n, items, conjuncts)?;
+            }
+            split_and((*f).quals, conjuncts);
+        }
+        NodeTag::T_JoinExpr => {
+            let j = node as *mut pg_sys::JoinExpr;
+            match (*j).jointype {
+                pg_sys::JoinType::JOIN_INNER => {
+                    flatten(cx, q, (*j).larg, items, conjuncts)?;
+                    flatten(cx, q, (*j).rarg, items, conjuncts)?;
+                    split_and((*j).quals, conjuncts);
+                }
+                pg_sys::JoinType::JOIN_LEFT | pg_sys::JoinType::JOIN_RIGHT => {
+                    let (kept, nullable) = if (*j).jointype == pg_sys::JoinType::JOIN_LEFT {
+                        ((*j).larg, (*j).rarg)
+                    } else {
+                        ((*j).rarg, (*j).larg)
+                    };
+                    flatten(cx, q, kept, items, conjuncts)?;
+                    if (*nullable).type_ != NodeTag::T_RangeTblRef {
+                        return Err(cx.structural("outer join whose nullable side is itself a join"));
+                    }
+                    let idx = (*(nullable as *mut pg_sys::RangeTblRef)).rtindex;
+                    let mut quals = Vec::new();
+                    split_and((*j).quals, &mut quals);
+                    items.push(Item { rtindex: idx, rte: rt_fetch(q, idx), outer_quals: Some(quals), protected: false, inner: None });
+                }
+                pg_sys::JoinType::JOIN_FULL => return Err(cx.structural("FULL JOIN")),
+                _ => return Err(cx.structural("join of this kind")),
+            }
+        }
+        _ => return Err(cx.structural("FROM item of this kind")),
+    }
+    Ok(())
+}
+
+pub(crate) unsafe fn split_and(n: *mut Node, out: &mut Vec<*mut Node>) {
+    if n.is_null() {
+        return;
+    }
+    if (*n).type_ == NodeTag::T_BoolExpr && (*(n as *mut pg_sys::BoolExpr)).boolop == pg_sys::BoolExprType::AND_EXPR {
+        for a in list_iter::<Node>((*(n as *mut pg_sys::BoolExpr)).args) {
+            split_and(a, out);
+        }
+    } else if (*n).type_ == NodeTag::T_List {
+        for a in list_iter::<Node>(n as *mut pg_sys::List) {
+            split_and(a, out);
+        }
+    } else {
+        out.push(n);
+    }
+}
+
+/// Checks one FROM item: a table of an admitted kind, or a subquery that is a row source.
+unsafe fn classify_item(cx: &mut Cx, _q: *mut Query, item: &mut Item, depth: u32) -> Check<()> {
+    let rte = item.rte;
+    if rte.is_null() {
+        return Err(cx.structural("FROM item"));
+    }
+    if (*rte).lateral {
+        return Err(Refusal::new(format!(
+            "LATERAL in the input of {}: a LATERAL item is computed again for every row, and each input row must come from one row of a table",
+            cx.func
+        )));
+    }
+    match (*rte).rtekind {
+        pg_sys::RTEKind::RTE_RELATION => {
+            let relid = (*rte).relid;
+            let name = protect::relation_short_name(relid);
+            if !(*rte).tablesample.is_null() {
+                return Err(cx.structural(&format!("TABLESAMPLE of {name}")));
+            }
+            let kind = (*rte).relkind as u8;
+            let ok_kind = kind == pg_sys::RELKIND_RELATION || kind == pg_sys::RELKIND_PARTITIONED_TABLE || kind == pg_sys::RELKIND_MATVIEW;
+            if !ok_kind {
+                return Err(cx.structural(&format!("{} {name}", relkind_name(kind))));
+            }
+            if kind == pg_sys::RELKIND_RELATION && (*rte).inh && crate::pg::ffi::has_subclass(relid) {
+                return Err(Refusal::new(format!(
+                    "table {name} has inheritance children, whose rows could repeat a person's row in the input of {}",
+                    cx.func
+                ))
+                .hint(format!("read ONLY {name}, or use a partitioned table")));
+            }
+            item.protected = protect::reads_protected(relid, (*rte).inh);
+            // pg_dp admits a protected table without SELECT on it: a partition or child read on its
+            // own must not escape the row security of a parent (its own is applied already)
+            if item.protected {
+                if let Some(parent) = protect::ancestors(relid).into_iter().find(|r| {
+                    pg_sys::check_enable_rls(*r, pg_sys::InvalidOid, false) == pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32
+                }) {
+                    return Err(Refusal::new(format!(
+                        "{name} is a partition or child of {}, which has row security for role \"{}\": read it through {}",
+                        protect::relation_short_name(parent),
+                        protect::current_role_name(),
+                        protect::relation_short_name(parent)
+                    )));
+                }
+            }
+        }
+        pg_sys::RTEKind::RTE_SUBQUERY => {
+            let sq = (*rte).subquery;
+            let inner = check_row_source(cx, sq, depth + 1)?;
+            item.protected = inner.relation.protected;
+            item.inner = Some(inner);
+        }
+        pg_sys::RTEKind::RTE_FUNCTION => return Err(cx.structural("function in FROM")),
+        pg_sys::RTEKind::RTE_VALUES => return Err(cx.structural("VALUES")),
+        pg_sys::RTEKind::RTE_CTE => return Err(cx.structural("WITH query")),
+        pg_sys::RTEKind::RTE_TABLEFUNC => return Err(cx.structural("table function")),
+        _ => return Err(cx.structural("FROM item of this kind")),
+    }
+    Ok(())
+}
+
+fn relkind_name(kind: u8) -> &'static str {
+    match kind {
+        pg_sys::RELKIND_FOREIGN_TABLE => "foreign table",
+        pg_sys::RELKIND_VIEW => "view",
+        pg_sys::RELKIND_SEQUENCE => "sequence",
+        _ => "relation",
+    }
+}
+
+/// A subquery in FROM (or an expanded view) below a DP aggregate: it may only select, filter,
+/// project and join many-to-one, so that its rows are rows of one table.
+unsafe fn check_row_source(cx: &mut Cx, sq: *mut Query, depth: u32) -> Check<Source> {
+    let construct = if !(*sq).setOperations.is_null() {
+        Some("set operation (UNION, INTERSECT, EXCEPT)")
+    } else if (*sq).hasAggs || !(*sq).groupClause.is_null() || !(*sq).groupingSets.is_null() || !(*sq).havingQual.is_null() {
+        Some("aggregation (another aggregate or GROUP BY)")
+    } else if (*sq).hasWindowFuncs {
+        Some("window function")
+    } else if (*sq).hasTargetSRFs {
+        Some("set-returning function")
+    } else if (*sq).hasDistinctOn {
+        Some("DISTINCT ON")
+    } else if !(*sq).distinctClause.is_null() {
+        Some("DISTINCT")
+    } else if !(*sq).limitCount.is_null() {
+        Some("LIMIT")
+    } else if !(*sq).limitOffset.is_null() {
+        Some("OFFSET")
+    } else if !(*sq).rowMarks.is_null() || (*sq).hasForUpdate {
+        Some("FOR UPDATE")
+    } else if !(*sq).cteList.is_null() {
+        Some("WITH query")
+    } else if (*sq).commandType != pg_sys::CmdType::CMD_SELECT {
+        Some("data-modifying statement")
+    } else {
+        None
+    };
+    if let Some(c) = construct {
+        return Err(cx.structural(c));
+    }
+    let saved = cx.table.clone();
+    let src = check_from(cx, sq, depth)?;
+    let scx = Cx { q: sq, func: cx.func, table: cx.table.clone() };
+    for te in list_iter::<pg_sys::TargetEntry>((*sq).targetList) {
+        value_below(&scx, (*te).expr as *mut Node)?;
+    }
+    // ORDER BY sorts the rows below the aggregate with the type's comparison: only types whose
+    // comparison is total, under a determined collation
+    for sc in list_iter::<pg_sys::SortGroupClause>((*sq).sortClause) {
+        let te = list_iter::<pg_sys::TargetEntry>((*sq).targetList).find(|t| (**t).ressortgroupref == (*sc).tleSortGroupRef);
+        let Some(te) = te else { return Err(scx.structural("ORDER BY")) };
+        let e = (*te).expr as *mut Node;
+        let typ = pg_sys::getBaseType(pg_sys::exprType(e));
+        if !total::is_comparable(typ) || (*sc).sortop.to_u32() >= pg_sys::FirstNormalObjectId {
+            return Err(scx.not_total(&format!("ORDER BY a value of type {}", total::type_name(pg_sys::exprType(e)))));
+        }
+        key_collation_resolved(&scx, e, "ORDER BY key")?;
+    }
+    cx.table = saved;
+    Ok(src)
+}
+
+/// Attaches every item but `src` to it through many-to-one joins; returns the public joins.
+unsafe fn attach(cx: &Cx, q: *mut Query, items: &[Item], src: usize, conjuncts: &[*mut Node]) -> Check<Vec<PublicJoin>> {
+    let mut attached: Vec<i32> = vec![items[src].rtindex];
+    let mut pending: Vec<usize> = (0..items.len()).filter(|&i| i != src).collect();
+    let mut joins = Vec::new();
+    let src_name = item_name(&items[src]);
+    loop {
+        let before = pending.len();
+        let mut still = Vec::new();
+        for &j in &pending {
+            let item = &items[j];
+            if item.inner.is_some() || (*item.rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+                still.push(j);
+                continue;
+            }
+            if !(*item.rte).securityQuals.is_null() {
+                // a policy runs its conditions on exactly the rows the join fetches for protected rows
+                return Err(Refusal::new(format!(
+                    "join with {} in the input of {}: row security policies on it would run on the rows it joins to {src_name}",
+                    item_name(item),
+                    cx.func
+                ))
+                .hint("join a table without row security"));
+            }
+            let quals: &[*mut Node] = item.outer_quals.as_deref().unwrap_or(conjuncts);
+            if let Some(key) = unique_key_matched(q, item, &attached, quals) {
+                attached.push(item.rtindex);
+                joins.push(PublicJoin { relation: relation_of(item.rte, false), key, outer: item.outer_quals.is_some() });
+            } else {
+                still.push(j);
+            }
+        }
+        pending = still;
+        if pending.is_empty() {
+            return Ok(joins);
+        }
+        if pending.len() == before {
+            let j = &items[pending[0]];
+            let name = item_name(j);
+            let why = if j.inner.is_some() || (*j.rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+                format!("join of {src_name} with subquery {name} in the input of {}: join tables, not subqueries or views, to the source", cx.func)
+            } else {
+                format!(
+                    "join of {src_name} with {name} in the input of {}: each row of {src_name} must match at most one row of {name}, through equalities with all columns of a unique key of {name}",
+                    cx.func
+                )
+            };
+            return Err(Refusal::new(why).hint("a join that can match one row to several repeats a person's row, which multiplies what a query reveals about them"));
+        }
+    }
+}
+
+/// The columns of a unique key of `item` that the conditions equate with columns of tables already
+/// attached, if a whole key is covered.
+unsafe fn unique_key_matched(q: *mut Query, item: &Item, attached: &[i32], quals: &[*mut Node]) -> Option<Vec<String>> {
+    let relid = (*item.rte).relid;
+    let rel = pg_sys::relation_open(relid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+    let indexes = pg_sys::RelationGetIndexList(rel);
+    let mut found = None;
+    for idx in crate::aggregates::agg::list_oids(indexes) {
+        let irel = pg_sys::index_open(idx, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let ind = (*irel).rd_index;
+        let usable = (*ind).indisunique
+            && (*ind).indimmediate
+            && (*ind).indisvalid
+            && pg_sys::RelationGetIndexPredicate(irel).is_null()
+            && pg_sys::RelationGetIndexExpressions(irel).is_null();
+        if usable {
+            let nkeys = (*ind).indnkeyatts as usize;
+            let keys = (*ind).indkey.values.as_slice(nkeys);
+            let mut cols = Vec::new();
+            let all = (0..nkeys).all(|k| {
+                let attno = keys[k];
+                let opfamily = *(*irel).rd_opfamily.add(k);
+                let ok = quals.iter().any(|c| is_key_equality(q, *c, item.rtindex, attno, opfamily, attached));
+                if ok {
+                    cols.push(attname(relid, attno));
+                }
+                ok
+            });
+            if all && nkeys > 0 {
+                found = Some(cols);
+            }
+        }
+        pg_sys::index_close(irel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        if found.is_some() {
+            break;
+        }
+    }
+    pg_sys::relation_close(rel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+    found
+}
+
+unsafe fn is_key_equality(q: *mut Query, c: *mut Node, rtindex: i32, attno: i16, opfamily: Oid, attached: &[i32]) -> bool {
+    if (*c).type_ != NodeTag::T_OpExpr {
+        return false;
+    }
+    let op = c as *mut pg_sys::OpExpr;
+    let args: Vec<*mut Node> = list_iter((*op).args).collect();
+    if args.len() != 2 {
+        return false;
+    }
+    // built-in operators and operator families only: the join runs them on protected values
+    let builtin = |o: Oid| o.to_u32() < pg_sys::FirstNormalObjectId;
+    if !builtin((*op).opno) || !builtin((*op).opfuncid) || !builtin(opfamily) {
+        return false;
+    }
+    if pg_sys::get_op_opfamily_strategy((*op).opno, opfamily) != pg_sys::BTEqualStrategyNumber as i32 {
+        return false;
+    }
+    let coll = (*op).inputcollid;
+    if coll != pg_sys::InvalidOid && !pg_sys::get_collation_isdeterministic(coll) {
+        return false;
+    }
+    let (a, b) = (resolve_var(q, args[0]), resolve_var(q, args[1]));
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            (a == (rtindex, attno) && attached.contains(&b.0) && b.1 > 0) || (b == (rtindex, attno) && attached.contains(&a.0) && a.1 > 0)
+        }
+        _ => false,
+    }
+}
+
+/// (range-table index, attribute) of a plain column of `q`, through relabelling casts and join
+/// aliases.
+pub(crate) unsafe fn resolve_var(q: *mut Query, mut e: *mut Node) -> Option<(i32, i16)> {
+    for _ in 0..64 {
+        match (*e).type_ {
+            NodeTag::T_RelabelType => e = (*(e as *mut pg_sys::RelabelType)).arg as *mut Node,
+            NodeTag::T_Var => {
+                let v = e as *mut pg_sys::Var;
+                if (*v).varlevelsup != 0 {
+                    return None;
+                }
+                let rte = rt_fetch(q, (*v).varno);
+                if rte.is_null() {
+                    return None;
+                }
+                if (*rte).rtekind == pg_sys::RTEKind::RTE_JOIN {
+                    let att = (*v).varattno;
+                    if att < 1 {
+                        return None;
+                    }
+                    e = list_iter::<Node>((*rte).joinaliasvars).nth(att as usize - 1)?;
+                    continue;
+                }
+                return Some(((*v).varno, (*v).varattno));
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+pub(crate) unsafe fn attname(relid: Oid, attno: i16) -> String {
+    let n = pg_sys::get_attname(relid, attno, true);
+    if n.is_null() {
+        format!("column {attno}")
+    } else {
+        CStr::from_ptr(n).to_string_lossy().into_owned()
+    }
+}
+
+// ----- values and predicates ----------------------------------------------------------------
+
+/// A value below a DP aggregate. Constructs that break "one input row from one row of one table"
+/// (a subquery, a window function, …) are reported before expressions that are not total.
+unsafe fn value_below(cx: &Cx, e: *mut Node) -> Check<()> {
+    structure(cx, e)?;
+    value(cx, e)
+}
+
+/// A condition below a DP aggregate (WHERE, ON, FILTER).
+unsafe fn predicate_below(cx: &Cx, e: *mut Node) -> Check<()> {
+    structure(cx, e)?;
+    predicate(cx, e)
+}
+
+struct Found(Option<&'static str>);
+
+const TOO_DEEP: &str = "too deep";
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn structure_walker(node: *mut Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    let found = &mut *(ctx as *mut Found);
+    if pg_sys::stack_is_too_deep() {
+        found.0 = Some(TOO_DEEP);
+        return true;
+    }
+    found.0 = match (*node).type_ {
+        NodeTag::T_SubLink | NodeTag::T_SubPlan | NodeTag::T_AlternativeSubPlan => Some("subquery"),
+        NodeTag::T_WindowFunc => Some("window function"),
+        NodeTag::T_Aggref | NodeTag::T_GroupingFunc => Some("aggregate"),
+        NodeTag::T_FuncExpr if (*(node as *mut pg_sys::FuncExpr)).funcretset => Some("set-returning function"),
+        NodeTag::T_OpExpr if (*(node as *mut pg_sys::OpExpr)).opretset => Some("set-returning function"),
+        _ => None,
+    };
+    found.0.is_some() || pg_sys::expression_tree_walker(node, Some(structure_walker), ctx)
+}
+
+unsafe fn structure(cx: &Cx, e: *mut Node) -> Check<()> {
+    let mut found = Found(None);
+    structure_walker(e, &mut found as *mut Found as *mut c_void);
+    match found.0 {
+        Some(TOO_DEEP) => Err(Refusal::too_deep()),
+        Some(what) => Err(cx.structural(what)),
+        None => Ok(()),
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn data_walker(node: *mut Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    if pg_sys::stack_is_too_deep() {
+        return true; // not known to be constant: the caller refuses
+    }
+    let user = |f: Oid| f.to_u32() >= pg_sys::FirstNormalObjectId;
+    // Only nodes that the planner evaluates while planning when their inputs are constants: an
+    // error they raise is raised at planning, whatever the data. A domain check, an XML
+    // expression or a bind parameter (not folded in a generic plan) would be evaluated, and raise
+    // its error, only on the rows whose CASE branch reaches it.
+    let not_constant = match (*node).type_ {
+        NodeTag::T_Const | NodeTag::T_List | NodeTag::T_BoolExpr | NodeTag::T_RelabelType | NodeTag::T_ArrayExpr
+        | NodeTag::T_CaseExpr | NodeTag::T_CaseWhen | NodeTag::T_CoalesceExpr | NodeTag::T_NullTest
+        | NodeTag::T_BooleanTest => false,
+        NodeTag::T_FuncExpr => user((*(node as *mut pg_sys::FuncExpr)).funcid),
+        NodeTag::T_OpExpr | NodeTag::T_DistinctExpr | NodeTag::T_NullIfExpr => user((*(node as *mut pg_sys::OpExpr)).opfuncid),
+        NodeTag::T_ScalarArrayOpExpr => user((*(node as *mut pg_sys::ScalarArrayOpExpr)).opfuncid),
+        NodeTag::T_CoerceViaIO => {
+            let c = node as *mut pg_sys::CoerceViaIO;
+            user((*c).resulttype) || user(pg_sys::exprType((*c).arg as *mut Node))
+        }
+        _ => true,
+    };
+    not_constant || pg_sys::expression_tree_walker(node, Some(data_walker), ctx)
+}
+
+/// True for an expression the planner computes while planning: literals combined by immutable
+/// built-in functions, casts, CASE, COALESCE, AND/OR/NOT, IS NULL (e.g. `ARRAY[1.0, 2.0]::float8[]`).
+/// Whatever error it could raise is raised at planning, from the query text alone.
+unsafe fn is_constant(e: *mut Node) -> bool {
+    !data_walker(e, std::ptr::null_mut()) && !pg_sys::contain_mutable_functions(e)
+}
+
+/// `refusal`, unless `e` is a constant expression (then its errors come while planning). Checked
+/// only where a node would be refused, so that the check costs time linear in the expression.
+unsafe fn unless_constant(e: *mut Node, refusal: Refusal) -> Check<()> {
+    if is_constant(e) {
+        Ok(())
+    } else {
+        Err(refusal)
+    }
+}
+
+/// A value below a DP aggregate: the grammar's `value`.
+unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
+    if pg_sys::stack_is_too_deep() {
+        return Err(Refusal::too_deep());
+    }
+    if e.is_null() {
+        return Ok(());
+    }
+    match (*e).type_ {
+        NodeTag::T_Var => column(cx, e as *mut pg_sys::Var),
+        NodeTag::T_Const => Ok(()),
+        NodeTag::T_Param => {
+            if (*(e as *mut pg_sys::Param)).paramkind == pg_sys::ParamKind::PARAM_EXTERN {
+                Ok(())
+            } else {
+                Err(cx.structural("value computed while the query runs"))
+            }
+        }
+        NodeTag::T_RelabelType => value(cx, (*(e as *mut pg_sys::RelabelType)).arg as *mut Node),
+        NodeTag::T_CoerceViaIO => {
+            let c = e as *mut pg_sys::CoerceViaIO;
+            let arg = (*c).arg as *mut Node;
+            let from = pg_sys::exprType(arg);
+            let to = (*c).resulttype;
+            if (to == pg_sys::TEXTOID || to == pg_sys::VARCHAROID) && total::text_output_ok(from) {
+                value(cx, arg)
+            } else {
+                unless_constant(e, cx.not_total(&format!("cast from {} to {}", total::type_name(from), total::type_name(to))))
+            }
+        }
+        NodeTag::T_FuncExpr => {
+            let f = e as *mut pg_sys::FuncExpr;
+            if (*f).funcretset {
+                return Err(cx.structural(&format!("set-returning {}", total::describe_function((*f).funcid))));
+            }
+            if total::is_total_cast((*f).funcid) {
+                for a in list_iter::<Node>((*f).args) {
+                    value(cx, a)?;
+                }
+                Ok(())
+            } else {
+                let what = if matches!((*f).funcformat, pg_sys::CoercionForm::COERCE_IMPLICIT_CAST | pg_sys::CoercionForm::COERCE_EXPLICIT_CAST) {
+                    let arg = list_iter::<Node>((*f).args).next();
+                    let from = arg.map_or(pg_sys::InvalidOid, |a| pg_sys::exprType(a));
+                    format!("cast from {} to {}", total::type_name(from), total::type_name((*f).funcresulttype))
+                } else {
+                    total::describe_function((*f).funcid)
+                };
+                unless_constant(e, cx.not_total(&what))
+            }
+        }
+        NodeTag::T_OpExpr => {
+            let op = e as *mut pg_sys::OpExpr;
+            let args: Vec<*mut Node> = list_iter((*op).args).collect();
+            if let Some(is_div) = total::integer_division((*op).opfuncid) {
+                match (args.len(), args.get(1).and_then(|d| const_int(*d))) {
+                    (2, Some(k)) if total::divisor_ok(k, is_div) => value(cx, args[0]),
+                    _ => unless_constant(e, cx.not_total(&format!(
+                        "{} with a divisor that is not a literal other than 0{}",
+                        total::describe_operator((*op).opno),
+                        if is_div { " and -1" } else { "" }
+                    ))),
+                }
+            } else {
+                predicate(cx, e)
+            }
+        }
+        NodeTag::T_CaseExpr => {
+            let c = e as *mut pg_sys::CaseExpr;
+            value(cx, (*c).arg as *mut Node)?;
+            for w in list_iter::<pg_sys::CaseWhen>((*c).args) {
+                predicate(cx, (*w).expr as *mut Node)?;
+                value(cx, (*w).result as *mut Node)?;
+            }
+            value(cx, (*c).defresult as *mut Node)
+        }
+        NodeTag::T_CaseTestExpr => Ok(()),
+        NodeTag::T_CoalesceExpr => {
+            for a in list_iter::<Node>((*(e as *mut pg_sys::CoalesceExpr)).args) {
+                value(cx, a)?;
+            }
+            Ok(())
+        }
+        NodeTag::T_MinMaxExpr => {
+            let m = e as *mut pg_sys::MinMaxExpr;
+            if !total::is_comparable((*m).minmaxtype) {
+                return unless_constant(e, cx.not_total(&format!("GREATEST or LEAST of {}", total::type_name((*m).minmaxtype))));
+            }
+            let args: Vec<*mut Node> = list_iter((*m).args).collect();
+            collation_resolved(cx, e, &args, "GREATEST or LEAST")?;
+            for a in args {
+                value(cx, a)?;
+            }
+            Ok(())
+        }
+        NodeTag::T_BoolExpr
+        | NodeTag::T_NullTest
+        | NodeTag::T_BooleanTest
+        | NodeTag::T_ScalarArrayOpExpr
+        | NodeTag::T_DistinctExpr
+        | NodeTag::T_NullIfExpr => predicate(cx, e),
+        NodeTag::T_SubLink | NodeTag::T_SubPlan => Err(cx.structural("subquery")),
+        NodeTag::T_WindowFunc => Err(cx.structural("window function")),
+        NodeTag::T_Aggref => Err(cx.structural("aggregate")),
+        NodeTag::T_CoerceToDomain => unless_constant(e, cx.not_total("cast to a domain")),
+        NodeTag::T_ArrayExpr => {
+            let a = e as *mut pg_sys::ArrayExpr;
+            // ARRAY[ARRAY[…], …] raises an error when its elements' dimensions differ, which depends
+            // on the values (an array column, or a CASE that yields arrays of other shapes)
+            if (*a).multidims {
+                return unless_constant(e, cx.not_total("ARRAY[…] of arrays (a multidimensional array constructor)"));
+            }
+            for el in list_iter::<Node>((*a).elements) {
+                // an array of values of variable length fails when their total passes 1 GB
+                if pg_sys::get_typlen(pg_sys::exprType(el)) < 0 && !is_constant(el) {
+                    return unless_constant(e, cx.not_total(&format!(
+                        "ARRAY[…] of {} values computed from the data",
+                        total::type_name(pg_sys::exprType(el))
+                    )));
+                }
+                value(cx, el)?;
+            }
+            Ok(())
+        }
+        NodeTag::T_CollateExpr => value(cx, (*(e as *mut pg_sys::CollateExpr)).arg as *mut Node),
+        t => unless_constant(e, cx.not_total(&node_name(t))),
+    }
+}
+
+/// The collation a comparison, LIKE or GREATEST of values of a collatable type (text, varchar,
+/// char, name, arrays of them) runs under. When the two sides carry different implicit collations
+/// (a column of the protected table and one of a public table, say), PostgreSQL leaves it
+/// undetermined, and raises "could not determine which collation to use" only on the rows that
+/// reach the comparison: refused before planning.
+unsafe fn collation_resolved(cx: &Cx, e: *mut Node, args: &[*mut Node], what: &str) -> Check<()> {
+    if !args.iter().any(|a| pg_sys::type_is_collatable(pg_sys::exprType(*a))) {
+        return Ok(());
+    }
+    if pg_sys::exprInputCollation(e) != pg_sys::InvalidOid {
+        return Ok(());
+    }
+    unless_constant(
+        e,
+        Refusal::new(format!(
+            "{what} of text values whose collations conflict in the input of {}: PostgreSQL cannot tell which collation to compare them in",
+            cx.func
+        ))
+        .hint("name the collation of one side, e.g. a.name = b.name COLLATE \"C\""),
+    )
+}
+
+/// A plain user column of a table (or subquery, or join) in the level's FROM.
+unsafe fn column(cx: &Cx, v: *mut pg_sys::Var) -> Check<()> {
+    if (*v).varlevelsup != 0 {
+        return Err(Refusal::new(format!(
+            "a column of an outer query in the input of {}: it would be computed again, with new noise, for every outer row",
+            cx.func
+        )));
+    }
+    let rte = rt_fetch(cx.q, (*v).varno);
+    if rte.is_null() {
+        return Err(cx.structural("column"));
+    }
+    let att = (*v).varattno;
+    match (*rte).rtekind {
+        pg_sys::RTEKind::RTE_RELATION if att > 0 => Ok(()),
+        pg_sys::RTEKind::RTE_RELATION if att == 0 => Err(cx.structural("whole-row reference")),
+        pg_sys::RTEKind::RTE_RELATION => Err(cx.structural("system column")),
+        // the subquery's select list is checked with the subquery
+        pg_sys::RTEKind::RTE_SUBQUERY if att > 0 => Ok(()),
+        pg_sys::RTEKind::RTE_JOIN if att > 0 => match list_iter::<Node>((*rte).joinaliasvars).nth(att as usize - 1) {
+            Some(alias) => value(cx, alias),
+            None => Err(cx.structural("column")),
+        },
+        _ => Err(cx.structural("whole-row reference")),
+    }
+}
+
+/// A condition below a DP aggregate: the grammar's `predicate`.
+unsafe fn predicate(cx: &Cx, e: *mut Node) -> Check<()> {
+    if pg_sys::stack_is_too_deep() {
+        return Err(Refusal::too_deep());
+    }
+    if e.is_null() {
+        return Ok(());
+    }
+    match (*e).type_ {
+        NodeTag::T_BoolExpr => {
+            for a in list_iter::<Node>((*(e as *mut pg_sys::BoolExpr)).args) {
+                predicate(cx, a)?;
+            }
+            Ok(())
+        }
+        NodeTag::T_NullTest => {
+            let t = e as *mut pg_sys::NullTest;
+            if (*t).argisrow {
+                return unless_constant(e, cx.not_total("row IS NULL"));
+            }
+            value(cx, (*t).arg as *mut Node)
+        }
+        NodeTag::T_BooleanTest => value(cx, (*(e as *mut pg_sys::BooleanTest)).arg as *mut Node),
+        NodeTag::T_OpExpr | NodeTag::T_DistinctExpr | NodeTag::T_NullIfExpr => {
+            let op = e as *mut pg_sys::OpExpr;
+            let args: Vec<*mut Node> = list_iter((*op).args).collect();
+            if args.len() == 2 && total::is_comparison((*op).opno) {
+                collation_resolved(cx, e, &args, "comparison")?;
+                value(cx, args[0])?;
+                value(cx, args[1])
+            } else if args.len() == 2 && total::is_like((*op).opno) {
+                collation_resolved(cx, e, &args, "LIKE")?;
+                like(cx, op, &args)
+            } else if (*e).type_ == NodeTag::T_OpExpr && total::integer_division((*op).opfuncid).is_some() {
+                value(cx, e)
+            } else {
+                unless_constant(e, cx.not_total(&total::describe_operator((*op).opno)))
+            }
+        }
+        NodeTag::T_ScalarArrayOpExpr => {
+            let s = e as *mut pg_sys::ScalarArrayOpExpr;
+            if !total::is_comparison((*s).opno) {
+                return unless_constant(e, cx.not_total(&total::describe_operator((*s).opno)));
+            }
+            let args: Vec<*mut Node> = list_iter((*s).args).collect();
+            collation_resolved(cx, e, &args, "comparison")?;
+            for a in args {
+                value(cx, a)?;
+            }
+            Ok(())
+        }
+        NodeTag::T_Const => Ok(()),
+        _ if pg_sys::exprType(e) == pg_sys::BOOLOID => value(cx, e),
+        t => unless_constant(e, cx.not_total(&node_name(t))),
+    }
+}
+
+unsafe fn like(cx: &Cx, op: *mut pg_sys::OpExpr, args: &[*mut Node]) -> Check<()> {
+    let coll = (*op).inputcollid;
+    if coll != pg_sys::InvalidOid && !pg_sys::get_collation_isdeterministic(coll) {
+        return Err(cx.not_total("LIKE under a nondeterministic collation"));
+    }
+    value(cx, args[0])?;
+    let mut p = args[1];
+    while (*p).type_ == NodeTag::T_RelabelType {
+        p = (*(p as *mut pg_sys::RelabelType)).arg as *mut Node;
+    }
+    if (*p).type_ != NodeTag::T_Const || (*(p as *mut pg_sys::Const)).constisnull {
+        return Err(cx.not_total("LIKE with a pattern that is not a literal"));
+    }
+    let c = p as *mut pg_sys::Const;
+    let s = pg_sys::text_to_cstring((*c).constvalue.cast_mut_ptr());
+    if !total::like_pattern_ok(CStr::from_ptr(s).to_bytes()) {
+        return Err(Refusal::new(format!("LIKE pattern in the input of {} must not end with the escape character", cx.func)));
+    }
+    Ok(())
+}
+
+/// An integer literal, possibly cast between integer types.
+unsafe fn const_int(mut e: *mut Node) -> Option<i64> {
+    for _ in 0..8 {
+        match (*e).type_ {
+            NodeTag::T_Const => {
+                let c = e as *mut pg_sys::Const;
+                if (*c).constisnull {
+                    return None;
+                }
+                let d = (*c).constvalue.value();
+                return match (*c).consttype {
+                    pg_sys::INT2OID => Some(d as i16 as i64),
+                    pg_sys::INT4OID => Some(d as i32 as i64),
+                    pg_sys::INT8OID => Some(d as i64),
+                    _ => None,
+                };
+            }
+            NodeTag::T_RelabelType => e = (*(e as *mut pg_sys::RelabelType)).arg as *mut Node,
+            NodeTag::T_FuncExpr => {
+                let f = e as *mut pg_sys::FuncExpr;
+                let id = (*f).funcid.to_u32();
+                let range = match id {
+                    pg_sys::F_INT4_INT2 | pg_sys::F_INT8_INT2 | pg_sys::F_INT8_INT4 => i64::MIN..=i64::MAX,
+                    pg_sys::F_INT2_INT4 | pg_sys::F_INT2_INT8 => i16::MIN as i64..=i16::MAX as i64,
+                    pg_sys::F_INT4_INT8 => i32::MIN as i64..=i32::MAX as i64,
+                    _ => return None,
+                };
+                // a narrowing cast of a literal: its value if it fits (otherwise it fails while planning)
+                let v = const_int(list_iter::<Node>((*f).args).next()?)?;
+                return range.contains(&v).then_some(v);
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+// ----- parameters ---------------------------------------------------------------------------
+
+/// A parameter (ε, δ, p, a bound): a literal or a bind parameter, possibly cast or negated.
+unsafe fn param(e: *mut Node, func: &str, name: &str) -> Check<ParamSource> {
+    let refuse = |what: &str| {
+        Refusal::new(format!("{name} of {func} must be a literal or a bind parameter ($1), not {what}"))
+            .hint("the parameters must not depend on the data, and pg_dp reads them before the query runs")
+    };
+    let mut e = e;
+    for _ in 0..16 {
+        match (*e).type_ {
+            NodeTag::T_Const => return Ok(ParamSource::Literal),
+            NodeTag::T_Param => {
+                let p = e as *mut pg_sys::Param;
+                if (*p).paramkind == pg_sys::ParamKind::PARAM_EXTERN {
+                    return Ok(ParamSource::Bind((*p).paramid as u32));
+                }
+                return Err(refuse("a value computed while the query runs"));
+            }
+            NodeTag::T_RelabelType => e = (*(e as *mut pg_sys::RelabelType)).arg as *mut Node,
+            NodeTag::T_CoerceViaIO => e = (*(e as *mut pg_sys::CoerceViaIO)).arg as *mut Node,
+            NodeTag::T_FuncExpr => {
+                let f = e as *mut pg_sys::FuncExpr;
+                let cast = matches!((*f).funcformat, pg_sys::CoercionForm::COERCE_IMPLICIT_CAST | pg_sys::CoercionForm::COERCE_EXPLICIT_CAST);
+                let args: Vec<*mut Node> = list_iter((*f).args).collect();
+                let extra_consts = args.iter().skip(1).all(|a| (**a).type_ == NodeTag::T_Const);
+                if !cast || (*f).funcid.to_u32() >= pg_sys::FirstNormalObjectId || args.is_empty() || !extra_consts {
+                    return Err(refuse("a function call"));
+                }
+                e = args[0];
+            }
+            NodeTag::T_OpExpr => {
+                let op = e as *mut pg_sys::OpExpr;
+                let args: Vec<*mut Node> = list_iter((*op).args).collect();
+                let name_ = CStr::from_ptr(pg_sys::get_opname((*op).opno)).to_string_lossy().into_owned();
+                if args.len() == 1 && (*op).opno.to_u32() < pg_sys::FirstNormalObjectId && (name_ == "-" || name_ == "+") {
+                    e = args[0];
+                } else {
+                    return Err(refuse("an expression"));
+                }
+            }
+            NodeTag::T_Var => return Err(refuse("a column")),
+            NodeTag::T_SubLink | NodeTag::T_SubPlan => return Err(refuse("a subquery")),
+            NodeTag::T_Aggref => return Err(refuse("an aggregate")),
+            _ => return Err(refuse("an expression")),
+        }
+    }
+    Err(refuse("an expression"))
+}
+
+// ----- names ------------------------------------------------------------------------------------
+
+unsafe fn func_name(funcid: Oid) -> String {
+    let n = pg_sys::get_func_name(funcid);
+    if n.is_null() {
+        "an aggregate".into()
+    } else {
+        CStr::from_ptr(n).to_string_lossy().into_owned()
+    }
+}
+
+pub(crate) unsafe fn func_signature(funcid: Oid) -> String {
+    let p = pg_sys::format_procedure(funcid);
+    if p.is_null() {
+        func_name(funcid)
+    } else {
+        CStr::from_ptr(p).to_string_lossy().into_owned()
+    }
+}
+
+/// `table.column` for a plain column (through joins and subqueries), else `expression`.
+unsafe fn describe_value(q: *mut Query, e: *mut Node) -> String {
+    match value_column(q, e) {
+        Some((relid, att)) => format!("{}.{}", protect::relation_short_name(relid), attname(relid, att)),
+        None => "expression".into(),
+    }
+}
+
+/// The table column an aggregated value is, unchanged: through join aliases, subqueries in FROM and
+/// views (binary-compatible relabelling only). None for any other expression.
+pub(crate) unsafe fn value_column(q: *mut Query, e: *mut Node) -> Option<(Oid, i16)> {
+    let mut q = q;
+    let mut e = e;
+    for _ in 0..32 {
+        let (idx, att) = resolve_var(q, e)?;
+        let rte = rt_fetch(q, idx);
+        match (*rte).rtekind {
+            pg_sys::RTEKind::RTE_RELATION if att > 0 => return Some(((*rte).relid, att)),
+            pg_sys::RTEKind::RTE_SUBQUERY if att > 0 => {
+                let sq = (*rte).subquery;
+                let te = list_iter::<pg_sys::TargetEntry>((*sq).targetList).nth(att as usize - 1)?;
+                q = sq;
+                e = (*te).expr as *mut Node;
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+fn node_name(tag: NodeTag) -> String {
+    let raw = format!("{tag:?}");
+    let t = raw.trim_start_matches("T_");
+    let words = match t {
+        "RowExpr" => "row constructor",
+        "FieldSelect" => "field selection",
+        "SubscriptingRef" => "subscript",
+        "ArrayCoerceExpr" => "array cast",
+        "ConvertRowtypeExpr" => "row type conversion",
+        "CollateExpr" => "COLLATE",
+        "RowCompareExpr" => "row comparison",
+        "XmlExpr" => "XML expression",
+        "SQLValueFunction" => "SQL value function (CURRENT_DATE, CURRENT_USER, …)",
+        "NextValueExpr" => "nextval",
+        _ => t,
+    };
+    words.to_string()
+}

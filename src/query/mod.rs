@@ -1,0 +1,9 @@
+//! Before planning: the DP query grammar and its table of total expressions, which produce the
+//! description of each DP level, and the rewrites of that description (privacy units, GROUP BY
+//! keys, declared bounds, Citus). Imports the layers below: `pg`, `settings`, `catalog`,
+//! `protection`.
+pub mod bounds;
+pub mod distributed_level;
+pub mod grammar;
+pub mod rewrite;
+pub mod total;

@@ -1,0 +1,551 @@
+//! dp.release_projection and dp.release_projection_rows: a private copy of a table by random
+//! projection (DPRP, docs/privacy/dprp.md). The core does the mechanism; this file checks the
+//! arguments and the catalog, charges the ledger, reads the table and writes the result.
+//!
+//! Order, so that nothing the caller learns before paying depends on the data:
+//! 1. every argument, the source (a plain or partitioned table, every leaf a table, no row security
+//!    for the caller), the columns (user columns of numeric types), the caller's SELECT privilege
+//!    (waived on protected tables, as for DP aggregates), the target name and the memory plan are
+//!    checked from the arguments, the catalog and the role alone;
+//! 2. the core draws the projection and the row-count noise and reserves all its memory;
+//! 3. the release is charged in the ledger's own transaction;
+//! 4. the rows are read by a direct scan of every leaf under the statement's snapshot (no query, no
+//!    planner, no expression that could fail), values converted to float8 without errors: NULL and
+//!    NaN become the midpoint of their bounds, ±∞ and out-of-range values are clamped;
+//! 5. the core finishes the release. After the charge the only failures are an interrupt and the
+//!    memory limit, which is a function of the released row count.
+use crate::pg::error::{raise_with, OrRaise};
+use crate::settings::noise::with_rng;
+use crate::catalog::protect;
+use pg_dp_core::accounting::{charged_decimal, ReleaseRecord};
+use pg_dp_core::dprp::{Centring, DprpOutput, DprpParams, DprpReceipt, DprpSpec, Interrupted, MemoryPlan, ReleaseFailure, RowNorm};
+use pgrx::pg_sys::{self, Oid};
+use pgrx::prelude::*;
+use pgrx::spi::quote_identifier;
+use pgrx::{IntoDatum, JsonB, PgSqlErrorCode};
+use std::ffi::CString;
+
+const F: &str = "dp.release_projection";
+
+/// Rows read between two interrupt checks of the scan.
+const CHECK_ROWS: usize = 1024;
+
+fn required<T>(v: Option<T>, arg: &str) -> T {
+    v.unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, format!("{F}: {arg} must not be NULL"), None))
+}
+
+fn invalid(msg: String) -> ! {
+    raise_with(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("{F}: {msg}"), None)
+}
+
+/// The caller's choices beyond source, target and columns.
+struct Options<'a> {
+    lower: Option<Vec<Option<f64>>>,
+    upper: Option<Vec<Option<f64>>>,
+    epsilon: Option<f64>,
+    delta: Option<f64>,
+    k1: Option<i32>,
+    k2: Option<i32>,
+    projection_share: Option<f64>,
+    row_norm: Option<&'a str>,
+    clip_norm: Option<f64>,
+    centring: Option<&'a str>,
+}
+
+/// The caller's parameters, checked for NULLs and shapes (ranges are checked by the core).
+fn params(d: usize, o: Options) -> DprpParams {
+    let array = |v: Option<Vec<Option<f64>>>, arg: &str| -> Vec<f64> {
+        let v = required(v, arg);
+        if v.len() != d {
+            invalid(format!("{arg} must have one entry per column ({d}), got {}", v.len()));
+        }
+        v.into_iter().map(|x| required(x, &format!("every element of {arg}"))).collect()
+    };
+    let mut p = DprpParams::new(array(o.lower, "lower"), array(o.upper, "upper"), required(o.epsilon, "epsilon"), required(o.delta, "delta"));
+    let k = |v: Option<i32>, arg: &str| {
+        v.map(|k| usize::try_from(k).unwrap_or_else(|_| invalid(format!("{arg} must be a positive integer or NULL, got {k}"))))
+    };
+    p.k1 = k(o.k1, "k1");
+    p.k2 = k(o.k2, "k2");
+    p.projection_share = required(o.projection_share, "projection_share");
+    p.row_norm = match required(o.row_norm, "row_norm") {
+        "clip" => RowNorm::Clip,
+        "unit" => RowNorm::Unit,
+        other => invalid(format!("row_norm must be 'clip' or 'unit', got '{other}'")),
+    };
+    p.clip_norm = o.clip_norm;
+    p.centring = match required(o.centring, "centring") {
+        "midpoint" => Centring::Midpoint,
+        "mean" => Centring::Mean,
+        other => invalid(format!("centring must be 'midpoint' or 'mean', got '{other}'")),
+    };
+    p
+}
+
+/// How a column's stored values become float8, without any possible error.
+#[derive(Clone, Copy)]
+enum Conversion {
+    Int2,
+    Int4,
+    Int8,
+    Float4,
+    Float8,
+    Numeric,
+}
+
+impl Conversion {
+    fn of(base_type: Oid) -> Option<Self> {
+        Some(match base_type {
+            pg_sys::INT2OID => Conversion::Int2,
+            pg_sys::INT4OID => Conversion::Int4,
+            pg_sys::INT8OID => Conversion::Int8,
+            pg_sys::FLOAT4OID => Conversion::Float4,
+            pg_sys::FLOAT8OID => Conversion::Float8,
+            pg_sys::NUMERICOID => Conversion::Numeric,
+            _ => return None,
+        })
+    }
+
+    /// The value as float8: integers exactly or to the nearest float8, numeric by
+    /// numeric_float8_no_overflow (±∞ past the float8 range, NaN for NaN), never an error.
+    unsafe fn convert(self, d: pg_sys::Datum) -> f64 {
+        match self {
+            Conversion::Int2 => d.value() as i16 as f64,
+            Conversion::Int4 => d.value() as i32 as f64,
+            Conversion::Int8 => d.value() as i64 as f64,
+            Conversion::Float4 => f32::from_bits(d.value() as u32) as f64,
+            Conversion::Float8 => f64::from_bits(d.value() as u64),
+            Conversion::Numeric => crate::pg::ffi::numeric_to_f64(d),
+        }
+    }
+}
+
+/// One table to scan: a leaf of the source, opened and locked, with the attribute numbers of the
+/// chosen columns in it (they can differ between partitions).
+struct Leaf {
+    rel: pg_sys::Relation,
+    attnums: Vec<i16>,
+}
+
+/// The source, checked: name for receipts, column conversions, and the leaves to scan.
+struct Source {
+    name: String,
+    conversions: Vec<Conversion>,
+    leaves: Vec<Leaf>,
+}
+
+fn column_cstr(c: &str) -> CString {
+    CString::new(c).unwrap_or_else(|_| invalid("a column name must not contain a zero byte".into()))
+}
+
+/// Checks the source and the columns from the catalog and the caller's role only, and opens every
+/// leaf with AccessShareLock. Refuses views, materialized views, foreign tables (also as
+/// partitions), other relations, row security that applies to the caller, unknown, duplicate,
+/// system and non-numeric columns (their number is checked by the core), and a caller without
+/// SELECT on an unprotected source.
+unsafe fn open_source(source: Oid, columns: &[String]) -> Source {
+    for (i, c) in columns.iter().enumerate() {
+        if columns[..i].contains(c) {
+            invalid(format!("columns must not repeat a column, \"{c}\" appears twice"));
+        }
+    }
+    let relkind = pg_sys::get_rel_relkind(source) as u8;
+    if relkind == 0 {
+        raise_with(PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE, format!("{F}: source relation {} does not exist", source.to_u32()), None);
+    }
+    let name: String = Spi::get_one_with_args("SELECT $1::regclass::text", &[source.into()]).unwrap().unwrap();
+    // a source named by its OID skips the name lookup and with it the schema's USAGE check
+    let namespace = pg_sys::get_rel_namespace(source);
+    if pg_sys::pg_namespace_aclcheck(namespace, pg_sys::GetUserId(), pg_sys::ACL_USAGE as pg_sys::AclMode) != pg_sys::AclResult::ACLCHECK_OK {
+        let schema = crate::budget::charge::cstr_or(pg_sys::get_namespace_name(namespace), "?");
+        raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, format!("{F}: permission denied for schema {schema}"), None);
+    }
+    // system catalogs describe every table (pg_class holds row counts): not a source
+    if source.to_u32() < pg_sys::FirstNormalObjectId {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+            format!("{F}: source {name} is a system catalog, not a table"),
+            None,
+        );
+    }
+    if relkind != pg_sys::RELKIND_RELATION && relkind != pg_sys::RELKIND_PARTITIONED_TABLE {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+            format!("{F}: source {name} is {}, not a table", relkind_name(relkind)),
+            Some("release a table or a partitioned table; a view's rows need not be one per person, and its filter would make the row count an exact count"),
+        );
+    }
+    let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+    let root = pg_sys::table_open(source, lock);
+    // privileges: a protected table is read through DP releases without a grant, as by DP
+    // aggregates; any other source needs SELECT on the table or on every chosen column
+    let me = pg_sys::GetUserId();
+    let mut attnums = Vec::with_capacity(columns.len());
+    let mut conversions = Vec::with_capacity(columns.len());
+    let desc = (*root).rd_att;
+    for c in columns {
+        let attnum = pg_sys::get_attnum(source, column_cstr(c).as_ptr());
+        if attnum <= 0 {
+            raise_with(PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN, format!("{F}: column \"{c}\" of {name} does not exist"), None);
+        }
+        let typid = (*(*desc).attrs.as_ptr().add(attnum as usize - 1)).atttypid;
+        match Conversion::of(pg_sys::getBaseType(typid)) {
+            Some(conv) => conversions.push(conv),
+            None => {
+                let t = crate::budget::charge::cstr_or(pg_sys::format_type_be(typid), "?");
+                raise_with(
+                    PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+                    format!("{F}: column \"{c}\" of {name} is {t}, not a number"),
+                    Some("release only smallint, integer, bigint, real, double precision or numeric columns"),
+                );
+            }
+        }
+        attnums.push(attnum);
+    }
+    if !protect::is_protected(source) {
+        let select = pg_sys::ACL_SELECT as pg_sys::AclMode;
+        let ok = pg_sys::pg_class_aclcheck(source, me, select) == pg_sys::AclResult::ACLCHECK_OK
+            || attnums.iter().all(|&a| pg_sys::pg_attribute_aclcheck(source, a, me, select) == pg_sys::AclResult::ACLCHECK_OK);
+        if !ok {
+            raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, format!("{F}: permission denied for table {name}"), None);
+        }
+    }
+    // a table with a privacy unit holds many rows per person: DPRP is DP for adding or removing one
+    // row, so it would release a person's every row at the ε of one (refused, whoever calls it)
+    let unit = protect::effective_privacy_unit(source).map(|(att, _)| (source, att)).or_else(|| {
+        protect::descendant_with_unit(source).and_then(|child| protect::privacy_unit(child).map(|(att, _)| (child, att)))
+    });
+    if let Some((rel, att)) = unit {
+        let column = format!("{}.{}", protect::relation_short_name(rel), crate::query::grammar::attname(rel, att));
+        raise_with(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            format!("{F}: source {name} declares the privacy unit {column}: a person may have many rows, and a release by random projection protects one row, not one person"),
+            Some("release a table with one row per person (for example a per-person summary its owner builds), or use DP aggregates, which bound each person's contribution"),
+        );
+    }
+    // row security of the source, or of a parent whose policies a partition or child read on its
+    // own would escape
+    if let Some(r) = protect::row_security_above(source) {
+        let which = if r == source { format!("source {name}") } else { format!("{}, a parent of source {name},", protect::relation_name(r)) };
+        raise_with(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("{F}: {which} has row security that applies to role \"{}\"", protect::current_role_name()),
+            Some("release a table without row security policies for this role, or have its owner release it"),
+        );
+    }
+    if is_other_temp(root) {
+        raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, format!("{F}: source {name} is a temporary table of another session"), None);
+    }
+    // on an error below, the transaction's resource owner closes what is open
+    let mut leaves = Vec::new();
+    for relid in crate::aggregates::agg::list_oids(crate::pg::ffi::find_all_inheritors(source)) {
+        let kind = pg_sys::get_rel_relkind(relid) as u8;
+        if kind == pg_sys::RELKIND_PARTITIONED_TABLE {
+            continue;
+        }
+        if kind != pg_sys::RELKIND_RELATION {
+            raise_with(
+                PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+                format!("{F}: source {name} has a partition or child that is {}, not a table", relkind_name(kind)),
+                Some("release a table whose partitions are all tables"),
+            );
+        }
+        let rel = if relid == source { root } else { pg_sys::table_open(relid, lock) };
+        if is_other_temp(rel) {
+            // as the planner does: another session's temporary child is not readable here
+            pg_sys::table_close(rel, lock);
+            continue;
+        }
+        let leaf_attnums = columns
+            .iter()
+            .map(|c| {
+                let a = pg_sys::get_attnum(relid, column_cstr(c).as_ptr());
+                if a <= 0 {
+                    raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{F}: a partition of {name} lacks column \"{c}\""), None);
+                }
+                a
+            })
+            .collect();
+        leaves.push(Leaf { rel, attnums: leaf_attnums });
+    }
+    if relkind == pg_sys::RELKIND_PARTITIONED_TABLE {
+        pg_sys::table_close(root, pg_sys::NoLock as pg_sys::LOCKMODE);
+    }
+    Source { name, conversions, leaves }
+}
+
+/// True for a temporary table of another session (its pages live in that session's buffers).
+unsafe fn is_other_temp(rel: pg_sys::Relation) -> bool {
+    (*(*rel).rd_rel).relpersistence as u8 == pg_sys::RELPERSISTENCE_TEMP && !(*rel).rd_islocaltemp
+}
+
+fn relkind_name(kind: u8) -> &'static str {
+    match kind {
+        pg_sys::RELKIND_VIEW => "a view",
+        pg_sys::RELKIND_MATVIEW => "a materialized view",
+        pg_sys::RELKIND_FOREIGN_TABLE => "a foreign table",
+        pg_sys::RELKIND_SEQUENCE => "a sequence",
+        pg_sys::RELKIND_INDEX | pg_sys::RELKIND_PARTITIONED_INDEX => "an index",
+        pg_sys::RELKIND_TOASTVALUE => "a TOAST table",
+        pg_sys::RELKIND_COMPOSITE_TYPE => "a composite type",
+        _ => "not a table",
+    }
+}
+
+/// Closes every leaf (the locks stay until the end of the transaction).
+unsafe fn close_source(src: &Source) {
+    for leaf in &src.leaves {
+        pg_sys::table_close(leaf.rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+    }
+}
+
+/// Reads every row of every leaf under the active snapshot and hands it to `push` as d float8
+/// values (NaN for NULL). Checks for interrupts every [`CHECK_ROWS`] rows. Numeric conversions
+/// allocate: a per-row memory context is reset after each row.
+unsafe fn scan_rows(src: &Source, push: &mut dyn FnMut(&[f64]) -> Result<(), ReleaseFailure>) -> Result<(), ReleaseFailure> {
+    let d = src.conversions.len();
+    let mut row = vec![f64::NAN; d];
+    let context = pg_sys::AllocSetContextCreateExtended(
+        pg_sys::CurrentMemoryContext,
+        c"pg_dp DPRP row".as_ptr(),
+        pg_sys::ALLOCSET_SMALL_MINSIZE as usize,
+        pg_sys::ALLOCSET_SMALL_INITSIZE as usize,
+        pg_sys::ALLOCSET_SMALL_MAXSIZE as usize,
+    );
+    let snapshot = pg_sys::GetActiveSnapshot();
+    let mut since_check = 0usize;
+    let mut result = Ok(());
+    'leaves: for leaf in &src.leaves {
+        let max_att = leaf.attnums.iter().copied().max().unwrap_or(1) as i32;
+        let slot = pg_sys::table_slot_create(leaf.rel, std::ptr::null_mut());
+        let scan = pg_sys::table_beginscan(leaf.rel, snapshot, 0, std::ptr::null_mut());
+        while pg_sys::table_scan_getnextslot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
+            since_check += 1;
+            if since_check == CHECK_ROWS {
+                since_check = 0;
+                pg_sys::check_for_interrupts!();
+            }
+            pg_sys::slot_getsomeattrs(slot, max_att);
+            let old = pg_sys::MemoryContextSwitchTo(context);
+            for ((v, &a), conv) in row.iter_mut().zip(&leaf.attnums).zip(&src.conversions) {
+                let i = a as usize - 1;
+                *v = if *(*slot).tts_isnull.add(i) { f64::NAN } else { conv.convert(*(*slot).tts_values.add(i)) };
+            }
+            pg_sys::MemoryContextSwitchTo(old);
+            pg_sys::MemoryContextReset(context);
+            if let Err(e) = push(&row) {
+                result = Err(e);
+                pg_sys::table_endscan(scan);
+                pg_sys::ExecDropSingleTupleTableSlot(slot);
+                break 'leaves;
+            }
+        }
+        if result.is_ok() {
+            pg_sys::table_endscan(scan);
+            pg_sys::ExecDropSingleTupleTableSlot(slot);
+        }
+    }
+    pg_sys::MemoryContextDelete(context);
+    result
+}
+
+/// The core's interrupt check: a pending cancel or termination stops the release, which then
+/// raises the pending interrupt (`interrupted`).
+fn pending_interrupt() -> Result<(), Interrupted> {
+    if unsafe { pg_sys::QueryCancelPending != 0 || pg_sys::ProcDiePending != 0 } {
+        Err(Interrupted)
+    } else {
+        Ok(())
+    }
+}
+
+/// Ends a release that failed after the charge: the pending interrupt, or one fixed error.
+fn failed_after_charge(e: ReleaseFailure) -> ! {
+    if e == ReleaseFailure::Interrupted {
+        pg_sys::check_for_interrupts!();
+    }
+    match e {
+        ReleaseFailure::MemoryLimit => raise_with(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("{F}: the released table does not fit in maintenance_work_mem; the release was charged"),
+            Some("raise maintenance_work_mem for this session; the number of released rows is a noisy count, so the limit is only a function of what the release would have shown"),
+        ),
+        _ => raise_with(PgSqlErrorCode::ERRCODE_QUERY_CANCELED, format!("{F}: the release was interrupted; it was charged"), None),
+    }
+}
+
+/// The memory plan from public settings: maintenance_work_mem, and threads from
+/// max_parallel_maintenance_workers (plus the backend itself), at most the machine's cores.
+fn memory_plan(spec: &DprpSpec) -> MemoryPlan {
+    let limit = unsafe { pg_sys::maintenance_work_mem } as usize * 1024;
+    let workers = unsafe { pg_sys::max_parallel_maintenance_workers }.max(0) as usize;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = (1 + workers).min(cores);
+    spec.plan_memory(limit, threads).unwrap_or_else(|e| {
+        raise_with(
+            crate::pg::error::sqlstate(&e),
+            format!("{F}: {e}"),
+            Some("raise maintenance_work_mem, or choose fewer columns or a smaller k1"),
+        )
+    })
+}
+
+/// Charges the release to the caller's budget, in the ledger's own transaction. The receipt
+/// depends on the arguments and the catalog only.
+fn charge(source: &str, receipt: &DprpReceipt) {
+    let mut details = serde_json::to_value(receipt).unwrap_or_default();
+    if let Some(o) = details.as_object_mut() {
+        o.insert("source".into(), source.into());
+    }
+    let release = ReleaseRecord {
+        aggregate: format!("{F}({source})"),
+        mechanism: "dprp".into(),
+        sensitivity: receipt.sensitivity_projection,
+        noise_scale: receipt.sigma_projection,
+        epsilon: charged_decimal(receipt.epsilon),
+        delta: charged_decimal(receipt.delta),
+        details: details.to_string(),
+    };
+    crate::budget::ledger::require_preloaded("charge privacy budgets");
+    unsafe { crate::budget::charge::charge(vec![release], 0, crate::budget::charge::cstr_or(pg_sys::debug_query_string, "")) }
+}
+
+/// Validates, charges, reads and releases: (source name, columns, output). `before_charge` runs
+/// after every check of the arguments, before anything is drawn or charged.
+fn release(
+    source: Option<Oid>, columns: Option<Vec<Option<String>>>, options: Options, before_charge: impl FnOnce(),
+) -> (String, Vec<String>, DprpOutput) {
+    let source = required(source, "source");
+    let columns: Vec<String> = required(columns, "columns").into_iter().map(|c| required(c, "every column name")).collect();
+    let p = params(columns.len(), options);
+    let spec = DprpSpec::new(&p).or_raise(F);
+    let src = unsafe { open_source(source, &columns) };
+    let plan = memory_plan(&spec);
+    before_charge();
+    let mut check = pending_interrupt;
+    let output = with_rng(|rng| {
+        let mut started = match spec.start(rng, &plan, &mut check) {
+            Ok(r) => r,
+            Err(ReleaseFailure::OutOfMemory) => raise_with(
+                PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+                format!("{F}: out of memory reserving maintenance_work_mem ({} bytes) for the release; nothing was charged", plan.memory_limit),
+                Some("lower maintenance_work_mem for this session"),
+            ),
+            Err(_) => {
+                pg_sys::check_for_interrupts!();
+                raise_with(PgSqlErrorCode::ERRCODE_QUERY_CANCELED, format!("{F}: the release was interrupted; nothing was charged"), None)
+            }
+        };
+        charge(&src.name, &spec.describe());
+        unsafe { scan_rows(&src, &mut |row| started.push_row(row)) }.unwrap_or_else(|e| failed_after_charge(e));
+        started.finish(rng, &mut check).unwrap_or_else(|e| failed_after_charge(e))
+    });
+    unsafe { close_source(&src) };
+    (src.name, columns, output)
+}
+
+/// Appends the rows (row-major, d float8 columns) to the table just created: heap tuples formed and
+/// inserted directly, as COPY does. The table is new (no index, trigger or constraint), so nothing
+/// else needs maintaining.
+unsafe fn insert_rows(relid: Oid, rows: &[f64], d: usize) {
+    let rel = pg_sys::table_open(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+    let desc = (*rel).rd_att;
+    let nulls = vec![false; d];
+    let mut values = vec![pg_sys::Datum::from(0usize); d];
+    for (i, row) in rows.chunks_exact(d).enumerate() {
+        if i % CHECK_ROWS == CHECK_ROWS - 1 {
+            pg_sys::check_for_interrupts!();
+        }
+        for (v, x) in values.iter_mut().zip(row) {
+            *v = pg_sys::Datum::from(x.to_bits() as usize); // float8 is pass-by-value
+        }
+        let tuple = pg_sys::heap_form_tuple(desc, values.as_mut_ptr(), nulls.as_ptr().cast_mut());
+        pg_sys::simple_heap_insert(rel, tuple);
+        pg_sys::heap_freetuple(tuple);
+    }
+    pg_sys::table_close(rel, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+    pg_sys::CommandCounterIncrement();
+}
+
+/// The release as a new table `target` (owned by the caller), with the receipt as jsonb.
+#[pg_extern(sql = false, volatile)]
+#[allow(clippy::too_many_arguments)]
+fn release_projection(
+    source: Option<Oid>, target: Option<&str>, columns: Option<Vec<Option<String>>>, lower: Option<Vec<Option<f64>>>,
+    upper: Option<Vec<Option<f64>>>, epsilon: Option<f64>, delta: Option<f64>, k1: Option<i32>, k2: Option<i32>,
+    projection_share: Option<f64>, row_norm: Option<&str>, clip_norm: Option<f64>, centring: Option<&str>,
+) -> JsonB {
+    let target = required(target, "target");
+    let target_sql = quote_identifier(target);
+    let options = Options { lower, upper, epsilon, delta, k1, k2, projection_share, row_norm, clip_norm, centring };
+    let cols = columns.clone();
+    // the target is created before the charge, so that creating it cannot fail after paying (a
+    // refused charge rolls it back with the statement)
+    let create_target = || {
+        let exists: bool = Spi::get_one_with_args("SELECT pg_catalog.to_regclass($1) IS NOT NULL", &[target_sql.as_str().into()])
+            .unwrap()
+            .unwrap_or(false);
+        if exists {
+            raise_with(PgSqlErrorCode::ERRCODE_DUPLICATE_TABLE, format!("{F}: relation {target_sql} already exists"), Some("choose a new target name"));
+        }
+        let defs: Vec<String> = cols.iter().flatten().flatten().map(|c| format!("{} float8", quote_identifier(c))).collect();
+        Spi::run(&format!("CREATE TABLE {target_sql} ({})", defs.join(", "))).unwrap();
+    };
+    let (rel, columns, out) = release(source, columns, options, create_target);
+    let relid: Oid = Spi::get_one_with_args("SELECT pg_catalog.to_regclass($1)::oid", &[target_sql.as_str().into()]).unwrap().unwrap();
+    unsafe { insert_rows(relid, &out.rows, columns.len()) };
+    let mut v = serde_json::to_value(&out.receipt).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("source".into(), rel.into());
+        o.insert("target".into(), target_sql.into());
+        o.insert("columns".into(), columns.into());
+        o.insert("rows_released".into(), out.rows_released.into());
+        o.insert("noisy_row_count".into(), out.noisy_count.into());
+    }
+    JsonB(v)
+}
+
+// The release as rows (float8[] in column order), without creating a table. The rows go into a
+// tuplestore (materialize mode, on disk past work_mem) and the release's own buffer is freed before
+// the function returns, so open cursors and several calls in one query hold no release memory.
+crate::pg_v1!(pg_finfo_dp_release_projection_rows, dp_release_projection_rows, |fcinfo| {
+    use pgrx::fcinfo::pg_getarg;
+    let options = Options {
+        lower: pg_getarg(fcinfo, 2),
+        upper: pg_getarg(fcinfo, 3),
+        epsilon: pg_getarg(fcinfo, 4),
+        delta: pg_getarg(fcinfo, 5),
+        k1: pg_getarg(fcinfo, 6),
+        k2: pg_getarg(fcinfo, 7),
+        projection_share: pg_getarg(fcinfo, 8),
+        row_norm: pg_getarg(fcinfo, 9),
+        clip_norm: pg_getarg(fcinfo, 10),
+        centring: pg_getarg(fcinfo, 11),
+    };
+    let (_, columns, out) = release(pg_getarg(fcinfo, 0), pg_getarg(fcinfo, 1), options, || {});
+    let d = columns.len();
+    pg_sys::InitMaterializedSRF(fcinfo, pg_sys::MAT_SRF_USE_EXPECTED_DESC as pg_sys::bits32);
+    let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
+    let (store, desc) = ((*rsinfo).setResult, (*rsinfo).setDesc);
+    let row_context = pg_sys::AllocSetContextCreateExtended(
+        pg_sys::CurrentMemoryContext,
+        c"pg_dp DPRP output row".as_ptr(),
+        pg_sys::ALLOCSET_SMALL_MINSIZE as usize,
+        pg_sys::ALLOCSET_SMALL_INITSIZE as usize,
+        pg_sys::ALLOCSET_SMALL_MAXSIZE as usize,
+    );
+    for (i, row) in out.rows.chunks_exact(d).enumerate() {
+        if i % CHECK_ROWS == CHECK_ROWS - 1 {
+            pg_sys::check_for_interrupts!();
+        }
+        let old = pg_sys::MemoryContextSwitchTo(row_context);
+        let mut value = row.to_vec().into_datum().expect("a float8[] datum");
+        let mut null = false;
+        pg_sys::MemoryContextSwitchTo(old);
+        pg_sys::tuplestore_putvalues(store, desc, &mut value, &mut null);
+        pg_sys::MemoryContextReset(row_context);
+    }
+    drop(out);
+    pg_sys::MemoryContextDelete(row_context);
+    pg_sys::Datum::from(0usize)
+});
