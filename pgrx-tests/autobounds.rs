@@ -1,4 +1,4 @@
-// Automatic bounds (src/pg/autobounds.rs, docs/privacy/automatic-bounds.md): dp_sum, dp_avg,
+// Automatic bounds (src/aggregates/autobounds.rs, docs/privacy/automatic-bounds.md): dp_sum, dp_avg,
 // dp_median and dp_percentile without bounds on a column without declared ones choose DP bounds
 // with a share of ε, charge the whole ε before running, work in parallel plans, and give a clear
 // error on too little data (after the charge: the error is a function of the noisy histogram).

@@ -1,4 +1,4 @@
-// Declared bounds (dp.set_bounds, dp.learn_bounds; src/pg/bounds.rs): calls without bounds take the
+// Declared bounds (dp.set_bounds, dp.learn_bounds; src/query/bounds.rs): calls without bounds take the
 // column's declared bounds before planning and give the same release as the bounded call; without a
 // declaration, those without automatic bounds are refused (SQLSTATE 22023); learning reads only
 // public tables and charges nothing.

@@ -1,4 +1,4 @@
-// The DP query grammar (src/pg/grammar.rs): the queries it admits give DP answers and are charged
+// The DP query grammar (src/query/grammar.rs): the queries it admits give DP answers and are charged
 // once, whatever plan the planner picks; every construct it does not name is refused, before
 // anything is charged, with a message that names the construct.
 

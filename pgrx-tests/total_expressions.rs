@@ -1,4 +1,4 @@
-// Every cast and operator the grammar admits below a DP aggregate (src/pg/total.rs) runs on the
+// Every cast and operator the grammar admits below a DP aggregate (src/query/total.rs) runs on the
 // most extreme values each type can store, and none raises an error. The operators are taken from
 // the catalog with the grammar's own test (`total::is_comparison`, `total::is_like`), so an
 // operator admitted by mistake is exercised here too.

@@ -1,4 +1,4 @@
-// Privacy units and private GROUP BY keys (src/pg/rewrite.rs, docs/privacy/privacy-units.md,
+// Privacy units and private GROUP BY keys (src/query/rewrite.rs, docs/privacy/privacy-units.md,
 // docs/privacy/partition-selection.md): per-unit bounding of every aggregate, groups per unit chosen
 // at random, units reached through foreign keys, partition selection of private keys, public domains,
 // the charge, parallel plans, memory with a million units, empirical privacy on unit-neighbours,

@@ -40,8 +40,9 @@ pub extern "C-unwind" fn _PG_init() {
     execution::release::init();
     execution::planner::init();
     budget::charge::init();
+    execution::admission::init();
     execution::fail_closed::init();
-    catalog::distributed::init();
+    protection::citus_labels::init();
     execution::lifecycle::init();
     // receipts carry a stable fingerprint of the query (its query id), as pg_stat_statements does
     unsafe { pgrx::pg_sys::EnableQueryId() };

@@ -1,4 +1,4 @@
-//! The description of a DP query: what the query grammar (`src/pg/grammar.rs`) produces when it
+//! The description of a DP query: what the query grammar (`src/query/grammar.rs`) produces when it
 //! admits one level of a query that computes pg_dp aggregates.
 //!
 //! A *DP level* is one `SELECT … FROM …` whose select list or HAVING holds pg_dp aggregates. The

@@ -9,53 +9,21 @@
 //!
 //! State of the sums and means: the fixed-size, mergeable `MagnitudeHistogram` (exact counts and
 //! sums per binary magnitude), in the aggregate's memory context; parallel aggregation serialises it.
-use crate::aggregates::agg::{agg_context, check_params_row_independent, datum_to_f64, kind_of, numeric_datum_f64, Kind, Paid, ParamValues};
-use crate::budget::charge::{check_ticket, first_arg_type};
+use crate::aggregates::agg::{agg_context, check_params_row_independent};
+use crate::pg::fmgr::{datum_to_f64, numeric_datum_f64};
+use crate::catalog::functions::{kind_of, Kind};
+use crate::query::params::{Paid, ParamValues};
+use crate::execution::tickets::check_ticket;
+use crate::catalog::functions::first_arg_type;
 use crate::pg::error::{raise, raise_with, OrRaise};
 use crate::settings::noise::with_rng;
 use crate::aggregates::sum::OrRaiseNumeric;
 use crate::{pg_v1, pg_v1_final};
-use pg_dp_core::autobounds::{AutoBoundsSpec, MagnitudeHistogram, AUTO_BOUNDS_MECHANISM, AUTO_BOUNDS_SHARE};
-use pg_dp_core::mechanisms::ReleaseInfo;
+use pg_dp_core::autobounds::{AutoBoundsSpec, MagnitudeHistogram};
 use pg_dp_core::{DpError, DpResult};
 use pgrx::fcinfo::{pg_arg_is_null, pg_getarg, pg_return_null};
 use pgrx::pg_sys;
 use pgrx::{AnyNumeric, IntoDatum, PgSqlErrorCode};
-
-/// The receipt of a call with automatic bounds, known before the query runs: the caller's ε, and
-/// the sensitivity (1) and noise scale of the bounds' noisy histogram; those of the release itself
-/// follow from the bounds chosen at run time (`dp.last_releases` shows them).
-pub fn receipt(kind: Kind, p: f64, epsilon: f64) -> DpResult<(ReleaseInfo, String)> {
-    let spec = AutoBoundsSpec::new(epsilon)?;
-    // both shares must be valid ε themselves, or the release would fail after the charge
-    let (e_bounds, _) = spec.split();
-    if e_bounds < pg_dp_core::params::EPSILON_MIN {
-        return Err(DpError::invalid("epsilon", "at least 5e-9 with automatic bounds (a fifth of it chooses the bounds)", pg_dp_core::params::fmt_f64(epsilon)));
-    }
-    if kind == Kind::Percentile {
-        pg_dp_core::smooth::check_p(p)?;
-    }
-    let (e_bounds, e_release) = spec.split();
-    let info = ReleaseInfo {
-        mechanism: AUTO_BOUNDS_MECHANISM,
-        epsilon: spec.epsilon,
-        delta: 0.0,
-        sensitivity: 1.0,
-        scale: 1.0 / e_bounds,
-        count_scale: None,
-        interval95: None,
-        count_interval95: None,
-    };
-    let details = serde_json::json!({
-        "bounds": "automatic: power-of-two bounds chosen from a noisy histogram of binary magnitudes",
-        "bounds_share": AUTO_BOUNDS_SHARE,
-        "bounds_epsilon": e_bounds,
-        "release_epsilon": e_release,
-        "sensitivity_and_scale": "of the noisy histogram that chooses the bounds; the release's own follow from the chosen bounds (dp.last_releases)",
-        "release": match kind { Kind::Avg => "dp_avg at the chosen bounds", Kind::Median | Kind::Percentile => "exponential-mechanism quantile at the chosen bounds", _ => "dp_sum at the chosen bounds" },
-    });
-    Ok((info, details.to_string()))
-}
 
 /// The state of dp_sum and dp_avg without bounds.
 #[repr(C)]
@@ -241,7 +209,3 @@ pg_v1_final!(pg_finfo_dp_auto_final_int8, dp_auto_final_int8, |fcinfo| {
     (v.round().clamp(i64::MIN as f64, i64::MAX as f64) as i64).into_datum().unwrap()
 });
 
-/// Whether calls of this kind can choose their bounds themselves.
-pub fn has_automatic_bounds(kind: Kind) -> bool {
-    matches!(kind, Kind::IntSum | Kind::FloatSum | Kind::Avg | Kind::Median | Kind::Percentile)
-}

@@ -1,5 +1,7 @@
 //! dp_avg over float8 and numeric: noisy centred sum / noisy count (docs/privacy/avg.md).
-use crate::aggregates::agg::{datum_to_f64, final_state, final_state_public_count, float8_trans, numeric_trans, public_count, Kind};
+use crate::pg::fmgr::datum_to_f64;
+use crate::aggregates::agg::{final_state, final_state_public_count, float8_trans, numeric_trans, public_count};
+use crate::catalog::functions::Kind;
 use crate::pg::error::OrRaise;
 use crate::settings::noise::with_rng;
 use crate::execution::recent;

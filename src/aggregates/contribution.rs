@@ -14,7 +14,8 @@
 //! are ordinary aggregates, and the query grammar refuses them over protected tables except in the
 //! query pg_dp itself writes. `dp.random_order()` gives the window of the rewrite a uniformly random
 //! order from the CSPRNG.
-use crate::aggregates::agg::{agg_context, numeric_datum_f64};
+use crate::aggregates::agg::agg_context;
+use crate::pg::fmgr::numeric_datum_f64;
 use crate::pg::error::raise_with;
 use crate::pg_v1;
 use pgrx::fcinfo::{pg_arg_is_null, pg_getarg_datum_raw, pg_return_null};

@@ -1,5 +1,6 @@
 //! dp_count(*), dp_count(value), dp_count(value, epsilon).
-use crate::aggregates::agg::{epsilon_arg, final_state, state_for_row, Kind};
+use crate::aggregates::agg::{epsilon_arg, final_state, state_for_row};
+use crate::catalog::functions::Kind;
 use crate::settings::guc::default_epsilon;
 use crate::settings::noise::with_rng;
 use crate::{pg_v1_final, pg_v1_trans};

@@ -6,6 +6,7 @@ pub mod avg;
 pub mod contribution;
 pub mod count;
 pub mod inspect;
+pub mod merge;
 pub mod quantile;
 pub mod selection;
 pub mod sum;

@@ -4,7 +4,10 @@
 //! 8 bytes per row, grown by doubling (so up to 16 bytes per row while rows arrive), plus a
 //! constant. The final function sorts the buffer in place and releases through the core. There is
 //! no partial aggregation (sql/quantile.sql says why).
-use crate::aggregates::agg::{agg_context, check_params_row_independent, datum_to_f64, state_arg, Kind, Paid, ParamValues};
+use crate::aggregates::agg::{agg_context, check_params_row_independent, state_arg};
+use crate::pg::fmgr::datum_to_f64;
+use crate::catalog::functions::Kind;
+use crate::query::params::{Paid, ParamValues};
 use crate::pg::error::OrRaise;
 use crate::settings::noise::with_rng;
 use crate::{pg_v1_final, pg_v1_trans};
@@ -81,7 +84,7 @@ unsafe fn alloc_qstate(ctx: pg_sys::MemoryContext, params: QuantileParams, spec:
 /// Reads the parameters of the first row: (value, [p,] lower, upper [, epsilon [, delta]]).
 unsafe fn first_row_params(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> QuantileParams {
     let func = kind.func();
-    let n = crate::aggregates::agg::nargs(fcinfo);
+    let n = crate::pg::fmgr::nargs(fcinfo);
     let vals: Vec<(pg_sys::Datum, bool, pg_sys::Oid)> = (2..n)
         .map(|i| (pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, i), pg_arg_is_null(fcinfo, i), pg_sys::FLOAT8OID))
         .collect();
@@ -155,7 +158,7 @@ unsafe fn auto_finish(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::D
         st = alloc_qstate(ctx, params, params.spec().or_raise(func), 1);
     }
     let (p, epsilon) = ((*st).params.p, (*st).params.epsilon);
-    crate::budget::charge::check_ticket(fcinfo, func, &Paid::Auto { kind, p, epsilon });
+    crate::execution::tickets::check_ticket(fcinfo, func, &Paid::Auto { kind, p, epsilon });
     let auto = pg_dp_core::autobounds::AutoBoundsSpec::new(f64::from_bits(epsilon)).or_raise(func);
     let (bounds, e_release) = match with_rng(|rng| auto.quantile_bounds(rng, (*st).values())) {
         Ok(b) => b,
@@ -190,7 +193,7 @@ unsafe fn finish(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum 
         let params = ParamValues::read(fcinfo, func).quantile_params(kind);
         st = alloc_qstate(ctx, params, params.spec().or_raise(func), 1);
     }
-    crate::budget::charge::check_ticket(fcinfo, func, &Paid::Quantile((*st).params));
+    crate::execution::tickets::check_ticket(fcinfo, func, &Paid::Quantile((*st).params));
     let spec = (*st).spec;
     // the release sorts and overwrites the buffer: a final function runs once per group
     let value = with_rng(|rng| spec.release(rng, (*st).values()));

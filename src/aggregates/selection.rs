@@ -3,7 +3,9 @@
 //! returns whether the group may appear, drawn with the optimal keep probability of
 //! `pg_dp_core::partition` (docs/privacy/partition-selection.md). A release like the aggregates:
 //! charged before the query runs, refused without its ticket.
-use crate::aggregates::agg::{agg_context, Kind, Paid, ParamValues};
+use crate::aggregates::agg::agg_context;
+use crate::catalog::functions::Kind;
+use crate::query::params::{Paid, ParamValues};
 use crate::pg::error::OrRaise;
 use crate::settings::noise::with_rng;
 use crate::{pg_v1, pg_v1_final};
@@ -26,6 +28,6 @@ pg_v1_final!(pg_finfo_dp_keep_group_final, dp_keep_group_final, |fcinfo| {
     let paid = p.paid(Kind::KeepGroup);
     let Paid::Selection { epsilon, delta } = paid else { unreachable!("selection parameters") };
     let selection = Selection::new(f64::from_bits(epsilon), f64::from_bits(delta)).or_raise(F);
-    crate::budget::charge::check_ticket(fcinfo, F, &paid);
+    crate::execution::tickets::check_ticket(fcinfo, F, &paid);
     Datum::from(with_rng(|rng| selection.keep(rng, n.max(0) as u64)))
 });

@@ -1,5 +1,7 @@
 //! dp_sum over int2/int4/int8 (exact integer result), float8 and numeric (grid result).
-use crate::aggregates::agg::{datum_to_f64, epsilon_arg, final_state, float8_trans, numeric_trans, required, state_for_row, Kind};
+use crate::pg::fmgr::{datum_to_f64, required};
+use crate::aggregates::agg::{epsilon_arg, final_state, float8_trans, numeric_trans, state_for_row};
+use crate::catalog::functions::Kind;
 use crate::pg::error::OrRaise;
 use crate::settings::noise::with_rng;
 use crate::{pg_v1, pg_v1_final, pg_v1_trans};
@@ -9,7 +11,7 @@ use pgrx::pg_sys::Datum;
 use pgrx::{AnyNumeric, IntoDatum};
 
 const F: &str = "dp_sum";
-use crate::aggregates::agg::BOUNDED_NAMES as NAMES;
+use crate::catalog::functions::BOUNDED_NAMES as NAMES;
 
 macro_rules! int_sum_trans {
     ($finfo:ident, $name:ident, $t:ty) => {

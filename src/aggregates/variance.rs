@@ -1,6 +1,8 @@
 //! dp_variance and dp_stddev over float8 and numeric: noisy count, centred sum and shifted sum of
 //! squares with a joint per-row privacy loss (docs/privacy/variance.md).
-use crate::aggregates::agg::{datum_to_f64, final_state, float8_trans, numeric_trans, Kind};
+use crate::pg::fmgr::datum_to_f64;
+use crate::aggregates::agg::{final_state, float8_trans, numeric_trans};
+use crate::catalog::functions::Kind;
 use crate::settings::noise::with_rng;
 use crate::aggregates::sum::OrRaiseNumeric;
 use crate::{pg_v1, pg_v1_final, pg_v1_trans};

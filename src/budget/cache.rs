@@ -238,7 +238,7 @@ pub fn this_process_is_the_ledger() {
 pub unsafe fn note_statement(stmt: *mut pg_sys::PlannedStmt) {
     SEEN.with(|s| s.set(true));
     let write = (pg_sys::ACL_INSERT | pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE) as pg_sys::AclMode;
-    for rte in crate::aggregates::agg::list_iter::<pg_sys::RangeTblEntry>((*stmt).rtable) {
+    for rte in crate::pg::nodes::list_iter::<pg_sys::RangeTblEntry>((*stmt).rtable) {
         if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION && (*rte).requiredPerms & write != 0 {
             let s = slot_of(pg_sys::MyDatabaseId, (*rte).relid);
             WRITTEN.with(|w| w.borrow_mut().insert(s));
@@ -415,7 +415,7 @@ pub unsafe fn statement(qd: *mut pg_sys::QueryDesc) -> Option<Statement> {
     }
     let params = param_image((*qd).params)?;
     let mut relids = Vec::new();
-    for rte in crate::aggregates::agg::list_iter::<pg_sys::RangeTblEntry>((*(*qd).plannedstmt).rtable) {
+    for rte in crate::pg::nodes::list_iter::<pg_sys::RangeTblEntry>((*(*qd).plannedstmt).rtable) {
         if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
             continue;
         }

@@ -4,3 +4,4 @@ pub mod cache;
 pub mod charge;
 pub mod ledger;
 pub mod preview;
+pub mod receipts;

@@ -6,8 +6,11 @@
 //! statistics can change the answer, and no row is read. Each admitted pg_dp aggregate call gives
 //! the receipts the charge would write (charge.rs `receipts_of`): the same ε, δ, mechanism, scale
 //! and details. Parameters must be literals here (a bind parameter has no value yet).
-use crate::aggregates::agg::{eval_param_exprs, kind_of, list_iter, ParamValues};
-use crate::budget::charge::{first_arg_type, receipts_of};
+use crate::query::params::{eval_param_exprs, ParamValues};
+use crate::catalog::functions::kind_of;
+use crate::pg::nodes::list_iter;
+use crate::catalog::functions::first_arg_type;
+use crate::budget::receipts::receipts_of;
 use crate::pg::error::raise_with;
 use crate::query::grammar;
 use crate::pg_v1;
@@ -82,7 +85,7 @@ unsafe fn preview(sql: &str) -> Vec<ReleaseRecord> {
             let names = kind.param_names();
             for te in list_iter::<pg_sys::TargetEntry>((*a).args).skip(1) {
                 let mut params: Vec<*mut Node> = Vec::new();
-                crate::aggregates::agg::collect_nodes((*te).expr as *mut Node, &[NodeTag::T_Param], &mut params);
+                crate::pg::nodes::collect_nodes((*te).expr as *mut Node, &[NodeTag::T_Param], &mut params);
                 if !params.is_empty() {
                     raise_with(
                         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
@@ -102,7 +105,7 @@ unsafe fn preview(sql: &str) -> Vec<ReleaseRecord> {
 }
 
 pg_v1!(pg_finfo_dp_preview, dp_preview, |fcinfo| {
-    let sql = crate::aggregates::agg::required::<String>(fcinfo, 0, F, "query");
+    let sql = crate::pg::fmgr::required::<String>(fcinfo, 0, F, "query");
     let receipts = preview(&sql);
     pg_sys::InitMaterializedSRF(fcinfo, pg_sys::MAT_SRF_USE_EXPECTED_DESC as pg_sys::bits32);
     let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;

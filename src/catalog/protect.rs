@@ -273,7 +273,7 @@ pub unsafe fn descendant_with_unit(relid: Oid) -> Option<Oid> {
     if !crate::pg::ffi::has_subclass(relid) {
         return None;
     }
-    crate::aggregates::agg::list_oids(crate::pg::ffi::find_all_inheritors(relid)).into_iter().find(|r| *r != relid && privacy_unit(*r).is_some())
+    crate::pg::nodes::list_oids(crate::pg::ffi::find_all_inheritors(relid)).into_iter().find(|r| *r != relid && privacy_unit(*r).is_some())
 }
 
 /// The privacy unit column of a relation and its bounds, if one is declared on it.
@@ -375,7 +375,7 @@ unsafe fn protected_here_or_above(relid: Oid, depth: usize) -> bool {
         return true;
     }
     // a Citus shard (on a worker) is protected with its table
-    if crate::catalog::distributed::shard_owner(relid).is_some_and(|t| protected_here_or_above(t, depth + 1)) {
+    if crate::catalog::citus::shard_owner(relid).is_some_and(|t| protected_here_or_above(t, depth + 1)) {
         return true;
     }
     parents(relid).into_iter().any(|p| protected_here_or_above(p, depth + 1))
@@ -400,7 +400,7 @@ unsafe fn protected_below(relid: Oid) -> bool {
         return false;
     }
     let all = crate::pg::ffi::find_all_inheritors(relid);
-    crate::aggregates::agg::list_oids(all).into_iter().any(|r| r != relid && label_has(relation_label(r).as_deref(), PROTECTED))
+    crate::pg::nodes::list_oids(all).into_iter().any(|r| r != relid && label_has(relation_label(r).as_deref(), PROTECTED))
 }
 
 /// Every role labelled `trusted` (pg_shseclabel is shared by all databases).

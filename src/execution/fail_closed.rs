@@ -20,7 +20,6 @@
 //! roles that read the level's source through DP queries alone forfeit; an exempt role (superuser,
 //! owner, trusted) reads the table anyway.
 use crate::pg::error::{code_of_text, raise_with, sqlstate_text, warn_with};
-use crate::budget::charge;
 use crate::budget::ledger;
 use crate::catalog::protect;
 use pg_dp_core::accounting::{ChargeOutcome, ChargeRequest, RequestKind};
@@ -92,12 +91,12 @@ fn injected() -> Option<PgSqlErrorCode> {
 /// logs the WARNING.
 unsafe fn forfeit(sqlstate: &str) {
     let role = pg_sys::GetUserId();
-    let name = charge::cstr_or(pg_sys::GetUserNameFromId(role, true), "?");
-    let statement = charge::cstr_or(pg_sys::debug_query_string, "");
+    let name = crate::pg::fmgr::cstr_or(pg_sys::GetUserNameFromId(role, true), "?");
+    let statement = crate::pg::fmgr::cstr_or(pg_sys::debug_query_string, "");
     let query_id = pg_sys::pgstat_get_my_query_id() as i64;
     let req = ChargeRequest {
         role: role.to_u32(),
-        database_user: charge::cstr_or(pg_sys::GetUserNameFromId(pg_sys::GetSessionUserId(), true), "?"),
+        database_user: crate::pg::fmgr::cstr_or(pg_sys::GetUserNameFromId(pg_sys::GetSessionUserId(), true), "?"),
         unlimited: false,
         query_id,
         query_text: statement.clone(),

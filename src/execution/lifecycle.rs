@@ -40,7 +40,7 @@ unsafe fn drops_ledger(stmt: *mut Node) -> bool {
         pg_sys::ObjectType::OBJECT_SCHEMA if (*d).behavior == pg_sys::DropBehavior::DROP_CASCADE => "dp",
         _ => return false,
     };
-    crate::aggregates::agg::list_iter::<Node>((*d).objects).any(|o| {
+    crate::pg::nodes::list_iter::<Node>((*d).objects).any(|o| {
         (*o).type_ == NodeTag::T_String && CStr::from_ptr((*(o as *mut pg_sys::String)).sval).to_bytes() == target.as_bytes()
     })
 }
@@ -70,7 +70,7 @@ unsafe fn archive_budgets(d: *mut pg_sys::DropRoleStmt) {
     if !installed {
         return;
     }
-    for spec in crate::aggregates::agg::list_iter::<pg_sys::RoleSpec>((*d).roles) {
+    for spec in crate::pg::nodes::list_iter::<pg_sys::RoleSpec>((*d).roles) {
         if (*spec).roletype != pg_sys::RoleSpecType::ROLESPEC_CSTRING || (*spec).rolename.is_null() {
             continue;
         }

@@ -17,28 +17,16 @@ use crate::execution::release;
 use pgrx::pg_sys;
 use pgrx::PgSqlErrorCode;
 use std::ffi::{c_char, c_int, c_void};
+use crate::pg::planning::plan_with_next;
 
-static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
 static mut PREV_UPPER_PATHS: pg_sys::create_upper_paths_hook_type = None;
 
 pub fn init() {
     unsafe {
-        PREV_PLANNER = pg_sys::planner_hook;
+        crate::pg::planning::set_next(pg_sys::planner_hook);
         pg_sys::planner_hook = Some(planner);
         PREV_UPPER_PATHS = pg_sys::create_upper_paths_hook;
         pg_sys::create_upper_paths_hook = Some(upper_paths);
-    }
-}
-
-pub(crate) unsafe fn plan_with_next(
-    parse: *mut pg_sys::Query,
-    query_string: *const c_char,
-    cursor_options: c_int,
-    bound: pg_sys::ParamListInfo,
-) -> *mut pg_sys::PlannedStmt {
-    match PREV_PLANNER {
-        Some(prev) => prev(parse, query_string, cursor_options, bound),
-        None => pg_sys::standard_planner(parse, query_string, cursor_options, bound),
     }
 }
 
@@ -81,8 +69,8 @@ unsafe fn is_dp_level(q: *mut pg_sys::Query) -> bool {
         return false;
     }
     let mut found: Vec<*mut pg_sys::Node> = Vec::new();
-    crate::aggregates::agg::collect_nodes((*q).targetList as *mut pg_sys::Node, &[pg_sys::NodeTag::T_Aggref], &mut found);
-    crate::aggregates::agg::collect_nodes((*q).havingQual, &[pg_sys::NodeTag::T_Aggref], &mut found);
+    crate::pg::nodes::collect_nodes((*q).targetList as *mut pg_sys::Node, &[pg_sys::NodeTag::T_Aggref], &mut found);
+    crate::pg::nodes::collect_nodes((*q).havingQual, &[pg_sys::NodeTag::T_Aggref], &mut found);
     found.iter().any(|a| pg_dp_core::description::is_tag((*(*a as *mut pg_sys::Aggref)).location))
 }
 
@@ -102,7 +90,7 @@ unsafe extern "C-unwind" fn upper_paths(
     }
     (*output_rel).consider_parallel = false;
     (*output_rel).partial_pathlist = std::ptr::null_mut();
-    for p in crate::aggregates::agg::list_iter::<pg_sys::Path>((*output_rel).pathlist) {
+    for p in crate::pg::nodes::list_iter::<pg_sys::Path>((*output_rel).pathlist) {
         (*p).parallel_safe = false;
     }
 }

@@ -16,7 +16,7 @@ use pgrx::pg_sys::{self, Node, NodeTag};
 use pgrx::PgSqlErrorCode;
 use std::ffi::{c_int, CStr};
 
-use crate::aggregates::agg::list_iter;
+use crate::pg::nodes::list_iter;
 use crate::pg::error::raise_with;
 
 const NAME: &CStr = c"DP Release";
@@ -82,8 +82,8 @@ pub unsafe fn level_of(plan: *mut pg_sys::Plan) -> Option<DpLevel> {
 /// Tagged aggregate calls in an Agg node's target list and HAVING qual.
 pub unsafe fn tagged_aggrefs(agg: *mut pg_sys::Plan) -> Vec<*mut pg_sys::Aggref> {
     let mut found: Vec<*mut Node> = Vec::new();
-    crate::aggregates::agg::collect_nodes((*agg).targetlist as *mut Node, &[NodeTag::T_Aggref], &mut found);
-    crate::aggregates::agg::collect_nodes((*agg).qual as *mut Node, &[NodeTag::T_Aggref], &mut found);
+    crate::pg::nodes::collect_nodes((*agg).targetlist as *mut Node, &[NodeTag::T_Aggref], &mut found);
+    crate::pg::nodes::collect_nodes((*agg).qual as *mut Node, &[NodeTag::T_Aggref], &mut found);
     found.into_iter().map(|n| n as *mut pg_sys::Aggref).filter(|a| is_tag((**a).location)).collect()
 }
 
@@ -402,8 +402,8 @@ unsafe fn next_released(node: *mut pg_sys::CustomScanState) -> Option<(*mut pg_s
             (*st).storing = crate::budget::cache::storing(key.0, key.1);
             // a level over a Citus table: its exact query may run now, once (distributed_level.rs)
             if let Some(json) = private_str((*node).ss.ps.plan, 0) {
-                if let Some(exact) = crate::query::distributed_level::exact_query_of(&json.to_string_lossy()) {
-                    crate::query::distributed_level::authorize(exact);
+                if let Some(exact) = crate::execution::distributed_rows::exact_query_of(&json.to_string_lossy()) {
+                    crate::execution::distributed_rows::authorize(exact);
                 }
             }
         }

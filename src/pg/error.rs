@@ -73,3 +73,30 @@ pub fn code_of_text(text: &str) -> Option<PgSqlErrorCode> {
 pub fn warn_with(msg: String, detail: String) {
     ErrorReport::new(PgSqlErrorCode::ERRCODE_WARNING, msg, "pg_dp").set_detail(detail).report(PgLogLevel::WARNING);
 }
+
+/// Why a statement is refused: the message and an optional hint. Raised with SQLSTATE 42501.
+#[derive(Debug)]
+pub struct Refusal {
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl Refusal {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        Refusal { message: message.into(), hint: None }
+    }
+
+    /// The refusal of a query nested deeper than pg_dp's checks can follow with the stack that
+    /// `max_stack_depth` leaves them. Checked before the stack runs out, so that no error is ever
+    /// raised deep inside the walk (one would be raised again at every level on its way out).
+    pub fn too_deep() -> Self {
+        Refusal::new("query nested too deeply for pg_dp's query check")
+            .hint("write the condition or expression with fewer nested levels")
+    }
+    pub(crate) fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+pub type Check<T> = Result<T, Refusal>;

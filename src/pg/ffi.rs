@@ -10,7 +10,20 @@ mod raw {
         pub fn expand_grouping_sets(grouping_sets: *mut pg_sys::List, group_distinct: bool, limit: i32) -> *mut pg_sys::List;
         pub fn numeric_float8_no_overflow(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
         pub fn float8_numeric(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
+        pub fn SetTuplestoreDestReceiverParams(
+            dest: *mut pg_sys::DestReceiver,
+            store: *mut pg_sys::Tuplestorestate,
+            cxt: pg_sys::MemoryContext,
+            detoast: bool,
+            target_tupdesc: pg_sys::TupleDesc,
+            map_failure_msg: *const std::ffi::c_char,
+        );
     }
+}
+
+/// Points a tuplestore DestReceiver (tcop/dest) at `store`, its tuples kept in `cxt`.
+pub unsafe fn set_tuplestore_dest(dest: *mut pg_sys::DestReceiver, store: *mut pg_sys::Tuplestorestate, cxt: pg_sys::MemoryContext) {
+    pg_sys::ffi::pg_guard_ffi_boundary(|| raw::SetTuplestoreDestReceiverParams(dest, store, cxt, false, std::ptr::null_mut(), std::ptr::null()))
 }
 
 /// Every relation that inherits from `parent`, `parent` included (partitions and inheritance

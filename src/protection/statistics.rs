@@ -15,7 +15,7 @@
 //! column default), and PostgreSQL checks the EXECUTE privilege on every such call. `EXPLAIN` of a
 //! query on a protected table, which prints the planner's estimates, is refused in the executor
 //! hook (charge.rs), and `debug_print_plan` and `trace_sort` in the grammar and the executor hook.
-use crate::query::grammar::Refusal;
+use crate::pg::error::Refusal;
 use pgrx::pg_sys::{self, Oid};
 use std::ffi::CStr;
 

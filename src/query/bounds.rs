@@ -9,10 +9,11 @@
 //! declaration, `dp_sum`, `dp_avg`, `dp_median` and `dp_percentile` choose DP bounds themselves
 //! (autobounds.rs); the others are refused with SQLSTATE 22023. All of this depends on the query and
 //! the catalog only.
-use crate::aggregates::agg::{list_iter, Kind};
+use crate::pg::nodes::list_iter;
+use crate::catalog::functions::Kind;
 use crate::pg::error::raise_with;
 use crate::catalog::protect;
-use crate::query::rewrite::{function, oid_list, ptr_list};
+use crate::pg::build::{function, oid_list, ptr_list};
 use crate::pg_v1;
 use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query};
 use pgrx::{IntoDatum, PgSqlErrorCode};
@@ -82,9 +83,9 @@ pub unsafe fn supply_declared_bounds(q: *mut Query, agg: *mut pg_sys::Aggref, ki
     let f = kind.func();
     let hint = "pass lower and upper, or a DBA declares the column's bounds with dp.set_bounds (or dp.learn_bounds from a public table)";
     let value = strip_implicit_casts((*args[0]).expr as *mut Node);
-    let column = crate::query::grammar::value_column(q, value);
+    let column = crate::query::tree::value_column(q, value);
     let declared = column.and_then(|(relid, att)| protect::effective_bounds(relid, att));
-    if declared.is_none() && crate::aggregates::autobounds::has_automatic_bounds(kind) {
+    if declared.is_none() && crate::catalog::functions::has_automatic_bounds(kind) {
         // no declaration: the call chooses DP bounds itself (autobounds.rs)
         return Vec::new();
     }
@@ -101,7 +102,7 @@ pub unsafe fn supply_declared_bounds(q: *mut Query, agg: *mut pg_sys::Aggref, ki
             format!(
                 "{f} without bounds: column {}.{} has no declared bounds",
                 protect::relation_short_name(relid),
-                crate::query::grammar::attname(relid, att)
+                crate::query::tree::attname(relid, att)
             ),
             Some(hint),
         )
@@ -120,7 +121,7 @@ pub unsafe fn supply_declared_bounds(q: *mut Query, agg: *mut pg_sys::Aggref, ki
 
 /// The actual argument types of a call.
 unsafe fn arg_types(agg: *mut pg_sys::Aggref) -> Vec<Oid> {
-    (0..crate::aggregates::agg::list_len((*agg).aggargtypes) as i32).map(|i| pg_sys::list_nth_oid((*agg).aggargtypes, i)).collect()
+    (0..crate::pg::nodes::list_len((*agg).aggargtypes) as i32).map(|i| pg_sys::list_nth_oid((*agg).aggargtypes, i)).collect()
 }
 
 /// Makes `agg` a call, over `exprs`, of the aggregate of the same name and schema whose declared
@@ -143,7 +144,7 @@ unsafe fn recall(agg: *mut pg_sys::Aggref, kind: Kind, exprs: &[*mut Node], decl
 /// `set_config` in the query, or between a cursor's fetches) changes nothing. `dp_count(*)` becomes
 /// `dp_count(true, ε)`, which counts the same rows. Returns the argument position of the ε supplied.
 pub unsafe fn supply_default_epsilon(agg: *mut pg_sys::Aggref, kind: Kind) -> Option<usize> {
-    let n = crate::aggregates::agg::list_len((*agg).args);
+    let n = crate::pg::nodes::list_len((*agg).args);
     let without = match kind {
         Kind::Count => n <= 1,
         Kind::IntSum | Kind::FloatSum | Kind::Avg | Kind::Variance | Kind::Stddev | Kind::Median => n == 1 || n == 3,
@@ -189,7 +190,7 @@ fn unreached() -> ! {
 }
 
 pg_v1!(pg_finfo_dp_is_protected, dp_is_protected, |fcinfo| {
-    let relid = crate::aggregates::agg::required::<Oid>(fcinfo, 0, "dp.is_protected", "tbl");
+    let relid = crate::pg::fmgr::required::<Oid>(fcinfo, 0, "dp.is_protected", "tbl");
     if pg_sys::get_rel_relkind(relid) == 0 {
         return pg_sys::Datum::from(0usize); // no such relation: not protected
     }

@@ -30,24 +30,19 @@
 //!   Release node being executed, once.
 //! - Quantiles, automatic bounds, GROUPING SETS and subqueries around the aggregates are refused
 //!   over Citus tables, before anything is charged.
-use crate::aggregates::agg::{collect_nodes, kind_of, list_iter, Kind};
-use crate::pg::error::raise_with;
-use crate::query::grammar::{split_and, Check, Refusal};
-use crate::query::rewrite::{aggref, copy, expr_type, function, int_const, node, ptr_list, tle, var_for};
-use pg_dp_core::accum::Acc;
+use crate::pg::nodes::{collect_nodes, list_iter};
+use crate::catalog::functions::{kind_of, Kind};
+use crate::query::tree::split_and;
+use crate::pg::error::{Check, Refusal};
+use crate::pg::build::{aggref, copy, expr_type, function, int_const, node, ptr_list, tle, var_for};
 use pg_dp_core::description::{is_tag, DpLevel};
 use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query, RangeTblEntry};
-use pgrx::PgSqlErrorCode;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::ffi::{c_void, CStr, CString};
-
-const F: &str = "dp.distributed_rows";
+use std::ffi::{c_void, CStr};
 
 thread_local! {
     static INTERNAL: RefCell<HashMap<Oid, bool>> = RefCell::new(HashMap::new());
-    /// The exact query the DP Release node being executed may run, once (see `authorize`).
-    static AUTHORIZED: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
 /// True for pg_dp's functions that only its rewrite writes: the merge aggregates and
@@ -77,7 +72,7 @@ pub fn is_internal(f: Oid) -> bool {
 pub unsafe fn internal_refusal(f: Oid) -> Refusal {
     Refusal::new(format!(
         "{} is internal to pg_dp's distributed execution: only pg_dp writes it",
-        crate::query::grammar::func_signature(f)
+        crate::query::tree::func_signature(f)
     ))
     .hint("call dp_count, dp_sum, dp_avg, dp_variance or dp_stddev over the Citus table")
 }
@@ -163,7 +158,7 @@ unsafe fn exact_array(a: *mut pg_sys::Aggref, kind: Kind) -> *mut Node {
                     let nan = pg_sys::OidInputFunctionCall(if t == pg_sys::FLOAT8OID { Oid::from(pg_sys::F_FLOAT8IN) } else { Oid::from(pg_sys::F_NUMERIC_IN) }, c"NaN".as_ptr().cast_mut(), pg_sys::InvalidOid, -1);
                     let len = if t == pg_sys::FLOAT8OID { 8 } else { -1 };
                     let nan = pg_sys::makeConst(t, -1, pg_sys::InvalidOid, len, nan, false, t == pg_sys::FLOAT8OID) as *mut Node;
-                    let not_nan = crate::query::rewrite::op_expr(crate::query::rewrite::operator("<>", t, t), copy(v), nan, pg_sys::InvalidOid);
+                    let not_nan = crate::pg::build::op_expr(crate::pg::build::operator("<>", t, t), copy(v), nan, pg_sys::InvalidOid);
                     count_with(copy(v), pg_sys::make_and_qual(filter(()), not_nan))
                 }
                 _ => counted(copy(v)),
@@ -224,7 +219,7 @@ unsafe fn reads_old_columns(e: *mut Node) -> bool {
 /// it (see the module comment). Refusals depend only on the query.
 pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
     let table = level.source.name.clone();
-    crate::query::rewrite::flatten_join_aliases(q);
+    crate::query::tree::flatten_join_aliases(q);
     let mut found: Vec<*mut Node> = Vec::new();
     collect_nodes((*q).targetList as *mut Node, &[NodeTag::T_Aggref], &mut found);
     collect_nodes((*q).havingQual, &[NodeTag::T_Aggref], &mut found);
@@ -234,12 +229,12 @@ pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
         if (*a).agglevelsup != 0 || !is_tag((*a).location) {
             continue;
         }
-        let Some(kind) = kind_of((*a).aggfnoid, crate::budget::charge::first_arg_type(a)) else { continue };
+        let Some(kind) = kind_of((*a).aggfnoid, crate::catalog::functions::first_arg_type(a)) else { continue };
         if merge_name(kind).is_none() {
             return Err(Refusal::new(format!("{} over Citus table {table}: quantiles are not computed over distributed tables", kind.func()))
                 .hint("docs/distributed.md lists the DP aggregates that run on Citus: dp_count, dp_sum, dp_avg, dp_variance, dp_stddev"));
         }
-        if kind != Kind::Count && kind != Kind::KeepGroup && crate::aggregates::agg::list_len((*a).args) < 4 {
+        if kind != Kind::Count && kind != Kind::KeepGroup && crate::pg::nodes::list_len((*a).args) < 4 {
             return Err(Refusal::new(format!("{} without bounds over Citus table {table}: automatic bounds are not computed over distributed tables", kind.func()))
                 .hint("pass lower and upper, or declare the column's bounds with dp.set_bounds"));
         }
@@ -255,11 +250,11 @@ pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
         return Err(Refusal::new(format!("a subquery next to DP aggregates over Citus table {table}"))
             .hint("compute it in an outer query"));
     }
-    let keys = crate::query::rewrite::group_keys(q);
+    let keys = crate::query::tree::group_keys(q);
 
     // ---- the exact query
     let exact = copy(q);
-    let (mut etles, egroup) = crate::query::rewrite::keys_as_first_columns(&keys);
+    let (mut etles, egroup) = crate::query::tree::keys_as_first_columns(&keys);
     let nkeys = keys.len();
     for (j, (a, kind)) in calls.iter().enumerate() {
         etles.push(tle(exact_array(*a, *kind), nkeys + j + 1, &format!("dp_exact{}", j + 1), 0, false));
@@ -269,7 +264,7 @@ pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
     let mut exact_having: *mut Node = std::ptr::null_mut();
     let mut outer_having: Vec<*mut Node> = Vec::new();
     for h in having {
-        if crate::query::grammar::has_level_aggregate(h)? {
+        if crate::query::tree::has_level_aggregate(h)? {
             outer_having.push(h);
         } else {
             exact_having = pg_sys::make_and_qual(exact_having, copy(h));
@@ -279,7 +274,7 @@ pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
     (*exact).groupClause = ptr_list(&egroup);
     (*exact).havingQual = exact_having;
     (*exact).hasAggs = true;
-    crate::query::rewrite::only_rows_and_aggregation(exact);
+    crate::query::tree::only_rows_and_aggregation(exact);
     (*exact).utilityStmt = std::ptr::null_mut();
     (*exact).canSetTag = true;
     // privileges are checked for the caller, though the exact query runs as the superuser
@@ -293,7 +288,7 @@ pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
     // Citus plans it now, so that a shape it cannot run is an error before anything is charged
     crate::catalog::protect::as_bootstrap_superuser(|| {
         let probe = pg_sys::stringToNode(text_ptr) as *mut Query;
-        crate::execution::planner::plan_with_next(probe, text_ptr, 0, std::ptr::null_mut());
+        crate::pg::planning::plan_with_next(probe, text_ptr, 0, std::ptr::null_mut());
     });
 
     // ---- the level, over the exact rows
@@ -324,9 +319,9 @@ pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
     (*rtf).funcexpr = call as *mut Node;
     (*rtf).funccolcount = etles.len() as i32;
     (*rtf).funccolnames = ptr_list(&colnames);
-    (*rtf).funccoltypes = crate::query::rewrite::oid_list(&coltypes);
+    (*rtf).funccoltypes = crate::pg::build::oid_list(&coltypes);
     (*rtf).funccoltypmods = coltypmods.iter().fold(std::ptr::null_mut(), |l, m| pg_sys::lappend_int(l, *m));
-    (*rtf).funccolcollations = crate::query::rewrite::oid_list(&colcolls);
+    (*rtf).funccolcollations = crate::pg::build::oid_list(&colcolls);
     let rte = node::<RangeTblEntry>(NodeTag::T_RangeTblEntry);
     (*rte).rtekind = pg_sys::RTEKind::RTE_FUNCTION;
     (*rte).functions = ptr_list(&[rtf]);
@@ -448,25 +443,25 @@ unsafe fn engine_refusal(q: *mut Query) -> Option<String> {
             NodeTag::T_FuncExpr => {
                 let f = (*(n as *mut pg_sys::FuncExpr)).funcid;
                 if !function_ok(w, f) {
-                    return refuse(w, format!("function {}", crate::query::grammar::func_signature(f)));
+                    return refuse(w, format!("function {}", crate::query::tree::func_signature(f)));
                 }
             }
             NodeTag::T_OpExpr | NodeTag::T_DistinctExpr | NodeTag::T_NullIfExpr => {
                 let o = n as *mut pg_sys::OpExpr;
                 pg_sys::set_opfuncid(o);
                 if !function_ok(w, (*o).opfuncid) {
-                    return refuse(w, format!("operator {}", crate::query::grammar::func_signature((*o).opfuncid)));
+                    return refuse(w, format!("operator {}", crate::query::tree::func_signature((*o).opfuncid)));
                 }
             }
             NodeTag::T_ScalarArrayOpExpr => {
                 let o = n as *mut pg_sys::ScalarArrayOpExpr;
                 pg_sys::set_sa_opfuncid(o);
                 if !function_ok(w, (*o).opfuncid) {
-                    return refuse(w, format!("operator {}", crate::query::grammar::func_signature((*o).opfuncid)));
+                    return refuse(w, format!("operator {}", crate::query::tree::func_signature((*o).opfuncid)));
                 }
             }
             NodeTag::T_RowCompareExpr => {
-                for op in crate::aggregates::agg::list_oids((*(n as *mut pg_sys::RowCompareExpr)).opnos) {
+                for op in crate::pg::nodes::list_oids((*(n as *mut pg_sys::RowCompareExpr)).opnos) {
                     if !function_ok(w, pg_sys::get_opcode(op)) {
                         return refuse(w, "a row comparison".into());
                     }
@@ -475,13 +470,13 @@ unsafe fn engine_refusal(q: *mut Query) -> Option<String> {
             NodeTag::T_Aggref => {
                 let f = (*(n as *mut pg_sys::Aggref)).aggfnoid;
                 if !function_ok(w, f) {
-                    return refuse(w, format!("aggregate {}", crate::query::grammar::func_signature(f)));
+                    return refuse(w, format!("aggregate {}", crate::query::tree::func_signature(f)));
                 }
             }
             NodeTag::T_WindowFunc => {
                 let f = (*(n as *mut pg_sys::WindowFunc)).winfnoid;
                 if !function_ok(w, f) {
-                    return refuse(w, format!("window function {}", crate::query::grammar::func_signature(f)));
+                    return refuse(w, format!("window function {}", crate::query::tree::func_signature(f)));
                 }
             }
             NodeTag::T_CoerceToDomain => {
@@ -497,202 +492,4 @@ unsafe fn engine_refusal(q: *mut Query) -> Option<String> {
     let mut w = Walk { user: pg_sys::GetUserId(), why: None };
     walker(q as *mut Node, &mut w as *mut Walk as *mut c_void);
     w.why
-}
-
-// ----- execution ----------------------------------------------------------------------------------
-
-/// Called by a DP Release node before it runs its aggregation (its charge already made): its exact
-/// query may now run, once.
-pub fn authorize(exact_query: String) {
-    AUTHORIZED.with(|a| *a.borrow_mut() = Some(exact_query));
-}
-
-/// Forgets an authorization (end of the query or the transaction).
-pub fn forget() {
-    AUTHORIZED.with(|a| *a.borrow_mut() = None);
-}
-
-crate::pg_v1!(pg_finfo_dp_distributed_rows, dp_distributed_rows, |fcinfo| {
-    let text = crate::aggregates::agg::required::<String>(fcinfo, 0, F, "exact_query");
-    let ok = AUTHORIZED.with(|a| {
-        let mut a = a.borrow_mut();
-        if a.as_deref() == Some(text.as_str()) {
-            *a = None;
-            true
-        } else {
-            false
-        }
-    });
-    if !ok {
-        raise_with(
-            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-            format!("{F}: runs only the exact query of a DP level over a Citus table, once, for the release that paid for it"),
-            None,
-        );
-    }
-    let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
-    if rsinfo.is_null() || (*rsinfo).type_ != NodeTag::T_ReturnSetInfo || (*rsinfo).allowedModes & pg_sys::SetFunctionReturnMode::SFRM_Materialize as i32 == 0 {
-        raise_with(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, format!("{F}: called in a context that cannot take a set"), None);
-    }
-    let econtext = (*rsinfo).econtext;
-    let per_query = (*econtext).ecxt_per_query_memory;
-    let old = pg_sys::MemoryContextSwitchTo(per_query);
-    let desc = pg_sys::CreateTupleDescCopy((*rsinfo).expectedDesc);
-    let store = pg_sys::tuplestore_begin_heap(false, false, pg_sys::work_mem);
-    pg_sys::MemoryContextSwitchTo(old);
-    let params = (*econtext).ecxt_param_list_info;
-    let ctext = CString::new(text).unwrap_or_default();
-    crate::catalog::protect::as_bootstrap_superuser(|| run_exact(&ctext, params, store, per_query));
-    (*rsinfo).returnMode = pg_sys::SetFunctionReturnMode::SFRM_Materialize;
-    (*rsinfo).setResult = store;
-    (*rsinfo).setDesc = desc;
-    (*fcinfo).isnull = true;
-    pg_sys::Datum::from(0)
-});
-
-unsafe extern "C-unwind" {
-    // tcop/dest: not among pgrx's bindings
-    fn SetTuplestoreDestReceiverParams(
-        dest: *mut pg_sys::DestReceiver,
-        store: *mut pg_sys::Tuplestorestate,
-        cxt: pg_sys::MemoryContext,
-        detoast: bool,
-        target_tupdesc: pg_sys::TupleDesc,
-        map_failure_msg: *const std::ffi::c_char,
-    );
-}
-
-/// Plans and runs the exact query (Citus distributes it), its rows into `store`.
-unsafe fn run_exact(text: &CStr, params: pg_sys::ParamListInfo, store: *mut pg_sys::Tuplestorestate, cxt: pg_sys::MemoryContext) {
-    let query = pg_sys::stringToNode(text.as_ptr()) as *mut Query;
-    let stmt = crate::execution::planner::plan_with_next(query, text.as_ptr(), 0, params);
-    let dest = pg_sys::CreateDestReceiver(pg_sys::CommandDest::DestTuplestore);
-    SetTuplestoreDestReceiverParams(dest, store, cxt, false, std::ptr::null_mut(), std::ptr::null());
-    let qd = pg_sys::CreateQueryDesc(stmt, text.as_ptr(), pg_sys::GetActiveSnapshot(), std::ptr::null_mut(), dest, params, std::ptr::null_mut(), 0);
-    pg_sys::ExecutorStart(qd, 0);
-    pg_sys::ExecutorRun(qd, pg_sys::ScanDirection::ForwardScanDirection, 0, true);
-    pg_sys::ExecutorFinish(qd);
-    pg_sys::ExecutorEnd(qd);
-    pg_sys::FreeQueryDesc(qd);
-    if let Some(destroy) = (*dest).rDestroy {
-        destroy(dest);
-    }
-}
-
-// ----- per-row grid values and the merge aggregates ------------------------------------------------
-
-/// What `dp.exact_grid` keeps between rows: the empty state of the aggregate it mirrors, and the
-/// value's type.
-#[derive(Clone, Copy)]
-struct Grid {
-    empty: Acc,
-    value_type: Oid,
-}
-
-crate::pg_v1!(pg_finfo_dp_exact_grid, dp_exact_grid, |fcinfo| {
-    const G: &str = "dp.exact_grid";
-    let flinfo = (*fcinfo).flinfo;
-    if (*flinfo).fn_extra.is_null() {
-        let code = crate::aggregates::agg::required::<i32>(fcinfo, 1, G, "kind");
-        let kind = match code {
-            1 => Kind::IntSum,
-            2 => Kind::FloatSum,
-            3 => Kind::Avg,
-            4 => Kind::Variance,
-            5 => Kind::Stddev,
-            _ => raise_with(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("{G}: kind must be 1 to 5"), None),
-        };
-        let arg = |i: usize| {
-            let a = *(*fcinfo).args.as_slice(6).get(i).expect("six arguments");
-            (a.value, a.isnull, pg_sys::get_fn_expr_argtype(flinfo, i as i32))
-        };
-        let params = crate::aggregates::agg::ParamValues::new(vec![arg(2), arg(3), arg(4)], kind.func()).params(kind);
-        let empty = Acc::new(params).unwrap_or_else(|e| crate::pg::error::raise(kind.func(), e));
-        let g = pg_sys::MemoryContextAlloc((*flinfo).fn_mcxt, std::mem::size_of::<Grid>()) as *mut Grid;
-        g.write(Grid { empty, value_type: pg_sys::get_fn_expr_argtype(flinfo, 0) });
-        (*flinfo).fn_extra = g.cast();
-    }
-    let g = *((*flinfo).fn_extra as *mut Grid);
-    let mut acc = g.empty;
-    let d = (*(*fcinfo).args.as_slice(1).first().expect("a value")).value;
-    let added = match g.value_type {
-        pg_sys::INT2OID => acc.add_i64(d.value() as i16 as i64),
-        pg_sys::INT4OID => acc.add_i64(d.value() as i32 as i64),
-        pg_sys::INT8OID => acc.add_i64(d.value() as i64),
-        pg_sys::FLOAT8OID => acc.add_f64(f64::from_bits(d.value() as u64)),
-        pg_sys::NUMERICOID => acc.add_f64(crate::aggregates::agg::numeric_datum_f64(d)),
-        _ => raise_with(PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH, format!("{G}: unsupported value type"), None),
-    };
-    if let Err(e) = added {
-        crate::pg::error::raise(G, e);
-    }
-    if acc.n == 0 {
-        (*fcinfo).isnull = true;
-        return pg_sys::Datum::from(0);
-    }
-    let squared = (*(*fcinfo).args.as_slice(6).get(5).expect("six arguments")).value.value() != 0;
-    let v: i64 = if squared { acc.sum_sq as i64 } else { acc.sum as i64 };
-    pg_sys::Datum::from(v)
-});
-
-/// The three exact sums of a group from its numeric[] (Σ q, count, Σ (q − c)²).
-unsafe fn exact_sums(d: pg_sys::Datum, func: &'static str) -> (i128, i64, i128) {
-    let arr = pg_sys::pg_detoast_datum(d.cast_mut_ptr()) as *mut pg_sys::ArrayType;
-    let mut elems: *mut pg_sys::Datum = std::ptr::null_mut();
-    let mut nulls: *mut bool = std::ptr::null_mut();
-    let mut n: i32 = 0;
-    pg_sys::deconstruct_array(arr, pg_sys::NUMERICOID, -1, false, pg_sys::TYPALIGN_INT as std::ffi::c_char, &mut elems, &mut nulls, &mut n);
-    if n != 3 {
-        raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{func}: malformed exact sums"), None);
-    }
-    let at = |i: usize| -> i128 {
-        if *nulls.add(i) {
-            return 0;
-        }
-        let s = pg_sys::OidOutputFunctionCall(Oid::from(pg_sys::F_NUMERIC_OUT), *elems.add(i));
-        let s = CStr::from_ptr(s).to_string_lossy();
-        s.parse::<i128>().unwrap_or_else(|_| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{func}: malformed exact sums"), None))
-    };
-    (at(0), at(1) as i64, at(2))
-}
-
-crate::pg_v1!(pg_finfo_dp_merge_trans, dp_merge_trans, |fcinfo| {
-    const M: &str = "pg_dp merge";
-    let ctx = crate::aggregates::agg::agg_context(fcinfo, M);
-    let a = pg_sys::AggGetAggref(fcinfo);
-    let kind = kind_of((*a).aggfnoid, crate::budget::charge::first_arg_type(a))
-        .unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{M}: not a merge aggregate"), None));
-    let mut acc = crate::aggregates::agg::state_arg(fcinfo, 0);
-    if acc.is_null() {
-        let params = crate::aggregates::agg::ParamValues::read(fcinfo, kind.func()).params(kind);
-        let fresh = Acc::new(params).unwrap_or_else(|e| crate::pg::error::raise(kind.func(), e));
-        acc = crate::aggregates::agg::alloc_state(ctx, fresh);
-    }
-    if !pgrx::fcinfo::pg_arg_is_null(fcinfo, 1) {
-        let (sum, n, sum_sq) = exact_sums(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1), kind.func());
-        let mut s = *acc;
-        s.sum += sum;
-        s.n += n;
-        s.sum_sq += sum_sq;
-        acc.write(s);
-    }
-    pg_sys::Datum::from(acc)
-});
-
-crate::pg_v1!(pg_finfo_dp_merge_keep_group_trans, dp_merge_keep_group_trans, |fcinfo| {
-    crate::aggregates::agg::agg_context(fcinfo, "dp.keep_group");
-    let mut state = if pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) { 0 } else { pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0).value() as i64 };
-    if !pgrx::fcinfo::pg_arg_is_null(fcinfo, 1) {
-        let (_, n, _) = exact_sums(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1), "dp.keep_group");
-        state += n;
-    }
-    pg_sys::Datum::from(state)
-});
-
-/// The exact query text of a DP Release node's level, if it runs distributed.
-pub fn exact_query_of(level_json: &str) -> Option<String> {
-    if !level_json.contains("\"exact_query\"") {
-        return None;
-    }
-    DpLevel::from_json(level_json)?.exact_query
 }

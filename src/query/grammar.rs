@@ -57,7 +57,8 @@
 //! DISTINCT, set operations, set-returning functions, self-joins and joins that are not many-to-one
 //! all break this); and nothing in the input may raise an error for any stored value, since an
 //! error is an answer that the budget does not pay for.
-use crate::aggregates::agg::{kind_of, list_iter, Kind};
+use crate::catalog::functions::{kind_of, Kind};
+use crate::pg::nodes::list_iter;
 use crate::catalog::protect;
 use crate::protection::statistics;
 use crate::query::total;
@@ -65,33 +66,16 @@ use pg_dp_core::description::{tag, DpAggregate, DpLevel, KeyRelease, ParamSource
 use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query, RangeTblEntry};
 use std::collections::HashSet;
 use std::ffi::{c_void, CStr};
-
-/// Why a statement is refused: the message and an optional hint. Raised with SQLSTATE 42501.
-#[derive(Debug)]
-pub struct Refusal {
-    pub message: String,
-    pub hint: Option<String>,
-}
-
-impl Refusal {
-    pub(crate) fn new(message: impl Into<String>) -> Self {
-        Refusal { message: message.into(), hint: None }
-    }
-
-    /// The refusal of a query nested deeper than pg_dp's checks can follow with the stack that
-    /// `max_stack_depth` leaves them. Checked before the stack runs out, so that no error is ever
-    /// raised deep inside the walk (one would be raised again at every level on its way out).
-    pub fn too_deep() -> Self {
-        Refusal::new("query nested too deeply for pg_dp's query check")
-            .hint("write the condition or expression with fewer nested levels")
-    }
-    pub(crate) fn hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
-        self
-    }
-}
-
-pub type Check<T> = Result<T, Refusal>;
+use crate::pg::error::Refusal;
+use crate::pg::error::Check;
+use crate::query::tree::rt_fetch;
+use crate::query::tree::resolve_var;
+use crate::query::tree::split_and;
+use crate::query::tree::has_level_aggregate;
+use crate::query::tree::func_name;
+use crate::query::tree::func_signature;
+use crate::query::tree::attname;
+use crate::query::tree::value_column;
 
 /// A statement the grammar admitted, with the DP levels it holds.
 pub struct Admitted {
@@ -261,19 +245,6 @@ unsafe fn base_column(q: *mut Query, varno: i32, attno: i16) -> Option<(*mut Ran
             .map(|r| (r, 0)),
         _ => None,
     }
-}
-
-/// The range-table entry `index` (1-based) of a query, or null.
-pub unsafe fn rt_fetch(q: *mut Query, index: i32) -> *mut RangeTblEntry {
-    rt_fetch_list((*q).rtable, index)
-}
-
-/// The range-table entry `index` (1-based) of a range table, or null.
-pub unsafe fn rt_fetch_list(rt: *mut pg_sys::List, index: i32) -> *mut RangeTblEntry {
-    if index < 1 || rt.is_null() || index > (*rt).length {
-        return std::ptr::null_mut();
-    }
-    pg_sys::list_nth(rt, index - 1) as *mut RangeTblEntry
 }
 
 // ----- the statement ----------------------------------------------------------------------------
@@ -496,7 +467,7 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
     // GROUP BY keys are computed from each input row: the value grammar, of a built-in type (grouping
     // calls the type's equality and hash functions on every row)
     let mut group_keys = Vec::new();
-    for (e, _) in crate::query::rewrite::group_keys(q) {
+    for (e, _) in crate::query::tree::group_keys(q) {
         value_below(&cx, e)?;
         let typ = pg_sys::getBaseType(pg_sys::exprType(e));
         if typ.to_u32() >= pg_sys::FirstNormalObjectId {
@@ -614,10 +585,10 @@ unsafe fn distributed_source(cx: &Cx, source: &Source) -> Check<bool> {
     let mut distributed = false;
     for (rte, _) in &source.reads {
         let relid = (**rte).relid;
-        if crate::catalog::distributed::is_citus_table(relid) {
+        if crate::catalog::citus::is_citus_table(relid) {
             distributed = true;
         }
-        if let Some(owner) = crate::catalog::distributed::shard_owner(relid) {
+        if let Some(owner) = crate::catalog::citus::shard_owner(relid) {
             return Err(Refusal::new(format!(
                 "{} over {}, a shard of Citus table {}: a Citus worker releases nothing, DP queries run on the coordinator",
                 cx.func,
@@ -649,44 +620,6 @@ unsafe fn first_relation(q: *mut Query, depth: u32) -> Option<Oid> {
         }
     }
     first
-}
-
-/// Whether a condition holds an aggregate (or GROUPING) of its own query level.
-pub(crate) unsafe fn has_level_aggregate(e: *mut Node) -> Check<bool> {
-    struct Walk {
-        depth: u32,
-        too_deep: bool,
-    }
-    #[pgrx::pg_guard]
-    unsafe extern "C-unwind" fn walker(node: *mut Node, ctx: *mut c_void) -> bool {
-        if node.is_null() {
-            return false;
-        }
-        let w = &mut *(ctx as *mut Walk);
-        if pg_sys::stack_is_too_deep() {
-            w.too_deep = true;
-            return true;
-        }
-        let depth = &mut w.depth;
-        match (*node).type_ {
-            NodeTag::T_Query => {
-                *depth += 1;
-                let r = pg_sys::query_tree_walker(node as *mut Query, Some(walker), ctx, 0);
-                *depth -= 1;
-                return r;
-            }
-            NodeTag::T_Aggref if (*(node as *mut pg_sys::Aggref)).agglevelsup == *depth => return true,
-            NodeTag::T_GroupingFunc if (*(node as *mut pg_sys::GroupingFunc)).agglevelsup == *depth => return true,
-            _ => {}
-        }
-        pg_sys::expression_tree_walker(node, Some(walker), ctx)
-    }
-    let mut w = Walk { depth: 0, too_deep: false };
-    let found = walker(e, &mut w as *mut Walk as *mut c_void);
-    if w.too_deep {
-        return Err(Refusal::too_deep());
-    }
-    Ok(found)
 }
 
 // ----- correlation --------------------------------------------------------------------------
@@ -929,23 +862,6 @@ unsafe fn flatten(cx: &Cx, q: *mut Query, node: *mut Node, items: &mut Vec<Item>
     Ok(())
 }
 
-pub(crate) unsafe fn split_and(n: *mut Node, out: &mut Vec<*mut Node>) {
-    if n.is_null() {
-        return;
-    }
-    if (*n).type_ == NodeTag::T_BoolExpr && (*(n as *mut pg_sys::BoolExpr)).boolop == pg_sys::BoolExprType::AND_EXPR {
-        for a in list_iter::<Node>((*(n as *mut pg_sys::BoolExpr)).args) {
-            split_and(a, out);
-        }
-    } else if (*n).type_ == NodeTag::T_List {
-        for a in list_iter::<Node>(n as *mut pg_sys::List) {
-            split_and(a, out);
-        }
-    } else {
-        out.push(n);
-    }
-}
-
 /// Checks one FROM item: a table of an admitted kind, or a subquery that is a row source.
 unsafe fn classify_item(cx: &mut Cx, _q: *mut Query, item: &mut Item, depth: u32) -> Check<()> {
     let rte = item.rte;
@@ -1129,7 +1045,7 @@ unsafe fn unique_key_matched(q: *mut Query, item: &Item, attached: &[i32], quals
     let rel = pg_sys::relation_open(relid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
     let indexes = pg_sys::RelationGetIndexList(rel);
     let mut found = None;
-    for idx in crate::aggregates::agg::list_oids(indexes) {
+    for idx in crate::pg::nodes::list_oids(indexes) {
         let irel = pg_sys::index_open(idx, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
         let ind = (*irel).rd_index;
         let usable = (*ind).indisunique
@@ -1190,46 +1106,6 @@ unsafe fn is_key_equality(q: *mut Query, c: *mut Node, rtindex: i32, attno: i16,
             (a == (rtindex, attno) && attached.contains(&b.0) && b.1 > 0) || (b == (rtindex, attno) && attached.contains(&a.0) && a.1 > 0)
         }
         _ => false,
-    }
-}
-
-/// (range-table index, attribute) of a plain column of `q`, through relabelling casts and join
-/// aliases.
-pub(crate) unsafe fn resolve_var(q: *mut Query, mut e: *mut Node) -> Option<(i32, i16)> {
-    for _ in 0..64 {
-        match (*e).type_ {
-            NodeTag::T_RelabelType => e = (*(e as *mut pg_sys::RelabelType)).arg as *mut Node,
-            NodeTag::T_Var => {
-                let v = e as *mut pg_sys::Var;
-                if (*v).varlevelsup != 0 {
-                    return None;
-                }
-                let rte = rt_fetch(q, (*v).varno);
-                if rte.is_null() {
-                    return None;
-                }
-                if (*rte).rtekind == pg_sys::RTEKind::RTE_JOIN {
-                    let att = (*v).varattno;
-                    if att < 1 {
-                        return None;
-                    }
-                    e = list_iter::<Node>((*rte).joinaliasvars).nth(att as usize - 1)?;
-                    continue;
-                }
-                return Some(((*v).varno, (*v).varattno));
-            }
-            _ => return None,
-        }
-    }
-    None
-}
-
-pub(crate) unsafe fn attname(relid: Oid, attno: i16) -> String {
-    let n = pg_sys::get_attname(relid, attno, true);
-    if n.is_null() {
-        format!("column {attno}")
-    } else {
-        CStr::from_ptr(n).to_string_lossy().into_owned()
     }
 }
 
@@ -1674,52 +1550,12 @@ unsafe fn param(e: *mut Node, func: &str, name: &str) -> Check<ParamSource> {
 
 // ----- names ------------------------------------------------------------------------------------
 
-unsafe fn func_name(funcid: Oid) -> String {
-    let n = pg_sys::get_func_name(funcid);
-    if n.is_null() {
-        "an aggregate".into()
-    } else {
-        CStr::from_ptr(n).to_string_lossy().into_owned()
-    }
-}
-
-pub(crate) unsafe fn func_signature(funcid: Oid) -> String {
-    let p = pg_sys::format_procedure(funcid);
-    if p.is_null() {
-        func_name(funcid)
-    } else {
-        CStr::from_ptr(p).to_string_lossy().into_owned()
-    }
-}
-
 /// `table.column` for a plain column (through joins and subqueries), else `expression`.
 unsafe fn describe_value(q: *mut Query, e: *mut Node) -> String {
     match value_column(q, e) {
         Some((relid, att)) => format!("{}.{}", protect::relation_short_name(relid), attname(relid, att)),
         None => "expression".into(),
     }
-}
-
-/// The table column an aggregated value is, unchanged: through join aliases, subqueries in FROM and
-/// views (binary-compatible relabelling only). None for any other expression.
-pub(crate) unsafe fn value_column(q: *mut Query, e: *mut Node) -> Option<(Oid, i16)> {
-    let mut q = q;
-    let mut e = e;
-    for _ in 0..32 {
-        let (idx, att) = resolve_var(q, e)?;
-        let rte = rt_fetch(q, idx);
-        match (*rte).rtekind {
-            pg_sys::RTEKind::RTE_RELATION if att > 0 => return Some(((*rte).relid, att)),
-            pg_sys::RTEKind::RTE_SUBQUERY if att > 0 => {
-                let sq = (*rte).subquery;
-                let te = list_iter::<pg_sys::TargetEntry>((*sq).targetList).nth(att as usize - 1)?;
-                q = sq;
-                e = (*te).expr as *mut Node;
-            }
-            _ => return None,
-        }
-    }
-    None
 }
 
 fn node_name(tag: NodeTag) -> String {

@@ -5,5 +5,7 @@
 pub mod bounds;
 pub mod distributed_level;
 pub mod grammar;
+pub mod params;
 pub mod rewrite;
 pub mod total;
+pub mod tree;

@@ -35,12 +35,37 @@
 //! GROUPING SETS, ROLLUP and CUBE select their groups (each set's groups by the selection in HAVING)
 //! and are refused over a table with a privacy unit; dp.keep_group written in a query over a
 //! protected table is refused too (with the reason, before anything is charged).
-use crate::aggregates::agg::{collect_nodes, kind_of, list_iter, Kind};
-use crate::query::grammar::{attname, func_signature, has_level_aggregate, rt_fetch, split_and, Check, Refusal};
+use crate::pg::nodes::{collect_nodes, list_iter};
+use crate::catalog::functions::{kind_of, Kind};
+use crate::query::tree::{attname, func_signature, has_level_aggregate, rt_fetch, split_and};
+use crate::pg::error::{Check, Refusal};
 use crate::catalog::protect::{self, Domain};
 use pg_dp_core::description::{tag, DpAggregate, DpLevel, KeyRelease, ParamSource, PrivacyUnit};
 use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query, RangeTblEntry};
 use std::ffi::{c_void, CStr, CString};
+use crate::pg::build::var_for;
+use crate::pg::build::tle;
+use crate::pg::build::ptr_list;
+use crate::pg::build::node;
+use crate::pg::build::and;
+use crate::pg::build::op_expr;
+use crate::pg::build::expr_type;
+use crate::pg::build::copy;
+use crate::pg::build::int_const;
+use crate::pg::build::aggref;
+use crate::pg::build::function;
+use crate::pg::build::case_when;
+use crate::query::tree::flatten_join_aliases;
+use crate::query::tree::group_keys;
+use crate::pg::build::is_not_null;
+use crate::query::tree::keys_as_first_columns;
+use crate::pg::build::group_clause;
+use crate::query::tree::only_rows_and_aggregation;
+use crate::pg::build::subquery_rte;
+use crate::pg::build::select_query;
+use crate::pg::build::operator;
+use crate::pg::build::int_list;
+use crate::pg::build::float8_const;
 
 /// Longest chain of foreign keys followed to reach a privacy unit.
 const MAX_HOPS: usize = 8;
@@ -157,233 +182,6 @@ impl UnitPath {
 
 // ----- node construction --------------------------------------------------------------------
 
-/// A zeroed node of type `T` with tag `tag`, in the current memory context.
-pub(crate) unsafe fn node<T>(tag: NodeTag) -> *mut T {
-    let p = pg_sys::palloc0(std::mem::size_of::<T>()) as *mut Node;
-    (*p).type_ = tag;
-    p as *mut T
-}
-
-pub(crate) unsafe fn copy<T>(n: *mut T) -> *mut T {
-    pg_sys::copyObjectImpl(n as *const c_void) as *mut T
-}
-
-pub(crate) unsafe fn name_list(schema: Option<&str>, name: &str) -> *mut pg_sys::List {
-    let mut l = std::ptr::null_mut();
-    if let Some(s) = schema {
-        l = pg_sys::lappend(l, pg_sys::makeString(pg_sys::pstrdup(CString::new(s).expect("name").as_ptr())) as *mut c_void);
-    }
-    pg_sys::lappend(l, pg_sys::makeString(pg_sys::pstrdup(CString::new(name).expect("name").as_ptr())) as *mut c_void)
-}
-
-pub(crate) unsafe fn function(schema: Option<&str>, name: &str, args: &[Oid]) -> Oid {
-    pg_sys::LookupFuncName(name_list(schema, name), args.len() as i32, args.as_ptr(), false)
-}
-
-pub(crate) unsafe fn oid_list(oids: &[Oid]) -> *mut pg_sys::List {
-    oids.iter().fold(std::ptr::null_mut(), |l, o| pg_sys::lappend_oid(l, *o))
-}
-
-unsafe fn int_list(ints: impl Iterator<Item = i32>) -> *mut pg_sys::List {
-    ints.fold(std::ptr::null_mut(), |l, i| pg_sys::lappend_int(l, i))
-}
-
-pub(crate) unsafe fn ptr_list<T>(items: &[*mut T]) -> *mut pg_sys::List {
-    items.iter().fold(std::ptr::null_mut(), |l, i| pg_sys::lappend(l, *i as *mut c_void))
-}
-
-pub(crate) unsafe fn expr_type(e: *mut Node) -> Oid {
-    pg_sys::exprType(e)
-}
-
-pub(crate) unsafe fn var_for(varno: i32, attno: i16, e: *mut Node) -> *mut Node {
-    pg_sys::makeVar(varno, attno, pg_sys::exprType(e), pg_sys::exprTypmod(e), pg_sys::exprCollation(e), 0) as *mut Node
-}
-
-pub(crate) unsafe fn int_const(typ: Oid, v: i64) -> *mut Node {
-    let (len, d) = match typ {
-        pg_sys::INT4OID => (4, pg_sys::Datum::from(v as i32)),
-        _ => (8, pg_sys::Datum::from(v)),
-    };
-    pg_sys::makeConst(typ, -1, pg_sys::InvalidOid, len, d, false, true) as *mut Node
-}
-
-unsafe fn float8_const(v: f64) -> *mut Node {
-    pg_sys::makeConst(pg_sys::FLOAT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(v.to_bits()), false, true) as *mut Node
-}
-
-/// `left op right` for a binary operator `op`.
-pub(crate) unsafe fn op_expr(op: Oid, left: *mut Node, right: *mut Node, collation: Oid) -> *mut Node {
-    let e = node::<pg_sys::OpExpr>(NodeTag::T_OpExpr);
-    (*e).opno = op;
-    (*e).opfuncid = pg_sys::get_opcode(op);
-    (*e).opresulttype = pg_sys::BOOLOID;
-    (*e).inputcollid = collation;
-    (*e).args = ptr_list(&[left, right]);
-    (*e).location = -1;
-    e as *mut Node
-}
-
-pub(crate) unsafe fn operator(name: &str, left: Oid, right: Oid) -> Oid {
-    pg_sys::OpernameGetOprid(name_list(Some("pg_catalog"), name), left, right)
-}
-
-unsafe fn and(a: *mut Node, b: *mut Node) -> *mut Node {
-    pg_sys::make_and_qual(a, b)
-}
-
-/// An aggregate call over `args`.
-pub(crate) unsafe fn aggref(fnoid: Oid, rettype: Oid, args: &[*mut Node], filter: *mut Node, star: bool) -> *mut pg_sys::Aggref {
-    let a = node::<pg_sys::Aggref>(NodeTag::T_Aggref);
-    (*a).aggfnoid = fnoid;
-    (*a).aggtype = rettype;
-    (*a).aggcollid = pg_sys::InvalidOid;
-    (*a).inputcollid = args.first().map_or(pg_sys::InvalidOid, |e| pg_sys::exprCollation(*e));
-    (*a).aggtranstype = pg_sys::InvalidOid;
-    (*a).aggargtypes = oid_list(&args.iter().map(|e| expr_type(*e)).collect::<Vec<_>>());
-    let tles: Vec<*mut pg_sys::TargetEntry> =
-        args.iter().enumerate().map(|(i, e)| pg_sys::makeTargetEntry(*e as *mut pg_sys::Expr, (i + 1) as i16, std::ptr::null_mut(), false)).collect();
-    (*a).args = ptr_list(&tles);
-    (*a).aggfilter = filter as *mut pg_sys::Expr;
-    (*a).aggstar = star;
-    (*a).aggkind = b'n' as std::ffi::c_char; // AGGKIND_NORMAL
-    (*a).aggsplit = pg_sys::AggSplit::AGGSPLIT_SIMPLE;
-    (*a).aggno = -1;
-    (*a).aggtransno = -1;
-    (*a).location = -1;
-    a
-}
-
-
-/// `CASE WHEN cond THEN value END`.
-unsafe fn case_when(cond: *mut Node, value: *mut Node) -> *mut Node {
-    let w = node::<pg_sys::CaseWhen>(NodeTag::T_CaseWhen);
-    (*w).expr = cond as *mut pg_sys::Expr;
-    (*w).result = value as *mut pg_sys::Expr;
-    (*w).location = -1;
-    let c = node::<pg_sys::CaseExpr>(NodeTag::T_CaseExpr);
-    (*c).casetype = expr_type(value);
-    (*c).casecollid = pg_sys::exprCollation(value);
-    (*c).args = ptr_list(&[w]);
-    (*c).defresult = pg_sys::makeNullConst(expr_type(value), pg_sys::exprTypmod(value), pg_sys::exprCollation(value)) as *mut pg_sys::Expr;
-    (*c).location = -1;
-    c as *mut Node
-}
-
-unsafe fn is_not_null(e: *mut Node) -> *mut Node {
-    let t = node::<pg_sys::NullTest>(NodeTag::T_NullTest);
-    (*t).arg = e as *mut pg_sys::Expr;
-    (*t).nulltesttype = pg_sys::NullTestType::IS_NOT_NULL;
-    (*t).argisrow = false;
-    (*t).location = -1;
-    t as *mut Node
-}
-
-/// A sort/group clause for a target entry of type `typ` with reference `sgref`.
-unsafe fn group_clause(typ: Oid, sgref: u32) -> *mut pg_sys::SortGroupClause {
-    let (mut lt, mut eq, mut hashable) = (pg_sys::InvalidOid, pg_sys::InvalidOid, false);
-    pg_sys::get_sort_group_operators(typ, true, true, false, &mut lt, &mut eq, std::ptr::null_mut(), &mut hashable);
-    let s = node::<pg_sys::SortGroupClause>(NodeTag::T_SortGroupClause);
-    (*s).tleSortGroupRef = sgref;
-    (*s).eqop = eq;
-    (*s).sortop = lt;
-    (*s).nulls_first = false;
-    (*s).hashable = hashable;
-    s
-}
-
-/// A subquery range-table entry for `sq`, with its column names.
-unsafe fn subquery_rte(sq: *mut Query, alias: &str) -> *mut RangeTblEntry {
-    let pstate = pg_sys::make_parsestate(std::ptr::null_mut());
-    let a = pg_sys::makeAlias(pg_sys::pstrdup(CString::new(alias).expect("alias").as_ptr()), std::ptr::null_mut());
-    let item = pg_sys::addRangeTableEntryForSubquery(pstate, sq, a, false, true);
-    let rte = (*item).p_rte;
-    // a level's own rows: nothing from an outer query moves into it unless leakproof
-    (*rte).security_barrier = true;
-    rte
-}
-
-/// A new SELECT query reading `rtes` with `quals`, projecting `tles`.
-unsafe fn select_query(rtes: &[*mut RangeTblEntry], quals: *mut Node, tles: Vec<*mut pg_sys::TargetEntry>) -> *mut Query {
-    let q = node::<Query>(NodeTag::T_Query);
-    (*q).commandType = pg_sys::CmdType::CMD_SELECT;
-    (*q).querySource = pg_sys::QuerySource::QSRC_ORIGINAL;
-    (*q).canSetTag = true;
-    (*q).rtable = ptr_list(rtes);
-    let refs: Vec<*mut pg_sys::RangeTblRef> = (1..=rtes.len())
-        .map(|i| {
-            let r = node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef);
-            (*r).rtindex = i as i32;
-            r
-        })
-        .collect();
-    (*q).jointree = pg_sys::makeFromExpr(ptr_list(&refs), quals);
-    (*q).targetList = ptr_list(&tles);
-    q
-}
-
-pub(crate) unsafe fn tle(e: *mut Node, resno: usize, name: &str, sgref: u32, junk: bool) -> *mut pg_sys::TargetEntry {
-    let t = pg_sys::makeTargetEntry(e as *mut pg_sys::Expr, resno as i16, pg_sys::pstrdup(CString::new(name).expect("name").as_ptr()), junk);
-    (*t).ressortgroupref = sgref;
-    t
-}
-
-/// PostgreSQL matched the select list and HAVING against the GROUP BY keys with join aliases
-/// flattened; so do the rewrites of a level (a column of a join would otherwise keep its old meaning).
-pub(crate) unsafe fn flatten_join_aliases(q: *mut Query) {
-    if list_iter::<RangeTblEntry>((*q).rtable).any(|r| (*r).rtekind == pg_sys::RTEKind::RTE_JOIN) {
-        (*q).targetList = pg_sys::flatten_join_alias_vars(q, (*q).targetList as *mut Node) as *mut pg_sys::List;
-        (*q).havingQual = pg_sys::flatten_join_alias_vars(q, (*q).havingQual);
-    }
-}
-
-/// The GROUP BY keys of a level: each key's expression (its select-list entry) and its clause.
-pub(crate) unsafe fn group_keys(q: *mut Query) -> Vec<(*mut Node, *mut pg_sys::SortGroupClause)> {
-    list_iter::<pg_sys::SortGroupClause>((*q).groupClause)
-        .filter_map(|sgc| {
-            list_iter::<pg_sys::TargetEntry>((*q).targetList)
-                .find(|t| (**t).ressortgroupref == (*sgc).tleSortGroupRef)
-                .map(|t| ((*t).expr as *mut Node, sgc))
-        })
-        .collect()
-}
-
-/// The GROUP BY keys of a level as the first columns of a query that groups by them: their target
-/// entries (`dp_key1`, …) and sort/group clauses, numbered from 1.
-pub(crate) unsafe fn keys_as_first_columns(
-    keys: &[(*mut Node, *mut pg_sys::SortGroupClause)],
-) -> (Vec<*mut pg_sys::TargetEntry>, Vec<*mut pg_sys::SortGroupClause>) {
-    let mut tles = Vec::new();
-    let mut group = Vec::new();
-    for (i, (e, sgc)) in keys.iter().enumerate() {
-        tles.push(tle(copy(*e), i + 1, &format!("dp_key{}", i + 1), (i + 1) as u32, false));
-        let g = copy(*sgc);
-        (*g).tleSortGroupRef = (i + 1) as u32;
-        group.push(g);
-    }
-    (tles, group)
-}
-
-/// Leaves only FROM, WHERE, GROUP BY and the select list of a copy of a level: what the level does
-/// with its aggregates (ORDER BY, DISTINCT, LIMIT, window functions, set-returning functions, grouping
-/// sets) stays with the level, and so do its WITH queries (a data-modifying one must run once).
-pub(crate) unsafe fn only_rows_and_aggregation(q: *mut Query) {
-    (*q).sortClause = std::ptr::null_mut();
-    (*q).distinctClause = std::ptr::null_mut();
-    (*q).hasDistinctOn = false;
-    (*q).limitCount = std::ptr::null_mut();
-    (*q).limitOffset = std::ptr::null_mut();
-    (*q).windowClause = std::ptr::null_mut();
-    (*q).hasWindowFuncs = false;
-    (*q).hasTargetSRFs = false;
-    (*q).groupingSets = std::ptr::null_mut();
-    (*q).constraintDeps = std::ptr::null_mut();
-    (*q).rowMarks = std::ptr::null_mut();
-    (*q).cteList = std::ptr::null_mut();
-    (*q).hasModifyingCTE = false;
-    (*q).hasRecursive = false;
-}
-
 // ----- exposing the unit --------------------------------------------------------------------
 
 /// Makes the privacy unit of `path` visible in `q` (a copy of the level): adds the foreign-key joins
@@ -474,9 +272,8 @@ unsafe fn add_hops(q: *mut Query, rtindex: i32, path: &UnitPath) -> *mut Node {
 
 // ----- keys -----------------------------------------------------------------------------------
 
-
 unsafe fn classify_key(q: *mut Query, e: *mut Node, source: Oid) -> KeyKind {
-    let Some((relid, att)) = crate::query::grammar::value_column(q, e) else { return KeyKind::Private };
+    let Some((relid, att)) = crate::query::tree::value_column(q, e) else { return KeyKind::Private };
     if relid == source {
         return match protect::effective_domain(relid, att) {
             Some(d) => KeyKind::Declared(d, relid, att),
@@ -666,7 +463,7 @@ unsafe extern "C-unwind" fn mutator(n: *mut Node, ctx: *mut c_void) -> *mut Node
 
 /// The DP aggregate `a`, now reading the value column `var` of the rewritten FROM clause.
 unsafe fn dp_call_over_values(a: *mut pg_sys::Aggref, var: *mut Node, unit_count: Option<&UnitCount>) -> *mut pg_sys::Aggref {
-    let kind = kind_of((*a).aggfnoid, crate::budget::charge::first_arg_type(a)).expect("a tagged pg_dp aggregate");
+    let kind = kind_of((*a).aggfnoid, crate::catalog::functions::first_arg_type(a)).expect("a tagged pg_dp aggregate");
     let params: Vec<*mut Node> = list_iter::<pg_sys::TargetEntry>((*a).args).skip(if (*a).aggstar { 0 } else { 1 }).map(|t| (*t).expr as *mut Node).collect();
     let new = match (kind, unit_count) {
         (Kind::Count, Some(uc)) => {
@@ -776,7 +573,7 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
         .into_iter()
         .map(|n| n as *mut pg_sys::Aggref)
         .filter(|a| (**a).agglevelsup == 0 && pg_dp_core::description::is_tag((**a).location))
-        .filter_map(|a| kind_of((*a).aggfnoid, crate::budget::charge::first_arg_type(a)).map(|kind| DpCall { aggref: a, kind }))
+        .filter_map(|a| kind_of((*a).aggfnoid, crate::catalog::functions::first_arg_type(a)).map(|kind| DpCall { aggref: a, kind }))
         .collect();
     if calls.iter().any(|c| c.kind == Kind::KeepGroup) {
         return Err(Refusal::new(format!("dp.keep_group over protected table {table}: pg_dp adds the selection of groups itself"))
@@ -858,7 +655,7 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
     });
     let cap = unit.as_ref().map_or(1, |u| u.bounds.max_count_per_unit as i64);
     if unit.is_some() {
-        if let Some(c) = calls.iter().find(|c| crate::query::bounds::without_bounds(c.kind, crate::aggregates::agg::list_len((*c.aggref).args))) {
+        if let Some(c) = calls.iter().find(|c| crate::query::bounds::without_bounds(c.kind, crate::pg::nodes::list_len((*c.aggref).args))) {
             return Err(Refusal::new(format!("{} without bounds over a table with a privacy unit", c.kind.func()))
                 .hint("each person's contribution is clamped to the bounds: declare the column's bounds with dp.set_bounds, or pass lower and upper"));
         }

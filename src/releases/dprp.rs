@@ -157,7 +157,7 @@ unsafe fn open_source(source: Oid, columns: &[String]) -> Source {
     // a source named by its OID skips the name lookup and with it the schema's USAGE check
     let namespace = pg_sys::get_rel_namespace(source);
     if pg_sys::pg_namespace_aclcheck(namespace, pg_sys::GetUserId(), pg_sys::ACL_USAGE as pg_sys::AclMode) != pg_sys::AclResult::ACLCHECK_OK {
-        let schema = crate::budget::charge::cstr_or(pg_sys::get_namespace_name(namespace), "?");
+        let schema = crate::pg::fmgr::cstr_or(pg_sys::get_namespace_name(namespace), "?");
         raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, format!("{F}: permission denied for schema {schema}"), None);
     }
     // system catalogs describe every table (pg_class holds row counts): not a source
@@ -192,7 +192,7 @@ unsafe fn open_source(source: Oid, columns: &[String]) -> Source {
         match Conversion::of(pg_sys::getBaseType(typid)) {
             Some(conv) => conversions.push(conv),
             None => {
-                let t = crate::budget::charge::cstr_or(pg_sys::format_type_be(typid), "?");
+                let t = crate::pg::fmgr::cstr_or(pg_sys::format_type_be(typid), "?");
                 raise_with(
                     PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
                     format!("{F}: column \"{c}\" of {name} is {t}, not a number"),
@@ -216,7 +216,7 @@ unsafe fn open_source(source: Oid, columns: &[String]) -> Source {
         protect::descendant_with_unit(source).and_then(|child| protect::privacy_unit(child).map(|(att, _)| (child, att)))
     });
     if let Some((rel, att)) = unit {
-        let column = format!("{}.{}", protect::relation_short_name(rel), crate::query::grammar::attname(rel, att));
+        let column = format!("{}.{}", protect::relation_short_name(rel), crate::query::tree::attname(rel, att));
         raise_with(
             PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
             format!("{F}: source {name} declares the privacy unit {column}: a person may have many rows, and a release by random projection protects one row, not one person"),
@@ -238,7 +238,7 @@ unsafe fn open_source(source: Oid, columns: &[String]) -> Source {
     }
     // on an error below, the transaction's resource owner closes what is open
     let mut leaves = Vec::new();
-    for relid in crate::aggregates::agg::list_oids(crate::pg::ffi::find_all_inheritors(source)) {
+    for relid in crate::pg::nodes::list_oids(crate::pg::ffi::find_all_inheritors(source)) {
         let kind = pg_sys::get_rel_relkind(relid) as u8;
         if kind == pg_sys::RELKIND_PARTITIONED_TABLE {
             continue;
@@ -407,7 +407,7 @@ fn charge(source: &str, receipt: &DprpReceipt) {
         details: details.to_string(),
     };
     crate::budget::ledger::require_preloaded("charge privacy budgets");
-    unsafe { crate::budget::charge::charge(vec![release], 0, crate::budget::charge::cstr_or(pg_sys::debug_query_string, "")) }
+    unsafe { crate::budget::charge::charge(vec![release], 0, crate::pg::fmgr::cstr_or(pg_sys::debug_query_string, "")) }
 }
 
 /// Validates, charges, reads and releases: (source name, columns, output). `before_charge` runs

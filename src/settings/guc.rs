@@ -1,5 +1,6 @@
 //! GUCs. `dp.seed` is superuser-only: a known seed removes all privacy.
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PostgresGucEnum};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// ε used by a DP aggregate called without an explicit epsilon; 0 (the default) means the ε of
 /// `dp.privacy_level`.
@@ -89,7 +90,7 @@ pub fn register() {
 
 /// Every assignment of `dp.seed` (SET, RESET, end of a SET LOCAL) restarts the noise stream.
 unsafe extern "C-unwind" fn seed_assigned(_newval: std::ffi::c_int, _extra: *mut std::ffi::c_void) {
-    crate::settings::noise::request_reseed();
+    RESEED.store(true, Ordering::Relaxed);
 }
 
 /// ε of an aggregate called without one: `dp.default_epsilon` if it is not 0, else the ε of
@@ -105,4 +106,12 @@ pub fn default_epsilon() -> f64 {
 /// True while `dp.seed` makes the noise reproducible (such releases are not cached).
 pub fn seeded() -> bool {
     SEED.get() >= 0
+}
+
+/// Set when `dp.seed` is assigned: the next release builds a new generator (noise.rs).
+static RESEED: AtomicBool = AtomicBool::new(false);
+
+/// Whether `dp.seed` was assigned since the generator was last built; clears the request.
+pub fn take_reseed() -> bool {
+    RESEED.swap(false, Ordering::Relaxed)
 }

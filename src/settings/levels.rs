@@ -7,7 +7,7 @@ use pg_dp_core::levels::{level_epsilon, PRIVACY_LEVELS};
 use pgrx::IntoDatum;
 
 pg_v1!(pg_finfo_dp_privacy_level_epsilon, dp_privacy_level_epsilon, |fcinfo| {
-    let name = crate::aggregates::agg::required::<String>(fcinfo, 0, "dp.privacy_level_epsilon", "level");
+    let name = crate::pg::fmgr::required::<String>(fcinfo, 0, "dp.privacy_level_epsilon", "level");
     level_epsilon("level", &name).or_raise("dp.privacy_level_epsilon").into_datum().unwrap()
 });
 

@@ -1,14 +1,6 @@
 //! The backend's noise generator: ChaCha20 from OS entropy, or from `dp.seed` when a superuser set it.
 use pg_dp_core::rng::{os_rng, seeded_rng, DpRng};
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Set when `dp.seed` is assigned: the next release builds a new generator.
-static RESEED: AtomicBool = AtomicBool::new(false);
-
-pub fn request_reseed() {
-    RESEED.store(true, Ordering::Relaxed);
-}
 
 thread_local! {
     /// (seed the generator was made from, generator); seed -1 means OS entropy.
@@ -23,7 +15,7 @@ pub fn with_rng<T>(f: impl FnOnce(&mut DpRng) -> T) -> T {
     let seed = if unsafe { pgrx::pg_sys::superuser() } { crate::settings::guc::SEED.get() } else { -1 };
     RNG.with(|cell| {
         let mut slot = cell.borrow_mut();
-        let stale = RESEED.swap(false, Ordering::Relaxed) || !matches!(&*slot, Some((s, _)) if *s == seed);
+        let stale = crate::settings::guc::take_reseed() || !matches!(&*slot, Some((s, _)) if *s == seed);
         if stale {
             let rng = if seed >= 0 { seeded_rng(seed as u64) } else { os_rng() };
             *slot = Some((seed, rng));

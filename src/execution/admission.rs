@@ -1,0 +1,472 @@
+//! Admission and charging of planned statements: every pg_dp release is paid before the query reads
+//! any data, and only the DP levels' own scans read protected tables.
+//!
+//! The ExecutorStart hook finds the DP Release nodes of the plan (release.rs). Only the planner hook
+//! creates them, after the grammar admitted the level, and each carries the level's description.
+//! The hook
+//! 1. checks every scan of a protected table against the levels that read it (per-scan admission);
+//! 2. refuses EXPLAIN (and EXPLAIN ANALYZE) of a plan that reads a protected table, for roles that
+//!    may not read the table directly: the plan shows estimates computed from its data;
+//! 3. lets the executor's permission check admit the protected tables of an admitted statement
+//!    (`check_perms`, an ExecutorCheckPerms hook): every other read of a protected table (a raw
+//!    SELECT that slipped past planning, COPY, a plan from elsewhere) is refused there;
+//! 4. starts the executor, which checks privileges but reads no row;
+//! 5. evaluates the parameters of every release (constants and bind parameters), builds one receipt
+//!    per release, and has the ledger worker debit the whole query in the worker's own transaction
+//!    (budget/charge.rs), reusing what the release cache holds. Only then can the query read data.
+//!    Each paid aggregate gets a ticket (tickets.rs); its final function refuses to release without one.
+//!
+//! Composition: ε adds up across the aggregates of a query. One aggregate's GROUP BY groups are
+//! disjoint sets of rows, so they cost its ε once (parallel composition, one row per person); each
+//! grouping set is a separate release. A DP Release node runs its aggregation once per execution,
+//! whatever the plan, so one payment covers every read of its rows.
+use crate::execution::tickets::Ticket;
+use crate::execution::release;
+use crate::budget::charge::{charge_execution, execution_audit};
+use crate::budget::receipts::receipts_of;
+use crate::budget::ledger;
+use crate::catalog::functions::{first_arg_type, kind_of};
+use crate::catalog::protect;
+use crate::pg::error::raise_with;
+use crate::pg::fmgr::cstr_or;
+use crate::pg::nodes::list_iter;
+use crate::query::params::{eval_param_exprs, partial_aggref_args_in_plan, Paid, ParamValues};
+use crate::catalog::functions::Kind;
+use pg_dp_core::accounting::Reuse;
+use pg_dp_core::description::DpLevel;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
+use std::cell::Cell;
+use std::collections::HashSet;
+use std::ffi::{c_int as c_int_t, c_void};
+use crate::execution::tickets::in_parallel_worker;
+
+static mut PREV_EXECUTOR_START: pg_sys::ExecutorStart_hook_type = None;
+static mut PREV_EXECUTOR_END: pg_sys::ExecutorEnd_hook_type = None;
+static mut PREV_CHECK_PERMS: pg_sys::ExecutorCheckPerms_hook_type = None;
+
+thread_local! {
+    /// The range table of the admitted statement being started: its protected tables pass the
+    /// permission check.
+    static ADMITTED: Cell<usize> = const { Cell::new(0) };
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c_int_t) {
+    let stmt = (*qd).plannedstmt;
+    if in_parallel_worker() {
+        // a worker runs part of a plan its leader admitted and paid for
+        with_admitted((*stmt).rtable, || start_next(qd, eflags));
+        return;
+    }
+    let flags = eflags as u32;
+    let explain_only = flags & pg_sys::EXEC_FLAG_EXPLAIN_ONLY != 0;
+    if !explain_only {
+        // the relations it writes make their cached releases stale
+        crate::budget::cache::note_statement(stmt);
+    }
+    let releases = find_releases(stmt);
+    if let Some(relid) = restricted_protected_read(stmt, &releases) {
+        refuse_leaks_of_protected(relid, explain_only || (*qd).instrument_options != 0);
+    }
+    if !releases.is_empty() {
+        // the statement's range table passes the permission check as a whole (check_perms), so
+        // each scan of a protected table is checked here: it must be a DP level's own input
+        if let Some(relid) = unadmitted_scan(stmt) {
+            protect::refuse_raw_access(relid, "read it only through DP aggregates, and this statement also reads it outside a DP query's input");
+        }
+    }
+    let me = pg_sys::GetUserId().to_u32();
+    if releases.iter().any(|r| r.level.source.protected && r.level.role != me) {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "pg_dp: this plan was checked for another role; prepare the statement again".into(),
+            None,
+        );
+    }
+    // Start first: it checks the caller's privileges on every table but reads no row (scans, parallel
+    // workers and InitPlans all begin in ExecutorRun). A refused query is thus never charged, and a
+    // charged query is paid before its first row is read.
+    let admitted = if releases.is_empty() { std::ptr::null_mut() } else { (*stmt).rtable };
+    with_admitted(admitted, || start_next(qd, eflags));
+    let no_data = flags & pg_sys::EXEC_FLAG_WITH_NO_DATA != 0;
+    if !explain_only && !no_data && !releases.is_empty() && !releases_nothing(stmt) {
+        charge_releases(qd, &releases);
+    }
+}
+
+/// Admission per scan. The planner can add scans the grammar never saw: a SQL function inlined in
+/// the post-processing of a DP query, a second reference to a protected table in another part of
+/// the statement. Every scan of a protected table that the role may not read directly must lie in
+/// the input of a DP Release node whose level reads that table (or a table it is a partition or
+/// child of). Subplans are walked on their own: the grammar admits no subquery in a level's input,
+/// so a protected scan in a subplan is admitted only under a release node of that subplan.
+/// Returns the first protected table read outside, if any.
+unsafe fn unadmitted_scan(stmt: *mut pg_sys::PlannedStmt) -> Option<pg_sys::Oid> {
+    unsafe fn scanned(p: *mut pg_sys::Plan) -> Vec<pg_sys::Index> {
+        use pg_sys::NodeTag::*;
+        let relids_of = |b: *mut pg_sys::Bitmapset| {
+            let mut out = Vec::new();
+            let mut i = -1;
+            loop {
+                i = pg_sys::bms_next_member(b, i);
+                if i < 0 {
+                    break out;
+                }
+                out.push(i as pg_sys::Index);
+            }
+        };
+        match (*p).type_ {
+            T_SeqScan | T_SampleScan | T_IndexScan | T_IndexOnlyScan | T_BitmapIndexScan | T_BitmapHeapScan | T_TidScan
+            | T_TidRangeScan => vec![(*(p as *mut pg_sys::Scan)).scanrelid],
+            T_ForeignScan => {
+                let f = p as *mut pg_sys::ForeignScan;
+                let mut v = relids_of((*f).fs_relids);
+                v.push((*f).scan.scanrelid);
+                v
+            }
+            T_CustomScan => {
+                let c = p as *mut pg_sys::CustomScan;
+                let mut v = relids_of((*c).custom_relids);
+                v.push((*c).scan.scanrelid);
+                v
+            }
+            _ => Vec::new(),
+        }
+    }
+    unsafe fn walk(stmt: *mut pg_sys::PlannedStmt, p: *mut pg_sys::Plan, sources: &mut Vec<pg_sys::Oid>) -> Option<pg_sys::Oid> {
+        if p.is_null() {
+            return None;
+        }
+        let before = sources.len();
+        if release::is_release(p) {
+            // a level over a Citus table reads through dp.distributed_rows: no source scan below
+            if let Some(level) = release::level_of(p).filter(|l| l.exact_query.is_none()) {
+                sources.extend(level.reads.iter().map(|r| pg_sys::Oid::from(*r)));
+            }
+        }
+        let mut found = None;
+        for idx in scanned(p) {
+            let rte = crate::query::tree::rt_fetch_list((*stmt).rtable, idx as i32);
+            if rte.is_null() || (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+                continue;
+            }
+            let relid = (*rte).relid;
+            if !protect::is_protected(relid) || protect::exempt(relid) {
+                continue;
+            }
+            let admitted = sources.contains(&relid) || protect::ancestors(relid).iter().any(|a| sources.contains(a));
+            if !admitted {
+                found = Some(relid);
+                break;
+            }
+        }
+        if found.is_none() {
+            for c in release::child_plans(p) {
+                found = walk(stmt, c, sources);
+                if found.is_some() {
+                    break;
+                }
+            }
+        }
+        sources.truncate(before);
+        found
+    }
+    let mut sources = Vec::new();
+    if let Some(r) = walk(stmt, (*stmt).planTree, &mut sources) {
+        return Some(r);
+    }
+    for sub in list_iter::<pg_sys::Plan>((*stmt).subplans) {
+        if let Some(r) = walk(stmt, sub, &mut sources) {
+            return Some(r);
+        }
+    }
+    None
+}
+
+/// A statement that releases nothing: its plan is topped by `LIMIT 0` (a literal), so the Limit
+/// node returns before it asks its input for a row and no DP level below it runs (the column
+/// probes of BI tools and drivers). Charged nothing. It must be certain that no level runs
+/// anyway, so any of these charges the statement as usual:
+/// - a data-modifying WITH query: PostgreSQL runs it to completion whatever the LIMIT, and a DP
+///   level inside it (an `INSERT … SELECT dp_…`) would release unpaid;
+/// - an OFFSET that is not a literal, or subplans attached to the Limit node itself: the Limit
+///   evaluates its OFFSET and COUNT when it first runs, and a subquery there is a plan of its own.
+/// If a release ran anyway, its final function would find no ticket and refuse (check_ticket), and
+/// the error inside an admitted level would forfeit the role's budget (fail_closed.rs).
+unsafe fn releases_nothing(stmt: *mut pg_sys::PlannedStmt) -> bool {
+    let top = (*stmt).planTree;
+    if top.is_null() || (*top).type_ != pg_sys::NodeTag::T_Limit || (*stmt).hasModifyingCTE {
+        return false;
+    }
+    if !(*top).initPlan.is_null() {
+        return false;
+    }
+    let limit = top as *mut pg_sys::Limit;
+    let offset = (*limit).limitOffset as *mut pg_sys::Node;
+    if !offset.is_null() && (*offset).type_ != pg_sys::NodeTag::T_Const {
+        return false;
+    }
+    let count = (*limit).limitCount as *mut pg_sys::Node;
+    if count.is_null() || (*count).type_ != pg_sys::NodeTag::T_Const {
+        return false;
+    }
+    let c = count as *mut pg_sys::Const;
+    !(*c).constisnull && (*c).consttype == pg_sys::INT8OID && (*c).constvalue.value() as i64 == 0
+}
+
+unsafe fn start_next(qd: *mut pg_sys::QueryDesc, eflags: c_int_t) {
+    match PREV_EXECUTOR_START {
+        Some(prev) => prev(qd, eflags),
+        None => pg_sys::standard_ExecutorStart(qd, eflags),
+    }
+}
+
+/// Runs `f` with `rtable` as the admitted range table, restoring the previous one afterwards.
+unsafe fn with_admitted(rtable: *mut pg_sys::List, f: impl FnOnce()) {
+    let before = ADMITTED.with(|a| a.replace(rtable as usize));
+    let f = std::panic::AssertUnwindSafe(f);
+    PgTryBuilder::new(move || {
+        let f = f;
+        (f.0)()
+    })
+    .finally(|| ADMITTED.with(|a| a.set(before)))
+    .execute();
+}
+
+/// The permission hook: a protected table may be read only by an admitted statement, or by a role
+/// exempt from protection. Runs for every query, COPY and other permission check.
+#[pg_guard]
+unsafe extern "C-unwind" fn check_perms(rtable: *mut pg_sys::List, ereport: bool) -> bool {
+    let admitted = ADMITTED.with(|a| a.get()) == rtable as usize && !rtable.is_null();
+    if !admitted {
+        for rte in list_iter::<pg_sys::RangeTblEntry>(rtable) {
+            if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+                continue;
+            }
+            let relid = (*rte).relid;
+            if protect::is_protected(relid) && !protect::exempt(relid) {
+                if !ereport {
+                    return false;
+                }
+                let reads = (*rte).requiredPerms & (pg_sys::ACL_SELECT as pg_sys::AclMode) != 0;
+                let what = if reads { "read it only through DP aggregates" } else { "not insert into, update or delete from it" };
+                protect::refuse_raw_access(relid, what);
+            }
+        }
+    }
+    match PREV_CHECK_PERMS {
+        Some(prev) => prev(rtable, ereport),
+        None => true,
+    }
+}
+
+/// A protected table the plan reads that the current role may not read directly, if any. A level
+/// over a Citus table reads its source through dp.distributed_rows, not the plan's range table (its
+/// plan would show the exact query's rows and groups under EXPLAIN ANALYZE).
+unsafe fn restricted_protected_read(stmt: *mut pg_sys::PlannedStmt, releases: &[Release]) -> Option<pg_sys::Oid> {
+    let distributed_sources = releases.iter().filter(|r| r.level.exact_query.is_some()).map(|r| r.level.source.oid.into());
+    list_iter::<pg_sys::RangeTblEntry>((*stmt).rtable)
+        .filter(|rte| (**rte).rtekind == pg_sys::RTEKind::RTE_RELATION)
+        .map(|rte| (*rte).relid)
+        .chain(distributed_sources)
+        .find(|relid| protect::is_protected(*relid) && !protect::exempt(*relid))
+}
+
+/// EXPLAIN prints the planner's estimates, computed from the statistics of every table the plan
+/// reads, and `trace_sort` prints the sorts the executor runs: both are refused on a protected
+/// table to roles that may not read it directly.
+unsafe fn refuse_leaks_of_protected(relid: pg_sys::Oid, explain: bool) {
+    if explain {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!(
+                "EXPLAIN of a query on protected table {}: the plan shows estimates computed from its data",
+                protect::relation_short_name(relid)
+            ),
+            Some("run the query itself; a superuser, the owner or a trusted role can EXPLAIN it"),
+        );
+    }
+    if let Some(r) = crate::query::grammar::leaky_setting(false) {
+        raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, r.message, r.hint.as_deref());
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn executor_end(qd: *mut pg_sys::QueryDesc) {
+    let q = qd as usize;
+    crate::execution::tickets::end_query(q);
+    if !(*qd).estate.is_null() {
+        crate::budget::cache::forget((*qd).estate as usize);
+    }
+    match PREV_EXECUTOR_END {
+        Some(prev) => prev(qd),
+        None => pg_sys::standard_ExecutorEnd(qd),
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn xact_end(event: pg_sys::XactEvent::Type, _arg: *mut c_void) {
+    if event == pg_sys::XactEvent::XACT_EVENT_COMMIT
+        || event == pg_sys::XactEvent::XACT_EVENT_ABORT
+        || event == pg_sys::XactEvent::XACT_EVENT_PARALLEL_COMMIT
+        || event == pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT
+    {
+        crate::execution::tickets::end_transaction();
+        crate::execution::recent::clear_pending();
+        crate::execution::distributed_rows::forget();
+    }
+}
+
+/// A DP Release node of the plan: the level it releases and its aggregation.
+struct Release {
+    level: DpLevel,
+    /// the DP Release node
+    node: *mut pg_sys::Plan,
+    agg: *mut pg_sys::Plan,
+}
+
+/// Every DP Release node of a statement. A finalizing aggregation of pg_dp aggregates outside a
+/// release node never passed the grammar: the query is refused (this cannot happen for plans made
+/// by the planner hook).
+unsafe fn find_releases(stmt: *mut pg_sys::PlannedStmt) -> Vec<Release> {
+    let mut out = Vec::new();
+    let mut covered: HashSet<usize> = HashSet::new();
+    let mut aggs: Vec<*mut pg_sys::Plan> = Vec::new();
+    release::for_each_plan(stmt, &mut |p| {
+        if release::is_release(p) {
+            let level = release::level_of(p).unwrap_or_else(|| {
+                raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: unreadable description in a DP Release node".into(), None)
+            });
+            covered.insert((*p).lefttree as usize);
+            out.push(Release { level, node: p, agg: (*p).lefttree });
+        } else if (*p).type_ == pg_sys::NodeTag::T_Agg && (*(p as *mut pg_sys::Agg)).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL == 0 {
+            aggs.push(p);
+        }
+    });
+    for a in aggs {
+        if covered.contains(&(a as usize)) {
+            continue;
+        }
+        let mut found: Vec<*mut pg_sys::Node> = Vec::new();
+        crate::pg::nodes::collect_nodes((*a).targetlist as *mut pg_sys::Node, &[pg_sys::NodeTag::T_Aggref], &mut found);
+        crate::pg::nodes::collect_nodes((*a).qual as *mut pg_sys::Node, &[pg_sys::NodeTag::T_Aggref], &mut found);
+        for n in found {
+            let aggref = n as *mut pg_sys::Aggref;
+            if let Some(k) = kind_of((*aggref).aggfnoid, first_arg_type(aggref)) {
+                raise_with(
+                    PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                    format!("pg_dp: {} in a plan that did not pass the DP query check", k.func()),
+                    Some("pg_dp must be in shared_preload_libraries"),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The parameters of a release, evaluated before execution (constants and bind parameters).
+unsafe fn params_of(kind: Kind, aggref: *mut pg_sys::Aggref, agg_plan: *mut pg_sys::Plan, qd: *mut pg_sys::QueryDesc) -> Paid {
+    let func = kind.func();
+    let mut args = (*aggref).args;
+    if (*aggref).aggsplit & pg_sys::AGGSPLITOP_COMBINE != 0 {
+        args = partial_aggref_args_in_plan(agg_plan, args).unwrap_or_else(|| {
+            raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{func}: cannot find the partial aggregate of a parallel plan"), None)
+        });
+    }
+    let params = (*qd).params;
+    let econtext = pg_sys::CreateStandaloneExprContext();
+    (*econtext).ecxt_param_list_info = params;
+    let names = kind.param_names();
+    let vals = eval_param_exprs(args, econtext, func, |i| names.get(i).copied().unwrap_or("parameter"), |expr| {
+        pg_sys::ExecInitExprWithParams(expr, params)
+    });
+    ParamValues::new(vals, func).paid(kind)
+}
+
+/// Builds the receipts of every release of the plan, charges them in one request, and hands out
+/// the tickets. A release found in the release cache (cache.rs) is not charged: its node replays the
+/// cached rows, and the request records a receipt of the reuse at ε = 0.
+unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
+    ledger::require_preloaded("charge privacy budgets");
+    let cache = crate::budget::cache::statement(qd);
+    let execution = execution_audit();
+    let exec_id = execution["id"].as_str().unwrap_or_default().to_string();
+    let estate = (*qd).estate;
+    let mut records = Vec::new();
+    let mut reused = Vec::new();
+    let mut tickets = Vec::new();
+    for r in releases {
+        let single = (*(r.agg as *mut pg_sys::Agg)).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN;
+        let mut charged_tags: HashSet<i32> = HashSet::new();
+        let mut level_records = Vec::new();
+        let mut level_tickets = Vec::new();
+        for aggref in release::tagged_aggrefs(r.agg) {
+            let Some(described) = r.level.aggregate((*aggref).location) else {
+                raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: a released aggregate is missing from its description".into(), None);
+            };
+            let kind = kind_of((*aggref).aggfnoid, first_arg_type(aggref))
+                .unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: a tagged aggregate is not a pg_dp aggregate".into(), None));
+            let params = params_of(kind, aggref, r.agg, qd);
+            // a call written twice (one tag, grammar.rs) is one release: one receipt, one value
+            let twin = !charged_tags.insert((*aggref).location);
+            if !twin {
+                level_records.extend(receipts_of(&r.level, described, kind, params));
+            }
+            level_tickets.push((aggref as usize, Ticket { query: qd as usize, params, single, releases: 0, twin }));
+        }
+        let key = match (&cache, release::statement_key_of(r.node)) {
+            (Some(c), Some(text)) => Some(c.key(&text, &level_key(&r.level), &serde_json::to_string(&level_records).unwrap_or_default())),
+            _ => None,
+        };
+        match (&cache, &key) {
+            (Some(c), Some(k)) => match crate::budget::cache::lookup(c, k) {
+                Some(hit) => {
+                    reused.push(Reuse {
+                        execution: hit.execution.clone(),
+                        epsilons: level_records.iter().map(|r| r.epsilon.clone()).collect(),
+                        deltas: level_records.iter().map(|r| r.delta.clone()).collect(),
+                    });
+                    crate::budget::cache::replay(estate, r.node, hit.rows);
+                    continue;
+                }
+                None => crate::budget::cache::store_when_done(estate, r.node, c, key.unwrap(), &exec_id),
+            },
+            _ => {}
+        }
+        records.extend(level_records);
+        tickets.extend(level_tickets);
+    }
+    let stmt = (*qd).plannedstmt;
+    // a statement served wholly from the cache sends no query text: nothing new is recorded of it
+    let text = if records.is_empty() { String::new() } else { cstr_or((*qd).sourceText, "") };
+    charge_execution(records, reused, (*stmt).queryId as i64, text, execution);
+    crate::execution::tickets::grant(tickets);
+}
+
+/// The level's description for the cache key: everything but the role it was planned for, and,
+/// unless the DBA shares releases across roles (`dp.release_cache_sharing`), the identity of the
+/// role that runs it: by default a role reuses only the releases it paid for itself.
+unsafe fn level_key(level: &DpLevel) -> String {
+    let mut l = level.clone();
+    l.role = 0;
+    let mut key = l.to_json();
+    if !crate::budget::cache::shared_across_roles() {
+        key.push_str("\u{0}role:");
+        key.push_str(&crate::catalog::identity::key_of(pg_sys::GetUserId()));
+    }
+    key
+}
+
+pub fn init() {
+    unsafe {
+        PREV_EXECUTOR_START = pg_sys::ExecutorStart_hook;
+        pg_sys::ExecutorStart_hook = Some(executor_start);
+        PREV_EXECUTOR_END = pg_sys::ExecutorEnd_hook;
+        pg_sys::ExecutorEnd_hook = Some(executor_end);
+        PREV_CHECK_PERMS = pg_sys::ExecutorCheckPerms_hook;
+        pg_sys::ExecutorCheckPerms_hook = Some(check_perms);
+        pg_sys::RegisterXactCallback(Some(xact_end), std::ptr::null_mut());
+    }
+}

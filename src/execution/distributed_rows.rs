@@ -1,0 +1,90 @@
+//! The execution side of a DP level over a Citus table (docs/distributed.md): `dp.distributed_rows`
+//! runs the level's exact query, once, as the bootstrap superuser, after the DP Release node that
+//! needs it has been paid for and has authorized it; Citus aggregates it partially on the workers.
+use crate::pg::error::raise_with;
+use pg_dp_core::description::DpLevel;
+use pgrx::pg_sys::{self, NodeTag, Query};
+use pgrx::PgSqlErrorCode;
+use std::cell::RefCell;
+use std::ffi::{CStr, CString};
+
+const F: &str = "dp.distributed_rows";
+
+thread_local! {
+    /// The exact query the DP Release node being executed may run, once (see `authorize`).
+    static AUTHORIZED: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Called by a DP Release node before it runs its aggregation (its charge already made): its exact
+/// query may now run, once.
+pub fn authorize(exact_query: String) {
+    AUTHORIZED.with(|a| *a.borrow_mut() = Some(exact_query));
+}
+
+/// Forgets an authorization (end of the query or the transaction).
+pub fn forget() {
+    AUTHORIZED.with(|a| *a.borrow_mut() = None);
+}
+
+/// Plans and runs the exact query (Citus distributes it), its rows into `store`.
+unsafe fn run_exact(text: &CStr, params: pg_sys::ParamListInfo, store: *mut pg_sys::Tuplestorestate, cxt: pg_sys::MemoryContext) {
+    let query = pg_sys::stringToNode(text.as_ptr()) as *mut Query;
+    let stmt = crate::pg::planning::plan_with_next(query, text.as_ptr(), 0, params);
+    let dest = pg_sys::CreateDestReceiver(pg_sys::CommandDest::DestTuplestore);
+    crate::pg::ffi::set_tuplestore_dest(dest, store, cxt);
+    let qd = pg_sys::CreateQueryDesc(stmt, text.as_ptr(), pg_sys::GetActiveSnapshot(), std::ptr::null_mut(), dest, params, std::ptr::null_mut(), 0);
+    pg_sys::ExecutorStart(qd, 0);
+    pg_sys::ExecutorRun(qd, pg_sys::ScanDirection::ForwardScanDirection, 0, true);
+    pg_sys::ExecutorFinish(qd);
+    pg_sys::ExecutorEnd(qd);
+    pg_sys::FreeQueryDesc(qd);
+    if let Some(destroy) = (*dest).rDestroy {
+        destroy(dest);
+    }
+}
+
+/// The exact query text of a DP Release node's level, if it runs distributed.
+pub fn exact_query_of(level_json: &str) -> Option<String> {
+    if !level_json.contains("\"exact_query\"") {
+        return None;
+    }
+    DpLevel::from_json(level_json)?.exact_query
+}
+
+crate::pg_v1!(pg_finfo_dp_distributed_rows, dp_distributed_rows, |fcinfo| {
+    let text = crate::pg::fmgr::required::<String>(fcinfo, 0, F, "exact_query");
+    let ok = AUTHORIZED.with(|a| {
+        let mut a = a.borrow_mut();
+        if a.as_deref() == Some(text.as_str()) {
+            *a = None;
+            true
+        } else {
+            false
+        }
+    });
+    if !ok {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("{F}: runs only the exact query of a DP level over a Citus table, once, for the release that paid for it"),
+            None,
+        );
+    }
+    let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
+    if rsinfo.is_null() || (*rsinfo).type_ != NodeTag::T_ReturnSetInfo || (*rsinfo).allowedModes & pg_sys::SetFunctionReturnMode::SFRM_Materialize as i32 == 0 {
+        raise_with(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, format!("{F}: called in a context that cannot take a set"), None);
+    }
+    let econtext = (*rsinfo).econtext;
+    let per_query = (*econtext).ecxt_per_query_memory;
+    let old = pg_sys::MemoryContextSwitchTo(per_query);
+    let desc = pg_sys::CreateTupleDescCopy((*rsinfo).expectedDesc);
+    let store = pg_sys::tuplestore_begin_heap(false, false, pg_sys::work_mem);
+    pg_sys::MemoryContextSwitchTo(old);
+    let params = (*econtext).ecxt_param_list_info;
+    let ctext = CString::new(text).unwrap_or_default();
+    crate::catalog::protect::as_bootstrap_superuser(|| run_exact(&ctext, params, store, per_query));
+    (*rsinfo).returnMode = pg_sys::SetFunctionReturnMode::SFRM_Materialize;
+    (*rsinfo).setResult = store;
+    (*rsinfo).setDesc = desc;
+    (*fcinfo).isnull = true;
+    pg_sys::Datum::from(0)
+});

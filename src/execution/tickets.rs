@@ -1,0 +1,126 @@
+//! Tickets: the one narrow interface between a final function and the charge. The executor hook
+//! hands each paid aggregate call a ticket (admission.rs); a final function releases a value only
+//! with its ticket, for the parameters paid, as often as paid, and a call written twice in one level
+//! releases its twin's value.
+use crate::pg::error::raise_with;
+use crate::query::params::Paid;
+use pgrx::pg_sys;
+use pgrx::PgSqlErrorCode;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use crate::budget::ledger;
+
+/// A paid release: which query paid it, at which ε, and whether it may release only once.
+#[derive(Clone, Copy)]
+pub struct Ticket {
+    pub query: usize,
+    /// the parameters paid for (ε, δ, p and bounds, bit for bit)
+    pub params: Paid,
+    /// plain aggregate (no GROUP BY): exactly one release per execution
+    pub single: bool,
+    pub releases: u32,
+    /// the same call as an earlier one of its level (same tag): it never releases a value of its own,
+    /// only its twin's (see `twin_value`)
+    pub twin: bool,
+}
+
+thread_local! {
+    static TICKETS: RefCell<HashMap<usize, Ticket>> = RefCell::new(HashMap::new());
+}
+
+thread_local! {
+    /// The values the final functions released for the group being finalized: (aggregation state,
+    /// tag, call, value). A group's final functions run one after another in one aggregation step.
+    static GROUP_VALUES: RefCell<Vec<(usize, i32, usize, pg_sys::Datum)>> = const { RefCell::new(Vec::new()) };
+}
+
+pub fn in_parallel_worker() -> bool {
+    unsafe { pg_sys::ParallelWorkerNumber >= 0 }
+}
+
+/// Called by every pg_dp final function before it returns a value.
+pub unsafe fn check_ticket(fcinfo: pg_sys::FunctionCallInfo, func: &'static str, paid: &Paid) {
+    if in_parallel_worker() {
+        // the planner hook keeps every DP level's finalization in the leader
+        raise_with(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("{func}: refusing to release a value inside a parallel worker"),
+            None,
+        );
+    }
+    let aggref = pg_sys::AggGetAggref(fcinfo) as usize;
+    let params = *paid;
+    let ok = TICKETS.with(|t| {
+        let mut t = t.borrow_mut();
+        match t.get_mut(&aggref) {
+            Some(tk) if tk.twin => Err("it repeats another call of its query, whose value it must take"),
+            Some(tk) if tk.params == params && !(tk.single && tk.releases > 0) => {
+                tk.releases += 1;
+                Ok(())
+            }
+            Some(tk) if tk.params != params => Err("its parameters differ from the ones paid for"),
+            Some(_) => Err("it was executed again after its one paid release"),
+            None => Err("no charge was made for it"),
+        }
+    });
+    if let Err(why) = ok {
+        let hint = if ledger::preloaded() { None } else { Some(ledger::PRELOAD_HINT) };
+        raise_with(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("{func}: refusing to release a value: {why}"),
+            hint,
+        );
+    }
+}
+
+/// The value already released for this group by the other call with the same tag (the same call
+/// written twice in one level, grammar.rs), if any. A call that meets its own entry starts a new
+/// group.
+pub unsafe fn twin_value(fcinfo: pg_sys::FunctionCallInfo) -> Option<pg_sys::Datum> {
+    let a = pg_sys::AggGetAggref(fcinfo);
+    if a.is_null() {
+        return None;
+    }
+    let (state, tag, me) = ((*fcinfo).context as usize, (*a).location, a as usize);
+    GROUP_VALUES.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.iter().any(|e| e.0 == state && e.2 == me) {
+            g.retain(|e| e.0 != state);
+            return None;
+        }
+        g.iter().find(|e| e.0 == state && e.1 == tag).map(|e| e.3)
+    })
+}
+
+/// Records the value a final function released, for its twin (see [`twin_value`]).
+pub unsafe fn remember_value(fcinfo: pg_sys::FunctionCallInfo, d: pg_sys::Datum) {
+    let a = pg_sys::AggGetAggref(fcinfo);
+    if a.is_null() {
+        return;
+    }
+    let e = ((*fcinfo).context as usize, (*a).location, a as usize, d);
+    GROUP_VALUES.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.len() >= 1024 {
+            g.clear();
+        }
+        g.push(e)
+    });
+}
+
+/// Hands out the tickets of a statement's paid releases (admission.rs, once they are paid).
+pub fn grant(tickets: Vec<(usize, Ticket)>) {
+    TICKETS.with(|t| t.borrow_mut().extend(tickets));
+}
+
+/// The statement `query` (a QueryDesc) ended: its tickets go, and the values kept for twins.
+pub fn end_query(query: usize) {
+    TICKETS.with(|t| t.borrow_mut().retain(|_, v| v.query != query));
+    GROUP_VALUES.with(|g| g.borrow_mut().clear());
+}
+
+/// The transaction ended: no ticket outlives it.
+pub fn end_transaction() {
+    TICKETS.with(|t| t.borrow_mut().clear());
+    GROUP_VALUES.with(|g| g.borrow_mut().clear());
+}
