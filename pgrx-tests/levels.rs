@@ -14,7 +14,7 @@ fn the_level_sets_the_default_epsilon_and_default_epsilon_overrides_it() {
     assert_eq!(one_text("SHOW dp.default_epsilon"), "0");
     one_i64("SELECT dp_count(*) FROM s");
     assert_eq!(last_epsilon(), "1");
-    for (level, eps) in pg_dp_core::levels::PRIVACY_LEVELS {
+    for (level, eps) in pg_dp_core::accounting::levels::PRIVACY_LEVELS {
         Spi::run(&format!("SET dp.privacy_level = '{level}'")).unwrap();
         one_f64("SELECT dp_avg(x, 0, 1000) FROM s");
         assert_eq!(last_epsilon(), eps.to_string(), "{level}");
@@ -44,7 +44,7 @@ fn an_unknown_level_is_refused_with_the_valid_ones() {
 fn the_levels_view_shows_the_core_mapping_and_the_session_level() {
     Spi::run("SET dp.privacy_level = 'low'").unwrap();
     let rows = column("SELECT concat_ws('|', level, epsilon_per_query, current) FROM dp.privacy_levels");
-    let want: Vec<Option<String>> = pg_dp_core::levels::PRIVACY_LEVELS
+    let want: Vec<Option<String>> = pg_dp_core::accounting::levels::PRIVACY_LEVELS
         .iter()
         .map(|(l, e)| Some(format!("{l}|{e}|{}", if *l == "low" { "t" } else { "f" })))
         .collect();

@@ -165,7 +165,7 @@ fn quantile_receipts_record_mechanism_delta_and_details() {
            FROM dp.ledger ORDER BY id DESC LIMIT 1",
     );
     // scale ≤ 2·2000/0.5; β calibrated to the exact δ of the Laplace release (core)
-    let beta = pg_dp_core::quantile::laplace_calibration(pg_dp_core::accounting::mechanism_epsilon(0.5), pg_dp_core::accounting::mechanism_epsilon(1e-6)).0;
+    let beta = pg_dp_core::mechanisms::quantile::laplace_calibration(pg_dp_core::accounting::charge::mechanism_epsilon(0.5), pg_dp_core::accounting::charge::mechanism_epsilon(1e-6)).0;
     assert!(beta > (0.5f64 / (2.0 * (2e6f64).ln())).ln_1p(), "tighter than the old calibration");
     assert_eq!(
         row,
@@ -174,7 +174,7 @@ fn quantile_receipts_record_mechanism_delta_and_details() {
     one_f64("SELECT dp_percentile(x, 0.25, 0, 2000, 0.5, 0) FROM s");
     let row = one_text("SELECT concat_ws('|', mechanism, delta, details->>'noise', round((details->>'beta')::numeric, 9)) FROM dp.ledger ORDER BY id DESC LIMIT 1");
     // β of the exact-loss calibration of the polynomial noise (core)
-    let beta = pg_dp_core::quantile::polynomial_calibration(pg_dp_core::accounting::mechanism_epsilon(0.5)).0;
+    let beta = pg_dp_core::mechanisms::quantile::polynomial_calibration(pg_dp_core::accounting::charge::mechanism_epsilon(0.5)).0;
     assert_eq!(row, format!("smooth_sensitivity|0|polynomial (1+|z|)^-4|{beta:.9}"));
     one_f64("SELECT dp_percentile_em(x, 0.25, 0, 2000, 0.5) FROM s");
     let row = one_text("SELECT concat_ws('|', mechanism, sensitivity, delta, details->>'utility_sensitivity') FROM dp.ledger ORDER BY id DESC LIMIT 1");

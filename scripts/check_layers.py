@@ -66,9 +66,12 @@ def imports(rel, text, modules):
             item = item.strip()
             if item:
                 code += f"\n{prefix}::{item}"
+    folders = {m[0] for m in modules if m[0]}
     for a, b in re.findall(r"\$?crate::([a-z_0-9]+)(?:::([a-z_0-9]+))?", code):
         if (a, b) in modules:
             found.add((a, b))
+        elif a in folders:
+            found.add((a, "mod"))  # a name the folder's mod.rs re-exports
         elif ("", a) in modules:
             found.add(("", a))
     for a in re.findall(r"\bsuper::([a-z_0-9]+)", code):

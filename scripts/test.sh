@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Runs every pg_dp test on a fresh Debian 12 machine (installs what is missing first):
+#   0. the layers of the source tree (scripts/check_layers.py)
 #   1. core tests (plain cargo test, no PostgreSQL): samplers, mechanisms, empirical privacy
 #   2. in-database tests (cargo pgrx test, a throwaway cluster)
 #   3. a real server: SQL regression script with expected output, a psycopg client (extended
@@ -23,6 +24,9 @@ as_root apt-get install -y -qq --no-install-recommends default-jdk-headless libp
 mkdir -p "$LOGS"
 as_root install -d -m 755 "$TEST_DIR"
 as_root install -d -o postgres -g postgres "$TEST_DIR/pgrx"
+
+log "0/3 the source tree in layers: no upward imports, no circles"
+"$PYTHON" "$ROOT/scripts/check_layers.py" 2>&1 | tee "$LOGS/layers.log" || true
 
 log "1/3 core tests"
 (cd "$ROOT" && cargo test -p pg_dp_core --release 2>&1) | tee "$LOGS/core.log"
@@ -87,7 +91,9 @@ core=$(sum_results "$LOGS/core.log")
 pgrx=$(sum_results "$LOGS/pgrx.log")
 total=$((core + pgrx + regress_passed))
 failed=$regress_failed
-summary="core $core, in-database $pgrx, regression $regress_passed"
+layers_ok=$(grep -c "^layers: ok" "$LOGS/layers.log" || true)
+[ "$layers_ok" = 1 ] || failed=$((failed + 1))
+summary="layers $([ "$layers_ok" = 1 ] && echo ok || echo FAILED), core $core, in-database $pgrx, regression $regress_passed"
 # each client layer prints "<layer>: N passed, M failed"; a layer without that line counts as failed
 for layer in client ledger cache roles upgrade citus jdbc; do
     line=$(grep -oE "^$layer: [0-9]+ passed, [0-9]+ failed" "$LOGS/$layer.log" 2>/dev/null | tail -1)

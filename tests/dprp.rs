@@ -1,5 +1,5 @@
-//! Tests of `pg_dp_core::dprp` (differentially private random projection release) and of the samplers
-//! it draws from (`pg_dp_core::sampling64`): the add/remove accounting (exact Gaussian profile,
+//! Tests of `pg_dp_core::release::dprp` (differentially private random projection release) and of the samplers
+//! it draws from (`pg_dp_core::noise::sampling64`): the add/remove accounting (exact Gaussian profile,
 //! lattice smoothing, padded row count) against independent recomputations, the integer sensitivity
 //! bounds, the covariance grid, empirical privacy of the released row count on add/remove
 //! neighbours, stored values that must never fail, memory limits, interrupts, threads, receipts,
@@ -8,14 +8,14 @@
 mod common;
 
 use common::*;
-use pg_dp_core::dprp::{
+use pg_dp_core::release::dprp::{
     accumulate_upper, default_clip_norm, enforce_norm, max_clip_norm, gdp_delta, gdp_mu, projection_matrix_t, run_interruptibly, zcdp_rho, Centring, DprpParams, DprpSpec,
     Interrupted, MemoryPlan, NoisePart, Projection, ReleaseFailure, RowNorm, COUNT_SHARE, DEFAULT_PROJECTION_SHARE, MAX_K1, MEAN_SHARE,
     NEIGHBOURS, PADDING_DELTA_SHARE, SMOOTHING_S2,
 };
-use pg_dp_core::grid::pow2;
-use pg_dp_core::rng::{seeded_rng, DpRng};
-use pg_dp_core::sampling64::{bernoulli_pow2_frac, discrete_gaussian_u64, uniform_below, Base2Gaussian, BitPool};
+use pg_dp_core::noise::grid::pow2;
+use pg_dp_core::noise::rng::{seeded_rng, DpRng};
+use pg_dp_core::noise::sampling64::{bernoulli_pow2_frac, discrete_gaussian_u64, uniform_below, Base2Gaussian, BitPool};
 use pg_dp_core::DpError;
 use rand::Rng;
 
@@ -43,7 +43,7 @@ fn params(d: usize, eps: f64) -> DprpParams {
     DprpParams::new(vec![0.0; d], vec![1.0; d], eps, 1e-5)
 }
 
-fn release(spec: &DprpSpec, rng: &mut DpRng, x: &[f64], threads: usize) -> pg_dp_core::dprp::DprpOutput {
+fn release(spec: &DprpSpec, rng: &mut DpRng, x: &[f64], threads: usize) -> pg_dp_core::release::dprp::DprpOutput {
     let plan = spec.plan_memory(GIB, threads).unwrap();
     spec.release(rng, x, &plan, &mut no_interrupt()).unwrap()
 }
@@ -583,10 +583,10 @@ fn covariance_grid_error_is_negligible_next_to_the_noise() {
         // negative control: the previous grid (noise grid 2^(⌊log₂σ₂⌋ − 8), rows on its square root,
         // entry and norm bounds enforced) has an error of the order of the noise or more
         let mut old = cov;
-        old.exp = (pg_dp_core::grid::floor_log2(cov.sigma()) - 8).div_euclid(2) * 2;
+        old.exp = (pg_dp_core::noise::grid::floor_log2(cov.sigma()) - 8).div_euclid(2) * 2;
         old.row_exp = old.exp / 2;
         old.row_bound2 = (pow2(-old.row_exp)).powi(2).floor() as u64;
-        old.entry_bound = pg_dp_core::grid::round_half_away(pow2(-old.row_exp)) as u64;
+        old.entry_bound = pg_dp_core::noise::grid::round_half_away(pow2(-old.row_exp)) as u64;
         let old_err = grid_error(&old, &spec, &x);
         eprintln!("ε {eps}: the old grid's error {old_err:.1}");
         assert!(old_err > 0.5 * noise_norm, "the test cannot see the old grid's error ({old_err} vs {noise_norm})");

@@ -1,15 +1,15 @@
-//! Tests of the releases in `pg_dp_core::mechanisms`, the accumulator in `pg_dp_core::accum` and the
-//! Gaussian calibration in `pg_dp_core::gaussian`: reported noise scales, empirical noise variance,
+//! Tests of the releases in `pg_dp_core::mechanisms`, the accumulator in `pg_dp_core::mechanisms::accum` and the
+//! Gaussian calibration in `pg_dp_core::noise::gaussian`: reported noise scales, empirical noise variance,
 //! grid outputs, exact order-independent accumulation, clamping, parameter validation and state
 //! (de)serialization. Statistical checks use seeded generators and level 1e-6 (see `common`).
 mod common;
 
 use common::*;
-use pg_dp_core::accum::{Acc, Params, Spec, ACC_BYTES};
-use pg_dp_core::gaussian::{analytic_sigma, gaussian_delta, sample_on_grid};
-use pg_dp_core::grid::{floor_log2, pow2};
+use pg_dp_core::mechanisms::accum::{Acc, Params, Spec, ACC_BYTES};
+use pg_dp_core::noise::gaussian::{analytic_sigma, gaussian_delta, sample_on_grid};
+use pg_dp_core::noise::grid::{floor_log2, pow2};
 use pg_dp_core::mechanisms::{AvgSpec, CountSpec, FloatSumSpec, IntSumSpec, AVG_SUM_SHARE, DISCRETE_LAPLACE};
-use pg_dp_core::rng::seeded_rng;
+use pg_dp_core::noise::rng::seeded_rng;
 use pg_dp_core::DpError;
 use rand::Rng;
 

@@ -1,4 +1,4 @@
-//! Tests of `pg_dp_core::partition` (DP partition selection; docs/privacy/partition-selection.md):
+//! Tests of `pg_dp_core::mechanisms::partition` (DP partition selection; docs/privacy/partition-selection.md):
 //! the keep probabilities follow the optimal recursion, both DP constraints hold exactly for the
 //! integers the coin uses (with a negative control at twice the ε), the coin's frequencies match
 //! its probabilities, a group of one unit is kept with probability at most δ, large groups always,
@@ -6,8 +6,8 @@
 mod common;
 
 use common::*;
-use pg_dp_core::partition::{Selection, ONE};
-use pg_dp_core::rng::seeded_rng;
+use pg_dp_core::mechanisms::partition::{Selection, ONE};
+use pg_dp_core::noise::rng::seeded_rng;
 use pg_dp_core::DpError;
 
 const CASES: &[(f64, f64)] = &[(1.0, 1e-6), (0.1, 1e-5), (0.01, 1e-9), (5.0, 1e-12), (2.0, 0.1), (0.001, 1e-6), (20.0, 1e-15)];

@@ -12,10 +12,10 @@
 mod common;
 
 use common::*;
-use pg_dp_core::accum::{Acc, Params};
+use pg_dp_core::mechanisms::accum::{Acc, Params};
 use pg_dp_core::mechanisms::{AvgSpec, CountSpec, FloatSumSpec, IntSumSpec};
-use pg_dp_core::rng::{seeded_rng, DpRng};
-use pg_dp_core::sampling::{discrete_laplace, laplace_scale};
+use pg_dp_core::noise::rng::{seeded_rng, DpRng};
+use pg_dp_core::noise::sampling::{discrete_laplace, laplace_scale};
 
 const SAMPLES: usize = 200_000;
 /// A bucket takes part in the check when both samples have at least this many outputs in it.

@@ -6,14 +6,14 @@
 mod common;
 
 use common::*;
-use pg_dp_core::accounting::mechanism_epsilon;
-use pg_dp_core::quantile::{
+use pg_dp_core::accounting::charge::mechanism_epsilon;
+use pg_dp_core::mechanisms::quantile::{
     laplace_calibration, laplace_ln_delta, polynomial_calibration, polynomial_loss, rounded_laplace, rounded_polynomial,
     em_categories, Method, QuantileParams, QuantileSpec, U256, MIN_SCALE_STEPS,
 };
-use pg_dp_core::rng::{seeded_rng, DpRng};
-use pg_dp_core::sampling::{dyadic, LazyUniform};
-use pg_dp_core::smooth::{quantile, smooth_sensitivity, smooth_sensitivity_ln};
+use pg_dp_core::noise::rng::{seeded_rng, DpRng};
+use pg_dp_core::noise::sampling::{dyadic, LazyUniform};
+use pg_dp_core::mechanisms::smooth::{quantile, smooth_sensitivity, smooth_sensitivity_ln};
 use pg_dp_core::DpError;
 use rand::Rng;
 
@@ -243,7 +243,7 @@ fn scale_is_factor_times_smooth_sensitivity_with_margins_and_floor() {
     let (a, b) = spec.scale_steps(&v);
     let t = a as f64 / b as f64;
     // the search runs at β − margin and inflates by e^(2η)·(1 + 2^-50): within 1e-10 of factor·S
-    let s = smooth_sensitivity(&v, 0.3, 0.0, spec.steps() as f64, beta - pg_dp_core::quantile::beta_margin(beta));
+    let s = smooth_sensitivity(&v, 0.3, 0.0, spec.steps() as f64, beta - pg_dp_core::mechanisms::quantile::beta_margin(beta));
     let want = spec.factor * s;
     assert!(t >= want && t <= want * (1.0 + 1e-10), "scale {t} vs factor·S = {want}");
     // all rows equal: S is astronomically small and the scale sits at its floor

@@ -1,4 +1,4 @@
-//! Distribution tests of the exact samplers in `pg_dp_core::sampling`.
+//! Distribution tests of the exact samplers in `pg_dp_core::noise::sampling`.
 //!
 //! Every statistical test uses a seeded ChaCha20 generator (reproducible) and a family-wise level
 //! of 1e-6, so a correct sampler fails with probability below 1e-6; the critical values are
@@ -8,8 +8,8 @@
 mod common;
 
 use common::*;
-use pg_dp_core::rng::seeded_rng;
-use pg_dp_core::sampling::{
+use pg_dp_core::noise::rng::seeded_rng;
+use pg_dp_core::noise::sampling::{
     bernoulli_exp, bernoulli_frac, discrete_gaussian, discrete_laplace, dyadic, isqrt, laplace_scale, MAX_SCALE_NUMERATOR,
 };
 

@@ -3,8 +3,8 @@
 //! needs (docs/privacy/smooth-sensitivity.md), on many random small inputs with ties, all-equal data,
 //! n = 0, 1, 2 and values at the bounds; and the smooth bound against the true smooth sensitivity
 //! computed by exhaustive search over the data sets within a few steps.
-use pg_dp_core::rng::seeded_rng;
-use pg_dp_core::smooth::{
+use pg_dp_core::noise::rng::seeded_rng;
+use pg_dp_core::mechanisms::smooth::{
     local_sensitivity, ls_table, quantile, range_table, rank, reach, smooth_sensitivity, window_sensitivity,
 };
 use rand::Rng;

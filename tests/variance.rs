@@ -6,10 +6,10 @@
 mod common;
 
 use common::*;
-use pg_dp_core::accounting::mechanism_epsilon;
-use pg_dp_core::accum::{Acc, Params, Spec};
+use pg_dp_core::accounting::charge::mechanism_epsilon;
+use pg_dp_core::mechanisms::accum::{Acc, Params, Spec};
 use pg_dp_core::mechanisms::{variance_row_loss, VarianceSpec, VAR_KAPPA, VAR_WEIGHTS};
-use pg_dp_core::rng::{seeded_rng, DpRng};
+use pg_dp_core::noise::rng::{seeded_rng, DpRng};
 use pg_dp_core::DpError;
 use rand::Rng;
 

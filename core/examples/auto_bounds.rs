@@ -9,8 +9,8 @@
 //! squared error over the true unclamped value's magnitude), error_rate (the too-few-rows error),
 //! median_upper (median chosen upper bound) and p99 (the data's 99th percentile). Seeds make the
 //! numbers reproducible; a seeded release is of course not private.
-use pg_dp_core::autobounds::{AutoBoundsSpec, MagnitudeHistogram};
-use pg_dp_core::rng::{seeded_rng, uniform01, DpRng};
+use pg_dp_core::mechanisms::autobounds::{AutoBoundsSpec, MagnitudeHistogram};
+use pg_dp_core::noise::rng::{seeded_rng, uniform01, DpRng};
 
 fn normal(rng: &mut DpRng) -> f64 {
     // Box–Muller, for generating data only

@@ -30,8 +30,8 @@
 //!   the count ([`avg_posterior_mean`], what dp_avg releases since this measurement).
 //! Seeds make the numbers reproducible; a seeded release is of course not private.
 use pg_dp_core::mechanisms::{avg_posterior_mean, AvgSpec};
-use pg_dp_core::rng::{seeded_rng, uniform01, DpRng};
-use pg_dp_core::sampling::{discrete_laplace, laplace_scale};
+use pg_dp_core::noise::rng::{seeded_rng, uniform01, DpRng};
+use pg_dp_core::noise::sampling::{discrete_laplace, laplace_scale};
 
 fn normal(rng: &mut DpRng) -> f64 {
     let u = 1.0 - uniform01(rng);

@@ -6,8 +6,8 @@
 //! seconds (start, all rows pushed, finish). The data is a synthetic rank-4 table plus noise in
 //! [0, 1]; timing does not depend on the values. Memory limit 4 GiB. `--threads 0` (the default)
 //! uses every available core.
-use pg_dp_core::dprp::{DprpParams, DprpSpec};
-use pg_dp_core::rng::seeded_rng;
+use pg_dp_core::release::dprp::{DprpParams, DprpSpec};
+use pg_dp_core::noise::rng::seeded_rng;
 use rand::Rng;
 use std::time::Instant;
 

@@ -1,4 +1,4 @@
-//! Releases a numeric CSV table with DPRP (`pg_dp_core::dprp`), for bench/dprp/utility.py and for
+//! Releases a numeric CSV table with DPRP (`pg_dp_core::release::dprp`), for bench/dprp/utility.py and for
 //! trying the mechanism on one's own data without PostgreSQL:
 //!
 //!     cargo run -p pg_dp_core --release --example dprp_release_csv -- \
@@ -19,8 +19,8 @@
 //! noise comes from the operating system's entropy (`rng::os_rng`). With `--seed` it is
 //! reproducible, for benchmarks only: anyone who knows the seed can subtract the noise, so a seeded
 //! release has no privacy at all.
-use pg_dp_core::dprp::{Centring, DprpParams, DprpSpec, Projection, RowNorm};
-use pg_dp_core::rng::{os_rng, seeded_rng};
+use pg_dp_core::release::dprp::{Centring, DprpParams, DprpSpec, Projection, RowNorm};
+use pg_dp_core::noise::rng::{os_rng, seeded_rng};
 use std::io::Write;
 
 fn usage(msg: &str) -> ! {

@@ -12,15 +12,15 @@
 //! - naive baseline: true quantile + Laplace noise of scale (upper − lower)/ε (the global
 //!   sensitivity of a quantile of clamped data), clamped to [lower, upper] (ε-DP).
 //!
-//! The true quantile is `pg_dp_core::smooth::quantile` on the clamped, sorted data: the rank
+//! The true quantile is `pg_dp_core::mechanisms::smooth::quantile` on the clamped, sorted data: the rank
 //! convention of the releases (round(p·(n + 1)), bounds as the outermost order statistics).
 //! Seeds make the numbers reproducible; a seeded release is of course not private.
 mod shared;
 
-use pg_dp_core::quantile::{rounded_laplace, QuantileSpec};
-use pg_dp_core::rng::{seeded_rng, DpRng};
-use pg_dp_core::sampling::dyadic;
-use pg_dp_core::smooth::{prepare_sorted, quantile};
+use pg_dp_core::mechanisms::quantile::{rounded_laplace, QuantileSpec};
+use pg_dp_core::noise::rng::{seeded_rng, DpRng};
+use pg_dp_core::noise::sampling::dyadic;
+use pg_dp_core::mechanisms::smooth::{prepare_sorted, quantile};
 
 const PS: [f64; 2] = [0.5, 0.9];
 const EPSILONS: [f64; 4] = [0.1, 0.5, 1.0, 2.0];

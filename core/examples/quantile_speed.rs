@@ -1,7 +1,7 @@
 //! Time of the core quantile releases on n rows (sort + grid + smooth sensitivity + noise), for
 //! bench/: `cargo run --release -p pg_dp_core --example quantile_speed -- 1000000`.
-use pg_dp_core::quantile::QuantileSpec;
-use pg_dp_core::rng::seeded_rng;
+use pg_dp_core::mechanisms::quantile::QuantileSpec;
+use pg_dp_core::noise::rng::seeded_rng;
 use rand::Rng;
 use std::time::Instant;
 

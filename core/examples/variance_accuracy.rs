@@ -18,8 +18,8 @@
 mod shared;
 
 use pg_dp_core::mechanisms::VarianceSpec;
-use pg_dp_core::rng::{seeded_rng, DpRng};
-use pg_dp_core::sampling::{discrete_laplace, laplace_scale};
+use pg_dp_core::noise::rng::{seeded_rng, DpRng};
+use pg_dp_core::noise::sampling::{discrete_laplace, laplace_scale};
 
 const EPSILONS: [f64; 4] = [0.1, 0.5, 1.0, 2.0];
 

@@ -6,15 +6,15 @@
 mod common;
 
 use common::*;
-use pg_dp_core::accounting::mechanism_epsilon;
-use pg_dp_core::autobounds::{
+use pg_dp_core::accounting::charge::mechanism_epsilon;
+use pg_dp_core::mechanisms::autobounds::{
     extension_threshold, threshold, AutoBoundsSpec, ChosenBounds, MagnitudeHistogram, AUTO_BOUNDS_MECHANISM, AUTO_BOUNDS_SHARE,
     MAX_SERIALIZED_BYTES,
 };
-use pg_dp_core::grid::pow2;
+use pg_dp_core::noise::grid::pow2;
 use pg_dp_core::mechanisms::{AvgSpec, FloatSumSpec};
-use pg_dp_core::quantile::QuantileSpec;
-use pg_dp_core::rng::{seeded_rng, uniform01, DpRng};
+use pg_dp_core::mechanisms::quantile::QuantileSpec;
+use pg_dp_core::noise::rng::{seeded_rng, uniform01, DpRng};
 use pg_dp_core::DpError;
 use rand::Rng;
 

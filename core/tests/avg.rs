@@ -6,10 +6,10 @@
 mod common;
 
 use common::*;
-use pg_dp_core::accum::{Acc, Params};
+use pg_dp_core::mechanisms::accum::{Acc, Params};
 use pg_dp_core::mechanisms::{avg_posterior_mean, AvgSpec, PublicCountAvgSpec, AVG_SUM_SHARE};
-use pg_dp_core::rng::{seeded_rng, DpRng};
-use pg_dp_core::sampling::{discrete_laplace, laplace_scale};
+use pg_dp_core::noise::rng::{seeded_rng, DpRng};
+use pg_dp_core::noise::sampling::{discrete_laplace, laplace_scale};
 use pg_dp_core::DpError;
 use rand::Rng;
 
@@ -164,7 +164,7 @@ fn public_count_average_spends_all_epsilon_on_the_sum() {
 }
 
 fn mechanism_eps(eps: f64) -> f64 {
-    pg_dp_core::accounting::mechanism_epsilon(eps)
+    pg_dp_core::accounting::charge::mechanism_epsilon(eps)
 }
 
 #[test]

@@ -8,17 +8,17 @@
 mod common;
 
 use common::*;
-use pg_dp_core::accounting::mechanism_epsilon;
-use pg_dp_core::dprp::{DprpParams, DprpSpec};
-use pg_dp_core::intervals::{
+use pg_dp_core::accounting::charge::mechanism_epsilon;
+use pg_dp_core::release::dprp::{DprpParams, DprpSpec};
+use pg_dp_core::mechanisms::intervals::{
     discrete_gaussian_halfwidth, discrete_laplace_coverage, discrete_laplace_halfwidth, rounded_laplace_coverage,
     rounded_laplace_halfwidth, rounded_polynomial_coverage, rounded_polynomial_halfwidth, COVERAGE,
 };
 use pg_dp_core::mechanisms::{AvgSpec, CountSpec, FloatSumSpec, IntSumSpec, VarianceSpec};
-use pg_dp_core::quantile::{rounded_laplace, rounded_polynomial, QuantileSpec};
-use pg_dp_core::rng::seeded_rng;
-use pg_dp_core::sampling::{discrete_laplace, dyadic, laplace_scale};
-use pg_dp_core::sampling64::BitPool;
+use pg_dp_core::mechanisms::quantile::{rounded_laplace, rounded_polynomial, QuantileSpec};
+use pg_dp_core::noise::rng::seeded_rng;
+use pg_dp_core::noise::sampling::{discrete_laplace, dyadic, laplace_scale};
+use pg_dp_core::noise::sampling64::BitPool;
 use rand::Rng;
 
 const DRAWS: usize = 200_000;

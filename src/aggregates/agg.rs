@@ -2,7 +2,7 @@
 //! context, window refusal, the row-independence check of parameters, the combine/serial/deserial
 //! functions, and reading the parameters of an aggregate that saw no rows.
 use crate::pg::error::{raise, raise_with, OrRaise};
-use pg_dp_core::accum::{Acc, Params, ACC_BYTES};
+use pg_dp_core::mechanisms::accum::{Acc, Params, ACC_BYTES};
 use pgrx::fcinfo::{pg_arg_is_null, pg_getarg_datum_raw, pg_return_null};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -46,7 +46,7 @@ macro_rules! pg_v1_final {
 #[macro_export]
 macro_rules! pg_v1_trans {
     ($finfo:ident, $name:ident, fast = |$acc:ident, $val:ident, $isnull:ident| $fast:block, slow = |$fc:ident| $slow:block) => {
-        $crate::pg_v1_trans!($finfo, $name, state = ::pg_dp_core::accum::Acc, fast = |$acc, $val, $isnull| $fast, slow = |$fc| $slow);
+        $crate::pg_v1_trans!($finfo, $name, state = ::pg_dp_core::mechanisms::accum::Acc, fast = |$acc, $val, $isnull| $fast, slow = |$fc| $slow);
     };
     ($finfo:ident, $name:ident, state = $st:ty, fast = |$acc:ident, $val:ident, $isnull:ident| $fast:block, slow = |$fc:ident| $slow:block) => {
         $crate::pg_finfo!($finfo);

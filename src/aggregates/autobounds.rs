@@ -1,6 +1,6 @@
 //! Automatic bounds in SQL: `dp_sum(value [, ε])`, `dp_avg(value [, ε])` (this file) and
 //! `dp_median(value [, ε])`, `dp_percentile(value, p [, ε])` (quantile.rs) over a value without
-//! declared bounds. A documented share of ε (`pg_dp_core::autobounds::AUTO_BOUNDS_SHARE`) chooses
+//! declared bounds. A documented share of ε (`pg_dp_core::mechanisms::autobounds::AUTO_BOUNDS_SHARE`) chooses
 //! power-of-two bounds from a noisy histogram of binary magnitudes, the rest releases the statistic
 //! at those bounds (docs/privacy/automatic-bounds.md). The receipt charges the caller's whole ε
 //! before the query runs; the bounds are chosen while it runs, so the receipt says "automatic" and
@@ -19,7 +19,7 @@ use crate::pg::error::{raise, raise_with, OrRaise};
 use crate::settings::noise::with_rng;
 use crate::aggregates::sum::OrRaiseNumeric;
 use crate::{pg_v1, pg_v1_final};
-use pg_dp_core::autobounds::{AutoBoundsSpec, MagnitudeHistogram};
+use pg_dp_core::mechanisms::autobounds::{AutoBoundsSpec, MagnitudeHistogram};
 use pg_dp_core::{DpError, DpResult};
 use pgrx::fcinfo::{pg_arg_is_null, pg_getarg, pg_return_null};
 use pgrx::pg_sys;
@@ -135,7 +135,7 @@ pg_v1!(pg_finfo_dp_auto_serialize, dp_auto_serialize, |fcinfo| {
     if a.is_null() {
         return pg_return_null(fcinfo);
     }
-    let mut bytes = Vec::with_capacity(HEADER + pg_dp_core::autobounds::MAX_SERIALIZED_BYTES);
+    let mut bytes = Vec::with_capacity(HEADER + pg_dp_core::mechanisms::autobounds::MAX_SERIALIZED_BYTES);
     bytes.push(kind_code((*a).kind));
     bytes.extend_from_slice(&(*a).epsilon.to_le_bytes());
     bytes.extend_from_slice(&(*a).value_type.to_u32().to_le_bytes());

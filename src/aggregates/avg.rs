@@ -7,7 +7,7 @@ use crate::settings::noise::with_rng;
 use crate::execution::recent;
 use crate::aggregates::sum::OrRaiseNumeric;
 use crate::{pg_v1, pg_v1_final, pg_v1_trans};
-use pg_dp_core::accum::{Acc, Params, Spec};
+use pg_dp_core::mechanisms::accum::{Acc, Params, Spec};
 use pgrx::{AnyNumeric, IntoDatum};
 
 const F: &str = "dp_avg";

@@ -328,6 +328,6 @@ pg_v1!(pg_finfo_dp_unit_deserialize, dp_unit_deserialize, |fcinfo| {
 
 // dp.random_order(): a uniform float8 in [0, 1) from the CSPRNG (53 random bits)
 pg_v1!(pg_finfo_dp_random_order, dp_random_order, |_fcinfo| {
-    let x: f64 = crate::settings::noise::with_rng(|rng| pg_dp_core::rng::uniform01(rng));
+    let x: f64 = crate::settings::noise::with_rng(|rng| pg_dp_core::noise::rng::uniform01(rng));
     Datum::from(x.to_bits())
 });

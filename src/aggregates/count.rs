@@ -4,7 +4,7 @@ use crate::catalog::functions::Kind;
 use crate::settings::guc::default_epsilon;
 use crate::settings::noise::with_rng;
 use crate::{pg_v1_final, pg_v1_trans};
-use pg_dp_core::accum::{Params, Spec};
+use pg_dp_core::mechanisms::accum::{Params, Spec};
 use pgrx::fcinfo::pg_arg_is_null;
 use pgrx::pg_sys::Datum;
 use pgrx::IntoDatum;

@@ -3,7 +3,7 @@
 //! sum; the merge aggregates on the coordinator rebuild each group's exact state from those sums
 //! and release it with the DP aggregate's own final function.
 use crate::catalog::functions::{kind_of, Kind};
-use pg_dp_core::accum::Acc;
+use pg_dp_core::mechanisms::accum::Acc;
 use crate::pg::error::raise_with;
 use pgrx::pg_sys::{self, Oid};
 use pgrx::PgSqlErrorCode;

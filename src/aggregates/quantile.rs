@@ -11,7 +11,7 @@ use crate::query::params::{Paid, ParamValues};
 use crate::pg::error::OrRaise;
 use crate::settings::noise::with_rng;
 use crate::{pg_v1_final, pg_v1_trans};
-use pg_dp_core::quantile::{QuantileParams, QuantileSpec};
+use pg_dp_core::mechanisms::quantile::{QuantileParams, QuantileSpec};
 use pgrx::fcinfo::{pg_arg_is_null, pg_getarg};
 use pgrx::pg_sys;
 use pgrx::IntoDatum;
@@ -159,7 +159,7 @@ unsafe fn auto_finish(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::D
     }
     let (p, epsilon) = ((*st).params.p, (*st).params.epsilon);
     crate::execution::tickets::check_ticket(fcinfo, func, &Paid::Auto { kind, p, epsilon });
-    let auto = pg_dp_core::autobounds::AutoBoundsSpec::new(f64::from_bits(epsilon)).or_raise(func);
+    let auto = pg_dp_core::mechanisms::autobounds::AutoBoundsSpec::new(f64::from_bits(epsilon)).or_raise(func);
     let (bounds, e_release) = match with_rng(|rng| auto.quantile_bounds(rng, (*st).values())) {
         Ok(b) => b,
         Err(e) => {
@@ -171,7 +171,7 @@ unsafe fn auto_finish(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::D
     let spec = QuantileSpec::exponential(f64::from_bits(p), bounds.lower(), bounds.upper(), e_release).or_raise(func);
     let value = with_rng(|rng| spec.release(rng, (*st).values()));
     let mut info = spec.describe();
-    info.mechanism = pg_dp_core::autobounds::AUTO_BOUNDS_MECHANISM;
+    info.mechanism = pg_dp_core::mechanisms::autobounds::AUTO_BOUNDS_MECHANISM;
     info.epsilon = auto.epsilon;
     crate::execution::recent::pending(fcinfo, func, value, &info, info.interval95);
     value.into_datum().unwrap()

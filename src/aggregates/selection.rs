@@ -1,7 +1,7 @@
 //! dp.keep_group(value, epsilon, delta): DP partition selection of one group. It counts the group's
 //! non-NULL values (one per privacy unit, in the query pg_dp writes for private GROUP BY keys) and
 //! returns whether the group may appear, drawn with the optimal keep probability of
-//! `pg_dp_core::partition` (docs/privacy/partition-selection.md). A release like the aggregates:
+//! `pg_dp_core::mechanisms::partition` (docs/privacy/partition-selection.md). A release like the aggregates:
 //! charged before the query runs, refused without its ticket.
 use crate::aggregates::agg::agg_context;
 use crate::catalog::functions::Kind;
@@ -9,7 +9,7 @@ use crate::query::params::{Paid, ParamValues};
 use crate::pg::error::OrRaise;
 use crate::settings::noise::with_rng;
 use crate::{pg_v1, pg_v1_final};
-use pg_dp_core::partition::Selection;
+use pg_dp_core::mechanisms::partition::Selection;
 use pgrx::fcinfo::{pg_arg_is_null, pg_getarg_datum_raw};
 use pgrx::pg_sys::Datum;
 

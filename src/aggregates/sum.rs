@@ -5,7 +5,7 @@ use crate::catalog::functions::Kind;
 use crate::pg::error::OrRaise;
 use crate::settings::noise::with_rng;
 use crate::{pg_v1, pg_v1_final, pg_v1_trans};
-use pg_dp_core::accum::{Acc, Params, Spec};
+use pg_dp_core::mechanisms::accum::{Acc, Params, Spec};
 use pgrx::fcinfo::pg_getarg;
 use pgrx::pg_sys::Datum;
 use pgrx::{AnyNumeric, IntoDatum};

@@ -6,7 +6,7 @@ use crate::catalog::functions::Kind;
 use crate::settings::noise::with_rng;
 use crate::aggregates::sum::OrRaiseNumeric;
 use crate::{pg_v1, pg_v1_final, pg_v1_trans};
-use pg_dp_core::accum::{Acc, Params, Spec};
+use pg_dp_core::mechanisms::accum::{Acc, Params, Spec};
 use pgrx::{AnyNumeric, IntoDatum};
 
 /// The noisy variance or standard deviation (`VarianceSpec::release`, step by step so that the

@@ -21,7 +21,7 @@
 //! whatever the plan, so one payment covers every read of its rows.
 use crate::pg::error::raise_with;
 use crate::budget::ledger;
-use pg_dp_core::accounting::{ChargeOutcome, ChargeRequest, ReleaseRecord, RequestKind, Reuse};
+use pg_dp_core::accounting::charge::{ChargeOutcome, ChargeRequest, ReleaseRecord, RequestKind, Reuse};
 use pgrx::pg_sys;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PgSqlErrorCode};
 use std::cell::Cell;

@@ -14,7 +14,7 @@
 //! once, unconnected. Only when every static worker serves another database is a dynamic one
 //! started. A backend waits at most `dp.ledger_timeout` for a worker to take its request; then the
 //! request is withdrawn and the query fails (SQLSTATE 53400), charged nothing.
-use pg_dp_core::accounting::{ChargeOutcome, ChargeRequest, RequestKind};
+use pg_dp_core::accounting::charge::{ChargeOutcome, ChargeRequest, RequestKind};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder};
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgLwLock, PgSqlErrorCode};

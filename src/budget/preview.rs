@@ -14,7 +14,7 @@ use crate::budget::receipts::receipts_of;
 use crate::pg::error::raise_with;
 use crate::query::grammar;
 use crate::pg_v1;
-use pg_dp_core::accounting::ReleaseRecord;
+use pg_dp_core::accounting::charge::ReleaseRecord;
 use pg_dp_core::description::is_tag;
 use pgrx::pg_sys::{self, Node, NodeTag};
 use pgrx::{IntoDatum, JsonB, PgSqlErrorCode};

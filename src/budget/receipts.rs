@@ -4,12 +4,12 @@
 use crate::catalog::functions::Kind;
 use crate::pg::error::OrRaise;
 use crate::query::params::Paid;
-use pg_dp_core::accounting::{charged_decimal, ReleaseRecord};
-use pg_dp_core::accum::{Acc, Spec};
+use pg_dp_core::accounting::charge::{charged_decimal, ReleaseRecord};
+use pg_dp_core::mechanisms::accum::{Acc, Spec};
 use pg_dp_core::description::{DpAggregate, DpLevel, KeyRelease, ParamSource};
 use pg_dp_core::mechanisms::ReleaseInfo;
-use pg_dp_core::partition::Selection;
-use pg_dp_core::autobounds::{AutoBoundsSpec, AUTO_BOUNDS_MECHANISM, AUTO_BOUNDS_SHARE};
+use pg_dp_core::mechanisms::partition::Selection;
+use pg_dp_core::mechanisms::autobounds::{AutoBoundsSpec, AUTO_BOUNDS_MECHANISM, AUTO_BOUNDS_SHARE};
 use pg_dp_core::{DpError, DpResult};
 
 /// The receipts one admitted aggregate call makes at these parameters (one per grouping set and
@@ -133,7 +133,7 @@ pub fn automatic_bounds_receipt(kind: Kind, p: f64, epsilon: f64) -> DpResult<(R
         return Err(DpError::invalid("epsilon", "at least 5e-9 with automatic bounds (a fifth of it chooses the bounds)", pg_dp_core::params::fmt_f64(epsilon)));
     }
     if kind == Kind::Percentile {
-        pg_dp_core::smooth::check_p(p)?;
+        pg_dp_core::mechanisms::smooth::check_p(p)?;
     }
     let (e_bounds, e_release) = spec.split();
     let info = ReleaseInfo {

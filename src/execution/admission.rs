@@ -32,7 +32,7 @@ use crate::pg::fmgr::cstr_or;
 use crate::pg::nodes::list_iter;
 use crate::query::params::{eval_param_exprs, partial_aggref_args_in_plan, Paid, ParamValues};
 use crate::catalog::functions::Kind;
-use pg_dp_core::accounting::Reuse;
+use pg_dp_core::accounting::charge::Reuse;
 use pg_dp_core::description::DpLevel;
 use pgrx::pg_sys;
 use pgrx::prelude::*;

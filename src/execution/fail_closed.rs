@@ -22,7 +22,7 @@
 use crate::pg::error::{code_of_text, raise_with, sqlstate_text, warn_with};
 use crate::budget::ledger;
 use crate::catalog::protect;
-use pg_dp_core::accounting::{ChargeOutcome, ChargeRequest, RequestKind};
+use pg_dp_core::accounting::charge::{ChargeOutcome, ChargeRequest, RequestKind};
 use pg_dp_core::description::DpLevel;
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;

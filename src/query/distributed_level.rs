@@ -92,7 +92,7 @@ fn merge_name(kind: Kind) -> Option<&'static str> {
     })
 }
 
-/// The kind code of `dp.exact_grid` (the parameters' kind byte, pg_dp_core::accum::Params).
+/// The kind code of `dp.exact_grid` (the parameters' kind byte, pg_dp_core::mechanisms::accum::Params).
 fn grid_code(kind: Kind) -> i64 {
     match kind {
         Kind::IntSum => 1,

@@ -6,8 +6,8 @@ use crate::catalog::functions::Kind;
 use crate::pg::error::raise_with;
 use crate::pg::fmgr::{datum_f64, datum_i64};
 use crate::pg::nodes::{list_iter, list_len, list_nth_ptr};
-use pg_dp_core::accum::Params;
-use pg_dp_core::quantile::QuantileParams;
+use pg_dp_core::mechanisms::accum::Params;
+use pg_dp_core::mechanisms::quantile::QuantileParams;
 use pgrx::pg_sys;
 use pgrx::PgSqlErrorCode;
 

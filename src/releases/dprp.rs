@@ -17,8 +17,8 @@
 use crate::pg::error::{raise_with, OrRaise};
 use crate::settings::noise::with_rng;
 use crate::catalog::protect;
-use pg_dp_core::accounting::{charged_decimal, ReleaseRecord};
-use pg_dp_core::dprp::{Centring, DprpOutput, DprpParams, DprpReceipt, DprpSpec, Interrupted, MemoryPlan, ReleaseFailure, RowNorm};
+use pg_dp_core::accounting::charge::{charged_decimal, ReleaseRecord};
+use pg_dp_core::release::dprp::{Centring, DprpOutput, DprpParams, DprpReceipt, DprpSpec, Interrupted, MemoryPlan, ReleaseFailure, RowNorm};
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 use pgrx::spi::quote_identifier;

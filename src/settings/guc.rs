@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// `dp.privacy_level`.
 pub static DEFAULT_EPSILON: GucSetting<f64> = GucSetting::<f64>::new(0.0);
 
-/// The named privacy levels of `pg_dp_core::levels`, in the same order.
+/// The named privacy levels of `pg_dp_core::accounting::levels`, in the same order.
 #[derive(PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
 pub enum PrivacyLevel {
     #[name = c"very_high"]
@@ -54,8 +54,8 @@ pub fn register() {
         c"Epsilon of the DP partition selection that chooses which groups of a GROUP BY over a protected table appear.",
         c"Each group is kept with the optimal probability for (epsilon, delta)-DP given its number of privacy units; a unit in k groups costs k times. Read when a query is planned. Valid range 0.001 to 20.",
         &GROUP_SELECTION_EPSILON,
-        pg_dp_core::partition::EPSILON_MIN,
-        pg_dp_core::partition::EPSILON_MAX,
+        pg_dp_core::mechanisms::partition::EPSILON_MIN,
+        pg_dp_core::mechanisms::partition::EPSILON_MAX,
         GucContext::Userset,
         GucFlags::default(),
     );
@@ -64,7 +64,7 @@ pub fn register() {
         c"Delta of the DP partition selection of groups (see dp.group_selection_epsilon).",
         c"A group of one privacy unit appears with probability at most delta. Valid range 1e-15 to 0.5.",
         &GROUP_SELECTION_DELTA,
-        pg_dp_core::partition::DELTA_MIN,
+        pg_dp_core::mechanisms::partition::DELTA_MIN,
         0.5,
         GucContext::Userset,
         GucFlags::default(),
@@ -100,7 +100,7 @@ pub fn default_epsilon() -> f64 {
     if e != 0.0 {
         return e;
     }
-    pg_dp_core::levels::PRIVACY_LEVELS[PRIVACY_LEVEL.get() as usize].1
+    pg_dp_core::accounting::levels::PRIVACY_LEVELS[PRIVACY_LEVEL.get() as usize].1
 }
 
 /// True while `dp.seed` makes the noise reproducible (such releases are not cached).

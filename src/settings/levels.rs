@@ -1,9 +1,9 @@
 //! Named privacy levels in SQL: `dp.privacy_level_epsilon(level)` and `dp.privacy_level_names()`,
-//! from the one mapping in `pg_dp_core::levels`. The session setting is `dp.privacy_level`
+//! from the one mapping in `pg_dp_core::accounting::levels`. The session setting is `dp.privacy_level`
 //! (guc.rs); the per-role pin is checked by `dp.debit` (sql/ledger.sql).
 use crate::pg::error::OrRaise;
 use crate::pg_v1;
-use pg_dp_core::levels::{level_epsilon, PRIVACY_LEVELS};
+use pg_dp_core::accounting::levels::{level_epsilon, PRIVACY_LEVELS};
 use pgrx::IntoDatum;
 
 pg_v1!(pg_finfo_dp_privacy_level_epsilon, dp_privacy_level_epsilon, |fcinfo| {

@@ -1,5 +1,5 @@
 //! The backend's noise generator: ChaCha20 from OS entropy, or from `dp.seed` when a superuser set it.
-use pg_dp_core::rng::{os_rng, seeded_rng, DpRng};
+use pg_dp_core::noise::rng::{os_rng, seeded_rng, DpRng};
 use std::cell::RefCell;
 
 thread_local! {

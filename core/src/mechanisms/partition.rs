@@ -17,7 +17,7 @@
 //! e^ε and with every rounding in the direction that keeps both constraints, so that the constraints
 //! hold exactly for the t_n; the coin compares a uniform 64-bit integer with t_n, so its probability
 //! is exactly t_n / 2^64.
-use crate::accounting::mechanism_epsilon;
+use crate::accounting::charge::mechanism_epsilon;
 use crate::error::{DpError, DpResult};
 use crate::params::fmt_f64;
 use rand::Rng;

@@ -5,9 +5,9 @@
 //! [`analytic_sigma`] returns the smallest σ (up to a relative 1e-12, rounded up) that satisfies it.
 //! [`sample_on_grid`] draws the noise as a discrete Gaussian on a power-of-two grid, exactly.
 use crate::error::DpResult;
-use crate::grid::{floor_log2, pow2};
+use crate::noise::grid::{floor_log2, pow2};
 use crate::params::{check_delta, check_epsilon};
-use crate::sampling::discrete_gaussian;
+use crate::noise::sampling::discrete_gaussian;
 use rand::Rng;
 
 /// Standard normal CDF.

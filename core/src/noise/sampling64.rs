@@ -1,11 +1,11 @@
-//! The exact samplers of [`crate::sampling`] specialised to 64-bit integers, for releases that need
+//! The exact samplers of [`crate::noise::sampling`] specialised to 64-bit integers, for releases that need
 //! millions of draws (DPRP adds one discrete Gaussian per released cell).
 //!
 //! The algorithms are the same (Canonne, Kamath & Steinke 2020, Algorithms 1–3) and every
 //! probability is realised exactly from uniform integers; only the integer width differs. Uniform
 //! draws below 2^64 cost a fraction of the 128-bit ones, which makes [`discrete_gaussian_u64`]
-//! about five times faster than [`crate::sampling::discrete_gaussian`] for σ² ≤ [`MAX_SIGMA2`].
-use crate::sampling::isqrt;
+//! about five times faster than [`crate::noise::sampling::discrete_gaussian`] for σ² ≤ [`MAX_SIGMA2`].
+use crate::noise::sampling::isqrt;
 use rand::Rng;
 
 /// Largest σ² accepted by [`discrete_gaussian_u64`]: keeps 2σ²t² below 2^62.

@@ -6,7 +6,7 @@
 //! arithmetic on grid indices, and every random choice is drawn exactly from uniform integers.
 //!
 //! - **Smooth sensitivity** (Nissim, Raskhodnikova & Smith 2007): the p-quantile plus noise scaled
-//!   to a β-smooth upper bound S(x) of its local sensitivity ([`crate::smooth`]), each calibrated to
+//!   to a β-smooth upper bound S(x) of its local sensitivity ([`crate::mechanisms::smooth`]), each calibrated to
 //!   its exact privacy loss:
 //!   - δ > 0: Laplace noise of scale 2·S/ε, β the largest with exact δ at most the δ charged
 //!     ([`laplace_calibration`]), (ε, δ)-DP;
@@ -17,14 +17,14 @@
 //! - **Exponential mechanism** (McSherry & Talwar 2007; Smith 2011): a grid point y drawn with
 //!   probability ∝ exp(−ε·d(y) / (2·max(p̃, 1 − p̃))), d(y) the distance from p̃·n to the ranks
 //!   [#{x < y}, #{x ≤ y}] that y occupies, ε-DP. Derivation: docs/privacy/percentile-em.md.
-use crate::accounting::mechanism_epsilon;
+use crate::accounting::charge::mechanism_epsilon;
 use crate::error::{DpError, DpResult};
-use crate::grid::{pow2, Grid};
-use crate::intervals;
+use crate::noise::grid::{pow2, Grid};
+use crate::mechanisms::intervals;
 use crate::mechanisms::ReleaseInfo;
 use crate::params::{check_delta, check_epsilon, check_float_bounds, fmt_f64, largest_where};
-use crate::sampling::{bernoulli_exp, dyadic, geometric_exp, LazyUniform};
-use crate::smooth::{check_p, p_numerator, rank, smooth_sensitivity_ln, P_SCALE};
+use crate::noise::sampling::{bernoulli_exp, dyadic, geometric_exp, LazyUniform};
+use crate::mechanisms::smooth::{check_p, p_numerator, rank, smooth_sensitivity_ln, P_SCALE};
 use rand::Rng;
 
 /// Mechanism names recorded in receipts.

@@ -13,12 +13,12 @@
 //! so the sum of the values clamped to any bounds that are bin edges (0 or ±2^a) is computed exactly
 //! from the bins, without the rows. Its size is fixed: [`HISTOGRAM_BYTES`] in memory, at most
 //! [`MAX_SERIALIZED_BYTES`] serialised.
-use crate::accounting::mechanism_epsilon;
+use crate::accounting::charge::mechanism_epsilon;
 use crate::error::{DpError, DpResult};
-use crate::grid::{floor_log2, pow2};
+use crate::noise::grid::{floor_log2, pow2};
 use crate::mechanisms::{AvgSpec, FloatSumSpec, ReleaseInfo};
 use crate::params::{check_epsilon, fmt_f64};
-use crate::sampling::{discrete_laplace, laplace_scale};
+use crate::noise::sampling::{discrete_laplace, laplace_scale};
 use rand::Rng;
 
 /// Share of the caller's ε spent on choosing the bounds; the rest goes to the release

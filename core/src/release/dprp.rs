@@ -33,15 +33,15 @@
 //! After the charge only two failures exist, neither of them dependent on the data beyond what is
 //! released: [`ReleaseFailure::MemoryLimit`] (a function of the released row count m) and
 //! [`ReleaseFailure::Interrupted`] (the caller's interrupt check asked to stop).
-use crate::accounting::mechanism_epsilon;
+use crate::accounting::charge::mechanism_epsilon;
 use crate::error::{DpError, DpResult};
-use crate::gaussian::gaussian_delta;
-use crate::grid::{floor_log2, pow2, round_half_away};
+use crate::noise::gaussian::gaussian_delta;
+use crate::noise::grid::{floor_log2, pow2, round_half_away};
 use crate::params::{check_delta, check_epsilon, check_float_bounds, fmt_f64, largest_where};
-use crate::rng::DpRng;
-use crate::sampling::dyadic;
-use crate::intervals::discrete_gaussian_halfwidth;
-use crate::sampling64::{Base2Gaussian, BitPool};
+use crate::noise::rng::DpRng;
+use crate::noise::sampling::dyadic;
+use crate::mechanisms::intervals::discrete_gaussian_halfwidth;
+use crate::noise::sampling64::{Base2Gaussian, BitPool};
 use nalgebra::{DMatrix, DMatrixView, DMatrixViewMut, DVector, SymmetricEigen};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;

@@ -56,7 +56,7 @@ pub fn discrete_laplace_coverage(b: f64, h: u128) -> f64 {
 }
 
 /// The 95% half-width, in steps, of discrete Laplace noise of scale t/s (the parameters of
-/// [`crate::sampling::discrete_laplace`]): the smallest h ≥ 0 with 2p^(h+1)/(1 + p) ≤ 0.05,
+/// [`crate::noise::sampling::discrete_laplace`]): the smallest h ≥ 0 with 2p^(h+1)/(1 + p) ≤ 0.05,
 /// i.e. h + 1 ≥ b·ln(40/(1 + p)) with b = t/s and p = e^(−1/b). 0 when t = 0 (no noise).
 pub fn discrete_laplace_halfwidth(t: u128, s: u128) -> u128 {
     if t == 0 {
@@ -71,7 +71,7 @@ pub fn discrete_laplace_halfwidth(t: u128, s: u128) -> u128 {
 }
 
 /// P(|K| ≤ h) for K = round(t·Z), Z standard Laplace (the smooth-sensitivity quantile noise with
-/// δ > 0, [`crate::quantile::rounded_laplace`]): 1 − e^(−(h + 1/2)/t).
+/// δ > 0, [`crate::mechanisms::quantile::rounded_laplace`]): 1 − e^(−(h + 1/2)/t).
 pub fn rounded_laplace_coverage(t: f64, h: u128) -> f64 {
     if t <= 0.0 {
         return 1.0;
@@ -87,7 +87,7 @@ pub fn rounded_laplace_halfwidth(t: f64) -> u128 {
 }
 
 /// P(|K| ≤ h) for K = round(t·Z), Z with density (3/2)(1 + |z|)^-4 (the pure-ε quantile noise,
-/// [`crate::quantile::rounded_polynomial`], before its cap): 1 − (2t/(2t + 2h + 1))³.
+/// [`crate::mechanisms::quantile::rounded_polynomial`], before its cap): 1 − (2t/(2t + 2h + 1))³.
 pub fn rounded_polynomial_coverage(t: f64, h: u128) -> f64 {
     if t <= 0.0 {
         return 1.0;

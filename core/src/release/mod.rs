@@ -1,0 +1,2 @@
+//! Whole-table releases: DPRP (random projection, docs/privacy/dprp.md).
+pub mod dprp;
