@@ -1,7 +1,7 @@
 -- pg_dp: bounds without guesswork (hand-written; loaded after variance.sql).
 -- Declared bounds: dp.set_bounds stores a column's public bounds as a column label of provider pg_dp
 -- ({"bounds": {"lower": "0", "upper": "120"}}); dp.learn_bounds declares them from a public table.
--- The aggregates below take no bounds: the query grammar (src/pg/grammar.rs) rewrites a call over a
+-- The aggregates below take no bounds: the query grammar (src/query/grammar.rs) rewrites a call over a
 -- column with declared bounds into the bounded aggregate before planning, and refuses the others.
 
 CREATE FUNCTION dp.set_bounds(tbl regclass, col name, lower numeric, upper numeric) RETURNS void
@@ -87,7 +87,7 @@ GRANT EXECUTE ON FUNCTION dp.learn_bounds(regclass, name, regclass, name, float8
 
 -- The aggregates without bounds. A call over a column with declared bounds reaches the executor as
 -- the bounded aggregate (the grammar replaces it). Otherwise dp_sum, dp_avg, dp_median and
--- dp_percentile choose DP bounds themselves (src/pg/autobounds.rs, docs/privacy/automatic-bounds.md);
+-- dp_percentile choose DP bounds themselves (src/aggregates/autobounds.rs, docs/privacy/automatic-bounds.md);
 -- the transition and final functions of dp_variance, dp_stddev and dp_percentile_em without bounds
 -- only raise (the grammar refuses those calls).
 CREATE FUNCTION dp.unbounded_trans(internal, "any") RETURNS internal

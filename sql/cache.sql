@@ -1,4 +1,4 @@
--- pg_dp: the release cache (hand-written; loaded after bounds.sql). src/pg/cache.rs explains it.
+-- pg_dp: the release cache (hand-written; loaded after bounds.sql). src/budget/cache.rs explains it.
 
 CREATE FUNCTION dp.set_release_cache(tbl regclass, enabled bool) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$

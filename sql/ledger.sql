@@ -21,7 +21,7 @@ END
 $$;
 
 -- Roles are identified by a pg_dp identity, a random uuid kept as the role's shared security label of
--- provider pg_dp_role (pg_shseclabel, src/pg/identity.rs): it follows renames, is dumped and
+-- provider pg_dp_role (pg_shseclabel, src/catalog/identity.rs): it follows renames, is dumped and
 -- restored with the role by pg_dumpall, goes away with DROP ROLE, and so never passes to a new role
 -- that gets a dropped role's OID, in any database.
 CREATE TABLE dp.role_budget (
@@ -355,7 +355,7 @@ REVOKE EXECUTE ON FUNCTION dp.export_ledger(timestamptz, timestamptz) FROM PUBLI
 GRANT EXECUTE ON FUNCTION dp.export_ledger(timestamptz, timestamptz) TO dp_admin;
 COMMENT ON FUNCTION dp.export_ledger(timestamptz, timestamptz) IS 'pg_dp: the receipts charged in [since, until), one JSON object each, for audits (reads dp.ledger with the caller''s rights: superusers and dp_admin); for CSV, COPY (SELECT * FROM dp.ledger) TO STDOUT WITH CSV HEADER';
 
--- Budgets of dropped roles (DROP ROLE moves them here, src/pg/lifecycle.rs): a new role that gets the
+-- Budgets of dropped roles (DROP ROLE moves them here, src/execution/lifecycle.rs): a new role that gets the
 -- same OID does not inherit them, and what was granted and spent stays on record.
 CREATE TABLE dp.dropped_role_budget (
     role           oid NOT NULL,
@@ -512,7 +512,7 @@ END
 $$;
 COMMENT ON FUNCTION dp.debit(oid, name, bool, bigint, text, text[], text[], float8[], float8[], numeric[], numeric[], jsonb[]) IS 'pg_dp internal: checks and debits a role''s budget and writes the receipts; run only by the ledger worker in its own transaction';
 
--- Fail closed (src/pg/fail_closed.rs, docs/security.md): an error raised inside an admitted DP level
+-- Fail closed (src/execution/fail_closed.rs, docs/security.md): an error raised inside an admitted DP level
 -- charges the role's whole remaining epsilon and delta, with one receipt that says why. Called only by
 -- the ledger worker, in its own transaction; never by users.
 CREATE FUNCTION dp.forfeit(role oid, database_user name, query_id bigint, query_text text, sqlstate text,
@@ -566,13 +566,13 @@ GRANT EXECUTE ON FUNCTION dp.grant_budget(regrole, float8, float8) TO dp_admin;
 GRANT EXECUTE ON FUNCTION dp.set_budget(regrole, float8, float8, float8) TO dp_admin;
 GRANT EXECUTE ON FUNCTION dp.revoke_budget(regrole) TO dp_admin;
 
--- What a query would cost, without running it (src/pg/preview.rs).
+-- What a query would cost, without running it (src/budget/preview.rs).
 CREATE FUNCTION dp.preview(query text, OUT aggregate text, OUT mechanism text, OUT epsilon numeric, OUT delta numeric,
                            OUT sensitivity float8, OUT noise_scale float8, OUT details jsonb)
     RETURNS SETOF record LANGUAGE c VOLATILE ROWS 10 AS 'MODULE_PATHNAME', 'dp_preview';
 COMMENT ON FUNCTION dp.preview(text) IS 'pg_dp: the receipts a DP query would write (aggregate, mechanism, epsilon, delta, sensitivity, noise scale, details), from the query, the catalog and the session settings alone: it is checked like any query, never planned nor run, and charges nothing; sum(epsilon) is its cost. Parameters must be literals';
 
--- The releases this session received (src/pg/recent.rs).
+-- The releases this session received (src/execution/recent.rs).
 CREATE FUNCTION dp.last_releases(n int DEFAULT 10, OUT released_at timestamptz, OUT aggregate text, OUT value float8,
                                  OUT epsilon float8, OUT delta float8, OUT mechanism text, OUT noise_scale float8,
                                  OUT interval_95 float8)

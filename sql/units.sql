@@ -1,7 +1,7 @@
 -- pg_dp: privacy units and private GROUP BY keys (hand-written; loaded after protect.sql).
 --
 -- A DP query over a protected table that declares a privacy unit is rewritten into two levels
--- (src/pg/rewrite.rs): the per-unit aggregates below compute one value per unit and group from
+-- (src/query/rewrite.rs): the per-unit aggregates below compute one value per unit and group from
 -- that unit's rows, and the DP aggregate of the second level treats each value as one row. They
 -- release nothing (the grammar refuses them over protected tables in any query pg_dp did not write)
 -- and are executable by PUBLIC so that the rewritten query runs with the caller's rights.

@@ -106,7 +106,7 @@ UPDATE pg_catalog.pg_proc SET provolatile = 'v'
                'dp_stddev(numeric, numeric, numeric, float8)'::regprocedure,
                'dp.keep_group("any", float8, float8)'::regprocedure);
 
--- dp_avg with a public count (src/pg/avg.rs; docs/privacy/avg.md "dp_avg with a public count"): the
+-- dp_avg with a public count (src/aggregates/avg.rs; docs/privacy/avg.md "dp_avg with a public count"): the
 -- caller gives the number of rows, fixed without looking at them; all of epsilon goes to the centred
 -- sum, and the count is not released. The state is dp_avg's.
 CREATE FUNCTION dp.avg_float8_trans(internal, float8, float8, float8, float8, int8) RETURNS internal

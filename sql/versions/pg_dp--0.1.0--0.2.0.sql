@@ -620,7 +620,7 @@ $$;
 COMMENT ON FUNCTION dp.record_reuse(oid, text[]) IS 'pg_dp internal: counts a role''s reuse of cached releases, one row per role and execution; run only by the ledger worker';
 REVOKE EXECUTE ON FUNCTION dp.record_reuse(oid, text[]) FROM PUBLIC;
 
--- Fail closed (src/pg/fail_closed.rs, docs/security.md): an error raised inside an admitted DP level
+-- Fail closed (src/execution/fail_closed.rs, docs/security.md): an error raised inside an admitted DP level
 -- charges the role's whole remaining epsilon and delta, with one receipt that says why. Called only by
 -- the ledger worker, in its own transaction; never by users.
 CREATE FUNCTION dp.forfeit(role oid, database_user name, query_id bigint, query_text text, sqlstate text,
