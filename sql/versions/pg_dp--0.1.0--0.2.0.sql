@@ -469,6 +469,32 @@ REVOKE EXECUTE ON FUNCTION dp.pin_privacy_level(regrole, text) FROM PUBLIC;
 
 GRANT EXECUTE ON FUNCTION dp.pin_privacy_level(regrole, text) TO dp_admin;
 
+-- A role's budget row, locked for the debit, in its current period: when its budget period has ended,
+-- what the last period spent moves to the lifetime totals first. No row: the role has no budget.
+CREATE FUNCTION dp.locked_budget(uid uuid) RETURNS SETOF dp.role_budget
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    b dp.role_budget;
+BEGIN
+    SELECT * INTO b FROM dp.role_budget r WHERE r.role_uid = uid FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF b.period IS NOT NULL AND pg_catalog.now() >= b.period_start + b.period THEN
+        UPDATE dp.role_budget r
+           SET lifetime_epsilon_spent = r.lifetime_epsilon_spent + r.epsilon_spent,
+               lifetime_delta_spent   = r.lifetime_delta_spent + r.delta_spent,
+               epsilon_spent = 0, delta_spent = 0,
+               period_start = dp.current_period_start(r.period_start, r.period)
+         WHERE r.role_uid = uid
+        RETURNING * INTO b;
+    END IF;
+    RETURN NEXT b;
+END
+$$;
+COMMENT ON FUNCTION dp.locked_budget(uuid) IS 'pg_dp internal: a role''s budget row, locked, renewed first if its budget period has ended; run only by the ledger worker';
+REVOKE EXECUTE ON FUNCTION dp.locked_budget(uuid) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION dp.debit(role oid, database_user name, unlimited bool, query_id bigint, query_text text,
                          aggregates text[], mechanisms text[], sensitivities float8[], scales float8[],
                          epsilons numeric[], deltas numeric[], details jsonb[],
@@ -481,17 +507,7 @@ DECLARE
     del_total numeric := (SELECT coalesce(sum(d), 0) FROM unnest(deltas) d);
 BEGIN
     -- a role without a pg_dp identity has no budget
-    SELECT * INTO b FROM dp.role_budget r WHERE r.role_uid = uid FOR UPDATE;
-    IF FOUND AND b.period IS NOT NULL AND pg_catalog.now() >= b.period_start + b.period THEN
-        -- a new period: what the last one spent moves to the lifetime totals
-        UPDATE dp.role_budget r
-           SET lifetime_epsilon_spent = r.lifetime_epsilon_spent + r.epsilon_spent,
-               lifetime_delta_spent   = r.lifetime_delta_spent + r.delta_spent,
-               epsilon_spent = 0, delta_spent = 0,
-               period_start = dp.current_period_start(r.period_start, r.period)
-         WHERE r.role_uid = uid
-        RETURNING * INTO b;
-    END IF;
+    SELECT * INTO b FROM dp.locked_budget(uid);
     IF FOUND THEN
         epsilon_remaining := b.epsilon_granted - b.epsilon_spent;
         delta_remaining := b.delta_granted - b.delta_spent;
@@ -632,16 +648,7 @@ DECLARE
 BEGIN
     epsilon_forfeited := 0;
     delta_forfeited := 0;
-    SELECT * INTO b FROM dp.role_budget r WHERE r.role_uid = uid FOR UPDATE;
-    IF FOUND AND b.period IS NOT NULL AND pg_catalog.now() >= b.period_start + b.period THEN
-        UPDATE dp.role_budget r
-           SET lifetime_epsilon_spent = r.lifetime_epsilon_spent + r.epsilon_spent,
-               lifetime_delta_spent   = r.lifetime_delta_spent + r.delta_spent,
-               epsilon_spent = 0, delta_spent = 0,
-               period_start = dp.current_period_start(r.period_start, r.period)
-         WHERE r.role_uid = uid
-        RETURNING * INTO b;
-    END IF;
+    SELECT * INTO b FROM dp.locked_budget(uid);
     IF FOUND THEN
         epsilon_forfeited := greatest(b.epsilon_granted - b.epsilon_spent, 0);
         delta_forfeited := greatest(b.delta_granted - b.delta_spent, 0);
