@@ -7,7 +7,7 @@ use pgrx::fcinfo::{pg_arg_is_null, pg_getarg_datum_raw, pg_return_null};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
-use crate::pg_v1;
+use crate::pg::fmgr::pg_v1;
 use crate::pg::nodes::list_iter;
 use crate::query::params::param_problem;
 use crate::query::params::refuse_param;
@@ -22,10 +22,9 @@ use crate::pg::nodes::list_len;
 
 /// Defines the final function of a pg_dp aggregate: the same call written twice in one DP level (one
 /// tag) releases one value per group, the first call's (charge.rs `twin_value`).
-#[macro_export]
 macro_rules! pg_v1_final {
     ($finfo:ident, $name:ident, |$fc:ident| $body:block) => {
-        $crate::pg_v1!($finfo, $name, |$fc| {
+        $crate::pg::fmgr::pg_v1!($finfo, $name, |$fc| {
             if let Some(d) = $crate::execution::tickets::twin_value($fc) {
                 return d;
             }
@@ -37,19 +36,19 @@ macro_rules! pg_v1_final {
         });
     };
 }
+pub(crate) use pg_v1_final;
 
 /// Defines a transition function with a per-row fast path that runs without `pg_guard`.
 ///
 /// `fast` gets the existing state, the value datum and its null flag, and returns true when it has
 /// handled the row. It must be pure arithmetic that cannot panic nor call PostgreSQL. Everything
 /// else (the first row, errors such as NaN, non-by-value types) goes to `slow`, which is guarded.
-#[macro_export]
 macro_rules! pg_v1_trans {
     ($finfo:ident, $name:ident, fast = |$acc:ident, $val:ident, $isnull:ident| $fast:block, slow = |$fc:ident| $slow:block) => {
-        $crate::pg_v1_trans!($finfo, $name, state = ::pg_dp_core::mechanisms::accum::Acc, fast = |$acc, $val, $isnull| $fast, slow = |$fc| $slow);
+        $crate::aggregates::agg::pg_v1_trans!($finfo, $name, state = ::pg_dp_core::mechanisms::accum::Acc, fast = |$acc, $val, $isnull| $fast, slow = |$fc| $slow);
     };
     ($finfo:ident, $name:ident, state = $st:ty, fast = |$acc:ident, $val:ident, $isnull:ident| $fast:block, slow = |$fc:ident| $slow:block) => {
-        $crate::pg_finfo!($finfo);
+        $crate::pg::fmgr::pg_finfo!($finfo);
         #[unsafe(no_mangle)]
         pub unsafe extern "C-unwind" fn $name(fcinfo: ::pgrx::pg_sys::FunctionCallInfo) -> ::pgrx::pg_sys::Datum {
             #[inline(always)]
@@ -69,6 +68,7 @@ macro_rules! pg_v1_trans {
         }
     };
 }
+pub(crate) use pg_v1_trans;
 
 /// The fast path's view of a transition call: (state, argument 1, its null flag) once the state
 /// exists. Plain memory reads: no allocation, no panic, no call into PostgreSQL.

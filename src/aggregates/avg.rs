@@ -6,7 +6,9 @@ use crate::pg::error::OrRaise;
 use crate::settings::noise::with_rng;
 use crate::execution::recent;
 use crate::aggregates::sum::OrRaiseNumeric;
-use crate::{pg_v1, pg_v1_final, pg_v1_trans};
+use crate::pg::fmgr::pg_v1;
+use crate::aggregates::agg::pg_v1_final;
+use crate::aggregates::agg::pg_v1_trans;
 use pg_dp_core::mechanisms::accum::{Acc, Params, Spec};
 use pgrx::{AnyNumeric, IntoDatum};
 

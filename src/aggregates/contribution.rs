@@ -17,7 +17,7 @@
 use crate::aggregates::agg::agg_context;
 use crate::pg::fmgr::numeric_datum_f64;
 use crate::pg::error::raise_with;
-use crate::pg_v1;
+use crate::pg::fmgr::pg_v1;
 use pgrx::fcinfo::{pg_arg_is_null, pg_getarg_datum_raw, pg_return_null};
 use pgrx::pg_sys::{self, Datum};
 use pgrx::{IntoDatum, PgSqlErrorCode};
@@ -161,7 +161,7 @@ unsafe fn f64_of_float8(d: Datum) -> f64 {
 /// PostgreSQL, so it needs no pg_guard (the per-row transitions of the per-unit sums).
 macro_rules! pg_v1_pure {
     ($finfo:ident, $name:ident, |$fc:ident| $body:block) => {
-        crate::pg_finfo!($finfo);
+        crate::pg::fmgr::pg_finfo!($finfo);
         #[unsafe(no_mangle)]
         pub unsafe extern "C-unwind" fn $name($fc: pg_sys::FunctionCallInfo) -> Datum $body
     };
@@ -253,7 +253,7 @@ unsafe fn add_float(acc: *mut UnitAcc, v: f64, isnull: bool) -> bool {
 
 // the mean's state is internal (sum and count); its transition has a fast path for a row once the
 // state exists
-crate::pg_v1_trans!(pg_finfo_dp_unit_float8_trans, dp_unit_float8_trans, state = UnitAcc,
+crate::aggregates::agg::pg_v1_trans!(pg_finfo_dp_unit_float8_trans, dp_unit_float8_trans, state = UnitAcc,
     fast = |acc, val, isnull| { add_float(acc, f64::from_bits(val.value() as u64), isnull) },
     slow = |fcinfo| { float_trans(fcinfo, f64_of_float8) });
 pg_v1!(pg_finfo_dp_unit_numeric_trans, dp_unit_numeric_trans, |fcinfo| { float_trans(fcinfo, numeric_datum_f64) });

@@ -1,7 +1,7 @@
 //! Inspection functions for DBAs and teaching: the local and smooth sensitivity of a percentile of
 //! an array. They return exact, data-dependent values, so they are not granted to PUBLIC.
 use crate::pg::error::{raise_with, OrRaise};
-use crate::pg_v1;
+use crate::pg::fmgr::pg_v1;
 use pg_dp_core::mechanisms::smooth::{check_beta, check_p, local_sensitivity, ls_table, prepare_sorted, smooth_sensitivity};
 use pgrx::fcinfo::pg_getarg;
 use pgrx::pg_sys;

@@ -38,7 +38,7 @@ unsafe fn exact_sums(d: pg_sys::Datum, func: &'static str) -> (i128, i64, i128) 
     (at(0), at(1) as i64, at(2))
 }
 
-crate::pg_v1!(pg_finfo_dp_exact_grid, dp_exact_grid, |fcinfo| {
+crate::pg::fmgr::pg_v1!(pg_finfo_dp_exact_grid, dp_exact_grid, |fcinfo| {
     const G: &str = "dp.exact_grid";
     let flinfo = (*fcinfo).flinfo;
     if (*flinfo).fn_extra.is_null() {
@@ -84,7 +84,7 @@ crate::pg_v1!(pg_finfo_dp_exact_grid, dp_exact_grid, |fcinfo| {
     pg_sys::Datum::from(v)
 });
 
-crate::pg_v1!(pg_finfo_dp_merge_trans, dp_merge_trans, |fcinfo| {
+crate::pg::fmgr::pg_v1!(pg_finfo_dp_merge_trans, dp_merge_trans, |fcinfo| {
     const M: &str = "pg_dp merge";
     let ctx = crate::aggregates::agg::agg_context(fcinfo, M);
     let a = pg_sys::AggGetAggref(fcinfo);
@@ -107,7 +107,7 @@ crate::pg_v1!(pg_finfo_dp_merge_trans, dp_merge_trans, |fcinfo| {
     pg_sys::Datum::from(acc)
 });
 
-crate::pg_v1!(pg_finfo_dp_merge_keep_group_trans, dp_merge_keep_group_trans, |fcinfo| {
+crate::pg::fmgr::pg_v1!(pg_finfo_dp_merge_keep_group_trans, dp_merge_keep_group_trans, |fcinfo| {
     crate::aggregates::agg::agg_context(fcinfo, "dp.keep_group");
     let mut state = if pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) { 0 } else { pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0).value() as i64 };
     if !pgrx::fcinfo::pg_arg_is_null(fcinfo, 1) {

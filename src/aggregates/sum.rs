@@ -4,7 +4,9 @@ use crate::aggregates::agg::{epsilon_arg, final_state, float8_trans, numeric_tra
 use crate::catalog::functions::Kind;
 use crate::pg::error::OrRaise;
 use crate::settings::noise::with_rng;
-use crate::{pg_v1, pg_v1_final, pg_v1_trans};
+use crate::pg::fmgr::pg_v1;
+use crate::aggregates::agg::pg_v1_final;
+use crate::aggregates::agg::pg_v1_trans;
 use pg_dp_core::mechanisms::accum::{Acc, Params, Spec};
 use pgrx::fcinfo::pg_getarg;
 use pgrx::pg_sys::Datum;

@@ -5,7 +5,9 @@ use crate::aggregates::agg::{final_state, float8_trans, numeric_trans};
 use crate::catalog::functions::Kind;
 use crate::settings::noise::with_rng;
 use crate::aggregates::sum::OrRaiseNumeric;
-use crate::{pg_v1, pg_v1_final, pg_v1_trans};
+use crate::pg::fmgr::pg_v1;
+use crate::aggregates::agg::pg_v1_final;
+use crate::aggregates::agg::pg_v1_trans;
 use pg_dp_core::mechanisms::accum::{Acc, Params, Spec};
 use pgrx::{AnyNumeric, IntoDatum};
 

@@ -144,7 +144,7 @@ unsafe fn refuse(req: &ChargeRequest, role: pg_sys::Oid, reason: &str, remaining
 
 // dp.check_preloaded(): CREATE EXTENSION calls it, so that installing without preloading fails
 // with a hint that says exactly what to add.
-crate::pg_v1!(pg_finfo_dp_check_preloaded, dp_check_preloaded, |_fcinfo| {
+crate::pg::fmgr::pg_v1!(pg_finfo_dp_check_preloaded, dp_check_preloaded, |_fcinfo| {
     ledger::require_preloaded("install pg_dp");
     pgrx::fcinfo::pg_return_void()
 });

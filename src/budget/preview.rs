@@ -13,7 +13,7 @@ use crate::catalog::functions::first_arg_type;
 use crate::budget::receipts::receipts_of;
 use crate::pg::error::raise_with;
 use crate::query::grammar;
-use crate::pg_v1;
+use crate::pg::fmgr::pg_v1;
 use pg_dp_core::accounting::charge::ReleaseRecord;
 use pg_dp_core::description::is_tag;
 use pgrx::pg_sys::{self, Node, NodeTag};

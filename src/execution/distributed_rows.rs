@@ -51,7 +51,7 @@ pub fn exact_query_of(level_json: &str) -> Option<String> {
     DpLevel::from_json(level_json)?.exact_query
 }
 
-crate::pg_v1!(pg_finfo_dp_distributed_rows, dp_distributed_rows, |fcinfo| {
+crate::pg::fmgr::pg_v1!(pg_finfo_dp_distributed_rows, dp_distributed_rows, |fcinfo| {
     let text = crate::pg::fmgr::required::<String>(fcinfo, 0, F, "exact_query");
     let ok = AUTHORIZED.with(|a| {
         let mut a = a.borrow_mut();

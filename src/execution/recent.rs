@@ -135,7 +135,7 @@ pub fn clear_pending() {
 }
 
 // dp.last_releases(n): the session's n newest releases, newest first.
-crate::pg_v1!(pg_finfo_dp_last_releases, dp_last_releases, |fcinfo| {
+crate::pg::fmgr::pg_v1!(pg_finfo_dp_last_releases, dp_last_releases, |fcinfo| {
     let n = crate::pg::fmgr::required::<i32>(fcinfo, 0, "dp.last_releases", "n");
     if !(0..=KEEP as i32).contains(&n) {
         crate::pg::error::raise_with(

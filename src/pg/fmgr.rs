@@ -7,7 +7,6 @@ use pgrx::PgSqlErrorCode;
 use std::ffi::CStr;
 
 /// The `pg_finfo_` record that marks a C function as using the version-1 calling convention.
-#[macro_export]
 macro_rules! pg_finfo {
     ($finfo:ident) => {
         #[unsafe(no_mangle)]
@@ -18,12 +17,12 @@ macro_rules! pg_finfo {
         }
     };
 }
+pub(crate) use pg_finfo;
 
 /// Defines a PostgreSQL V1 C function `$name` (and its `pg_finfo_` record).
-#[macro_export]
 macro_rules! pg_v1 {
     ($finfo:ident, $name:ident, |$fc:ident| $body:block) => {
-        $crate::pg_finfo!($finfo);
+        $crate::pg::fmgr::pg_finfo!($finfo);
         #[unsafe(no_mangle)]
         #[::pgrx::pg_guard]
         pub unsafe extern "C-unwind" fn $name(fcinfo: ::pgrx::pg_sys::FunctionCallInfo) -> ::pgrx::pg_sys::Datum {
@@ -33,6 +32,7 @@ macro_rules! pg_v1 {
         }
     };
 }
+pub(crate) use pg_v1;
 
 /// The `i`-th argument of the current call, or an error naming it if it is NULL.
 #[inline]

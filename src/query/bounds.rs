@@ -14,7 +14,7 @@ use crate::catalog::functions::Kind;
 use crate::pg::error::raise_with;
 use crate::catalog::protect;
 use crate::pg::build::{function, oid_list, ptr_list};
-use crate::pg_v1;
+use crate::pg::fmgr::pg_v1;
 use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query};
 use pgrx::{IntoDatum, PgSqlErrorCode};
 use std::ffi::{CStr, CString};

@@ -162,7 +162,7 @@ unsafe extern "C-unwind" fn collect_walker(node: *mut Node, ctx: *mut c_void) ->
             if crate::query::distributed_level::is_internal((*a).aggfnoid) {
                 return c.refuse(crate::query::distributed_level::internal_refusal((*a).aggfnoid));
             }
-            let kind = kind_of((*a).aggfnoid, first_arg_type(a));
+            let kind = kind_of((*a).aggfnoid, crate::catalog::functions::first_arg_type(a));
             let up = (*a).agglevelsup as usize;
             if up >= c.stack.len() {
                 return c.refuse(Refusal::new("aggregate refers to a query level that does not exist"));
@@ -215,14 +215,6 @@ unsafe extern "C-unwind" fn collect_walker(node: *mut Node, ctx: *mut c_void) ->
         _ => {}
     }
     pg_sys::expression_tree_walker(node, Some(collect_walker), ctx)
-}
-
-unsafe fn first_arg_type(a: *mut pg_sys::Aggref) -> Oid {
-    let l = (*a).aggargtypes;
-    if l.is_null() || (*l).length == 0 {
-        return pg_sys::InvalidOid;
-    }
-    (*(*l).elements).oid_value
 }
 
 /// The table and attribute a column of `q` reads, through join aliases: None for columns of

@@ -508,7 +508,7 @@ fn release_projection(
 // The release as rows (float8[] in column order), without creating a table. The rows go into a
 // tuplestore (materialize mode, on disk past work_mem) and the release's own buffer is freed before
 // the function returns, so open cursors and several calls in one query hold no release memory.
-crate::pg_v1!(pg_finfo_dp_release_projection_rows, dp_release_projection_rows, |fcinfo| {
+crate::pg::fmgr::pg_v1!(pg_finfo_dp_release_projection_rows, dp_release_projection_rows, |fcinfo| {
     use pgrx::fcinfo::pg_getarg;
     let options = Options {
         lower: pg_getarg(fcinfo, 2),

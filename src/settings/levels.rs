@@ -2,7 +2,7 @@
 //! from the one mapping in `pg_dp_core::accounting::levels`. The session setting is `dp.privacy_level`
 //! (guc.rs); the per-role pin is checked by `dp.debit` (sql/ledger.sql).
 use crate::pg::error::OrRaise;
-use crate::pg_v1;
+use crate::pg::fmgr::pg_v1;
 use pg_dp_core::accounting::levels::{level_epsilon, PRIVACY_LEVELS};
 use pgrx::IntoDatum;
 
