@@ -57,6 +57,8 @@ for sql in "$ROOT"/pgrx-tests/sql/*.sql; do
     fi
 done
 "$PYTHON" "$ROOT/tests/client/test_client.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" 2>&1 | tee "$LOGS/client.log"
+# attacks that need real sessions: notices, isolation levels, the plan cache, the release cache
+"$PYTHON" "$ROOT/tests/client/test_attacks.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" 2>&1 | tee "$LOGS/attacks.log"
 # budget attacks: ROLLBACK, savepoints, errors, cancel, 16-session race, kill -9, immediate shutdown
 "$PYTHON" "$ROOT/tests/client/test_ledger.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" \
     --datadir "$TEST_DIR/server" --pgbin "$PGBIN" 2>&1 | tee "$LOGS/ledger.log"
@@ -95,7 +97,7 @@ layers_ok=$(grep -c "^layers: ok" "$LOGS/layers.log" || true)
 [ "$layers_ok" = 1 ] || failed=$((failed + 1))
 summary="layers $([ "$layers_ok" = 1 ] && echo ok || echo FAILED), core $core, in-database $pgrx, regression $regress_passed"
 # each client layer prints "<layer>: N passed, M failed"; a layer without that line counts as failed
-for layer in client ledger cache roles upgrade citus jdbc; do
+for layer in client attacks ledger cache roles upgrade citus jdbc; do
     line=$(grep -oE "^$layer: [0-9]+ passed, [0-9]+ failed" "$LOGS/$layer.log" 2>/dev/null | tail -1)
     n=$(echo "$line" | awk '{print $2}')
     f=$(echo "$line" | awk '{print $4}')

@@ -39,6 +39,7 @@ pub extern "C-unwind" fn _PG_init() {
     catalog::identity::init();
     execution::release::init();
     execution::planner::init();
+    execution::estimates::init();
     budget::charge::init();
     execution::admission::init();
     execution::fail_closed::init();

@@ -78,6 +78,33 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
         }
     }
     let me = pg_sys::GetUserId().to_u32();
+    if releases.iter().any(|r| crate::execution::fail_closed::forfeits(&r.level)) {
+        if let Some((n, bytes)) = crate::query::params::oversized_bind_param((*qd).params) {
+            raise_with(
+                PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                format!(
+                    "bind parameter ${n} of a DP query on a protected table is {bytes} bytes: parameters there are at most {} bytes",
+                    crate::query::total::MAX_CONSTANT_BYTES
+                ),
+                None,
+            );
+        }
+    }
+    if pg_sys::XactIsoLevel == pg_sys::XACT_SERIALIZABLE as i32 {
+        if let Some(r) = releases.iter().find(|r| crate::execution::fail_closed::forfeits(&r.level)) {
+            // serializable snapshot isolation records what a scan read (predicate locks, visible in
+            // pg_locks, and the serialization failures they cause): an index scan or a join probe of
+            // a level would show which rows passed its filters
+            raise_with(
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!(
+                    "DP query on protected table {} in a SERIALIZABLE transaction: its predicate locks would show which rows the query read",
+                    protect::relation_short_name(r.level.source.oid.into())
+                ),
+                Some("run it in a READ COMMITTED or REPEATABLE READ transaction"),
+            );
+        }
+    }
     if releases.iter().any(|r| r.level.source.protected && r.level.role != me) {
         raise_with(
             PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,

@@ -49,10 +49,12 @@ pub unsafe fn forfeits(level: &DpLevel) -> bool {
     level.source.protected && !protect::exempt(level.source.oid.into())
 }
 
-/// SQLSTATEs of conditions of the server, not of the data: no forfeit.
+/// SQLSTATEs of conditions of the server, not of the data: no forfeit. Out of memory (53200) is not
+/// among them: an expression can be made to allocate in proportion to a value, on the rows that
+/// reach it.
 fn benign(sqlstate: &str) -> bool {
     let class = &sqlstate[..2];
-    matches!(class, "57" | "08" | "53" | "58") || matches!(sqlstate, "55P03" | "40001" | "40P01" | "25P03")
+    matches!(class, "57" | "08") || matches!(sqlstate, "53100" | "53300" | "53400" | "58030" | "55P03" | "40001" | "40P01" | "25P03")
 }
 
 /// Runs one step of an admitted level's aggregation. For a level that [`forfeits`], an error

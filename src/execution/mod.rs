@@ -2,6 +2,7 @@
 //! admission, fail closed and the session's list of releases. Imports `budget` and the layers below.
 pub mod admission;
 pub mod distributed_rows;
+pub mod estimates;
 pub mod fail_closed;
 pub mod lifecycle;
 pub mod planner;

@@ -42,15 +42,23 @@ unsafe extern "C-unwind" fn planner(
         Ok(None) => return plan_with_next(parse, query_string, cursor_options, bound),
         Err(r) => raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, r.message, r.hint.as_deref()),
     };
+    let plan = |parse, query_string, cursor_options, bound| {
+        if admitted.restricted {
+            // from public facts only: no plan choice may depend on the data (estimates.rs)
+            crate::execution::estimates::blind(|| plan_with_next(parse, query_string, cursor_options, bound))
+        } else {
+            plan_with_next(parse, query_string, cursor_options, bound)
+        }
+    };
     let stmt = if admitted.levels.is_empty() {
-        plan_with_next(parse, query_string, cursor_options, bound)
+        plan(parse, query_string, cursor_options, bound)
     } else {
         // the release cache's key: the admitted statement as analysed (before the planner changes
         // it); none when row security applied, which depends on the role
         let statement_key = if (*parse).hasRowSecurity { std::ptr::null_mut() } else { statement_key(parse) };
         let saved = pg_sys::enable_partitionwise_aggregate;
         pg_sys::enable_partitionwise_aggregate = false;
-        let stmt = pgrx::PgTryBuilder::new(|| plan_with_next(parse, query_string, cursor_options, bound))
+        let stmt = pgrx::PgTryBuilder::new(|| plan(parse, query_string, cursor_options, bound))
             .finally(|| pg_sys::enable_partitionwise_aggregate = saved)
             .execute();
         release::insert(stmt, &admitted.levels, statement_key);

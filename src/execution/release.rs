@@ -342,49 +342,44 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
     }
 }
 
-/// Returns the next row: the level's released row (stored, or computed now), filtered by the
-/// level's HAVING and projected through its select list, both of which run here, above the level.
+/// Returns the next row: the level's released row (stored, or computed now), projected through
+/// the level's select list, which runs here, above the level.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_sys::TupleTableSlot {
-    let st = node as *mut ReleaseState;
-    loop {
-        let Some((slot, fresh)) = next_released(node) else { return std::ptr::null_mut() };
-        let ps = &mut (*node).ss.ps;
-        if ps.qual.is_null() && ps.ps_ProjInfo.is_null() {
-            if fresh {
-                crate::execution::recent::returned(aggrefs_of(st));
-            }
-            return slot;
-        }
-        let econtext = ps.ps_ExprContext;
-        pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
-        // the expressions were compiled for the scan slot's kind: copy the stored row into it
-        let scan = (*node).ss.ss_ScanTupleSlot;
-        pg_sys::ExecCopySlot(scan, slot);
-        (*econtext).ecxt_scantuple = scan;
-        if !ps.qual.is_null() && !pg_sys::ExecQual(ps.qual, econtext) {
-            if fresh {
-                crate::execution::recent::dropped(aggrefs_of(st));
-            }
-            if !ps.instrument.is_null() {
-                (*ps.instrument).nfiltered1 += 1.0;
-            }
-            continue;
-        }
-        if fresh {
-            crate::execution::recent::returned(aggrefs_of(st));
-        }
-        if ps.ps_ProjInfo.is_null() {
-            return slot;
-        }
-        return pg_sys::ExecProject(ps.ps_ProjInfo);
+    let Some(slot) = next_released(node) else { return std::ptr::null_mut() };
+    let ps = &mut (*node).ss.ps;
+    if ps.ps_ProjInfo.is_null() {
+        return slot;
     }
+    let econtext = ps.ps_ExprContext;
+    pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+    // the expressions were compiled for the scan slot's kind: copy the stored row into it
+    let scan = (*node).ss.ss_ScanTupleSlot;
+    pg_sys::ExecCopySlot(scan, slot);
+    (*econtext).ecxt_scantuple = scan;
+    pg_sys::ExecProject(ps.ps_ProjInfo)
 }
 
-/// The next released row in the scan direction, and whether the aggregation computed it just now
-/// (not replayed): from the rows stored so far, else from the aggregation, run at most once per
-/// execution. None at the end.
-unsafe fn next_released(node: *mut pg_sys::CustomScanState) -> Option<(*mut pg_sys::TupleTableSlot, bool)> {
+/// Whether a row the aggregation just computed passes the level's HAVING (with the selection of
+/// private GROUP BY keys), evaluated here, above the level.
+unsafe fn passes_having(node: *mut pg_sys::CustomScanState, row: *mut pg_sys::TupleTableSlot) -> bool {
+    let ps = &mut (*node).ss.ps;
+    if ps.qual.is_null() {
+        return true;
+    }
+    let econtext = ps.ps_ExprContext;
+    pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+    let scan = (*node).ss.ss_ScanTupleSlot;
+    pg_sys::ExecCopySlot(scan, row);
+    (*econtext).ecxt_scantuple = scan;
+    pg_sys::ExecQual(ps.qual, econtext)
+}
+
+/// The next released row in the scan direction: from the rows stored so far, else from the
+/// aggregation, run at most once per execution. A row HAVING drops (a group the selection of private
+/// keys hides, say) is never stored, cached or counted: only the rows the level releases are kept.
+/// None at the end.
+unsafe fn next_released(node: *mut pg_sys::CustomScanState) -> Option<*mut pg_sys::TupleTableSlot> {
     let st = node as *mut ReleaseState;
     let estate = (*node).ss.ps.state;
     let forward = (*estate).es_direction != pg_sys::ScanDirection::BackwardScanDirection;
@@ -421,7 +416,7 @@ unsafe fn next_released(node: *mut pg_sys::CustomScanState) -> Option<(*mut pg_s
     }
     if !at_end {
         if pg_sys::tuplestore_gettupleslot(store, forward, false, slot) {
-            return Some((slot, false));
+            return Some(slot);
         }
         if forward {
             at_end = true;
@@ -429,22 +424,33 @@ unsafe fn next_released(node: *mut pg_sys::CustomScanState) -> Option<(*mut pg_s
     }
     if at_end && !(*st).child_done {
         let child = (*node).ss.ps.lefttree;
-        // the level runs here: an error inside it fails closed
-        let row = crate::execution::fail_closed::run_level((*st).forfeiting, || pg_sys::ExecProcNode(child));
-        if row.is_null() || (*row).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
-            (*st).child_done = true;
-            crate::execution::recent::finished(aggrefs_of(st));
-            if (*st).storing {
-                crate::budget::cache::finished(key.0, key.1);
+        loop {
+            // the level runs here: an error inside it fails closed
+            let row = crate::execution::fail_closed::run_level((*st).forfeiting, || pg_sys::ExecProcNode(child));
+            if row.is_null() || (*row).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
+                (*st).child_done = true;
+                crate::execution::recent::finished(aggrefs_of(st));
+                if (*st).storing {
+                    crate::budget::cache::finished(key.0, key.1);
+                }
+                return None;
             }
-            return None;
+            if !passes_having(node, row) {
+                crate::execution::recent::dropped(aggrefs_of(st));
+                let ps = &mut (*node).ss.ps;
+                if !ps.instrument.is_null() {
+                    (*ps.instrument).nfiltered1 += 1.0;
+                }
+                continue;
+            }
+            crate::execution::recent::returned(aggrefs_of(st));
+            if (*st).storing {
+                crate::budget::cache::collect(key.0, key.1, row);
+            }
+            pg_sys::tuplestore_puttupleslot(store, row);
+            pg_sys::ExecCopySlot(slot, row);
+            return Some(slot);
         }
-        if (*st).storing {
-            crate::budget::cache::collect(key.0, key.1, row);
-        }
-        pg_sys::tuplestore_puttupleslot(store, row);
-        pg_sys::ExecCopySlot(slot, row);
-        return Some((slot, true));
     }
     pg_sys::ExecClearTuple(slot);
     None

@@ -10,6 +10,8 @@ mod raw {
         pub fn expand_grouping_sets(grouping_sets: *mut pg_sys::List, group_distinct: bool, limit: i32) -> *mut pg_sys::List;
         pub fn numeric_float8_no_overflow(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
         pub fn float8_numeric(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
+        pub fn pg_newlocale_from_collation(collid: Oid) -> *mut std::ffi::c_void;
+        pub fn lc_collate_is_c(collation: Oid) -> bool;
         pub fn SetTuplestoreDestReceiverParams(
             dest: *mut pg_sys::DestReceiver,
             store: *mut pg_sys::Tuplestorestate,
@@ -51,4 +53,18 @@ pub unsafe fn numeric_to_f64(d: pg_sys::Datum) -> f64 {
 /// A finite float8 as numeric (never an error for a finite value).
 pub unsafe fn f64_to_numeric(x: f64) -> pg_sys::Datum {
     pg_sys::DirectFunctionCall1Coll(Some(raw::float8_numeric), pg_sys::InvalidOid, pg_sys::Datum::from(x.to_bits()))
+}
+
+/// Loads a collation's locale into the backend (the first use in a session does it, and warns when
+/// the collation's recorded version differs from the library's). C, POSIX and the database default
+/// need nothing.
+pub unsafe fn load_collation(collid: Oid) {
+    if collid == pg_sys::InvalidOid || collid == pg_sys::DEFAULT_COLLATION_OID {
+        return;
+    }
+    pg_sys::ffi::pg_guard_ffi_boundary(|| {
+        if !raw::lc_collate_is_c(collid) {
+            raw::pg_newlocale_from_collation(collid);
+        }
+    })
 }

@@ -85,6 +85,9 @@ pub struct Admitted {
     pub waived: Vec<*mut RangeTblEntry>,
     /// The statement reads a protected table (admitted, or by an exempt role).
     pub reads_protected: bool,
+    /// It reads a protected table for a role that may read it only through DP queries: planned
+    /// without the data's statistics (execution/estimates.rs).
+    pub restricted: bool,
 }
 
 // ----- collecting what a statement contains -------------------------------------------------
@@ -333,7 +336,7 @@ pub unsafe fn check_statement(query: *mut Query) -> Check<Option<Admitted>> {
             (**cte).ctematerialized = pg_sys::CTEMaterialize::CTEMaterializeAlways;
         }
     }
-    Ok(Some(Admitted { levels, waived, reads_protected }))
+    Ok(Some(Admitted { levels, waived, reads_protected, restricted: restricted_read }))
 }
 
 /// A setting that would print to the client what the planner or the executor computed from the
@@ -780,7 +783,37 @@ unsafe fn check_from(cx: &mut Cx, q: *mut Query, depth: u32) -> Check<Source> {
         }
     }
     out_joins.extend(joins);
-    Ok(Source { relation: relation.expect("the source is one of the items"), joins: out_joins, filters, reads })
+    let relation = relation.expect("the source is one of the items");
+    if relation.protected && !protect::exempt(relation.oid.into()) {
+        for j in &out_joins {
+            controlled_table_refusal(cx, &relation, &j.relation)?;
+        }
+    }
+    Ok(Source { relation, joins: out_joins, filters, reads })
+}
+
+/// A public table joined to a protected source must not be one the role controls (owns, or may
+/// insert into, update, delete from or truncate). Its values and pages would be the analyst's own
+/// instruments: values of any size make one joined row cost seconds or memory, and the pages the
+/// join probes can be read back (pruned pages, where an update lands), so they would show which
+/// protected rows passed the filters.
+unsafe fn controlled_table_refusal(cx: &Cx, source: &Relation, public: &Relation) -> Check<()> {
+    let relid: Oid = public.oid.into();
+    let me = pg_sys::GetUserId();
+    let write = (pg_sys::ACL_INSERT | pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE | pg_sys::ACL_TRUNCATE) as pg_sys::AclMode;
+    let controls = pg_sys::pg_class_ownercheck(relid, me) || pg_sys::pg_class_aclcheck(relid, me, write) == pg_sys::AclResult::ACLCHECK_OK;
+    if controls {
+        let name = protect::relation_short_name(relid);
+        return Err(Refusal::new(format!(
+            "join of {} with {name} in the input of {}: role \"{}\" owns or may write to {name}, and a table the role controls could time or trace which rows of {} reach the join",
+            protect::relation_short_name(source.oid.into()),
+            cx.func,
+            protect::current_role_name(),
+            protect::relation_short_name(source.oid.into())
+        ))
+        .hint("join a table the role may only read (a DBA publishes it with GRANT SELECT)"));
+    }
+    Ok(())
 }
 
 unsafe fn relation_of(rte: *mut RangeTblEntry, protected: bool) -> Relation {
@@ -1189,12 +1222,42 @@ unsafe fn is_constant(e: *mut Node) -> bool {
 
 /// `refusal`, unless `e` is a constant expression (then its errors come while planning). Checked
 /// only where a node would be refused, so that the check costs time linear in the expression.
-unsafe fn unless_constant(e: *mut Node, refusal: Refusal) -> Check<()> {
+unsafe fn unless_constant(cx: &Cx, e: *mut Node, refusal: Refusal) -> Check<()> {
     if is_constant(e) {
-        Ok(())
+        constant_size(cx, e)
     } else {
         Err(refusal)
     }
+}
+
+/// A constant below a DP aggregate is at most [`total::MAX_CONSTANT_BYTES`]: an operation on it
+/// runs on every row that reaches it, and a huge one (`repeat('x', 500000000) ILIKE …`) would
+/// turn one row's presence into seconds of work or an out-of-memory error. A constant expression is
+/// folded here, as the planner would fold it (its errors depend on the query text alone).
+unsafe fn constant_size(cx: &Cx, e: *mut Node) -> Check<()> {
+    let folded = if (*e).type_ == NodeTag::T_Const { e } else { pg_sys::eval_const_expressions(std::ptr::null_mut(), pg_sys::copyObjectImpl(e as *const c_void) as *mut Node) };
+    if folded.is_null() || (*folded).type_ != NodeTag::T_Const {
+        return Ok(());
+    }
+    let c = folded as *mut pg_sys::Const;
+    let bytes = total::const_bytes(c);
+    if bytes > total::MAX_CONSTANT_BYTES {
+        return Err(Refusal::new(format!(
+            "a constant of {bytes} bytes in the input of {}: constants there are at most {} bytes",
+            cx.func,
+            total::MAX_CONSTANT_BYTES
+        ))
+        .hint("filter with a smaller constant, or join a public table"));
+    }
+    Ok(())
+}
+
+/// Loads the collations an expression node runs under, while checking: the first use of a
+/// collation in a session can warn (a version mismatch) or fail (a locale missing), and below a DP
+/// aggregate that would happen only when a row reached the node.
+unsafe fn load_collations(e: *mut Node) {
+    crate::pg::ffi::load_collation(pg_sys::exprCollation(e));
+    crate::pg::ffi::load_collation(pg_sys::exprInputCollation(e));
 }
 
 /// A value below a DP aggregate: the grammar's `value`.
@@ -1205,9 +1268,10 @@ unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
     if e.is_null() {
         return Ok(());
     }
+    load_collations(e);
     match (*e).type_ {
         NodeTag::T_Var => column(cx, e as *mut pg_sys::Var),
-        NodeTag::T_Const => Ok(()),
+        NodeTag::T_Const => constant_size(cx, e),
         NodeTag::T_Param => {
             if (*(e as *mut pg_sys::Param)).paramkind == pg_sys::ParamKind::PARAM_EXTERN {
                 Ok(())
@@ -1224,7 +1288,7 @@ unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
             if (to == pg_sys::TEXTOID || to == pg_sys::VARCHAROID) && total::text_output_ok(from) {
                 value(cx, arg)
             } else {
-                unless_constant(e, cx.not_total(&format!("cast from {} to {}", total::type_name(from), total::type_name(to))))
+                unless_constant(cx, e, cx.not_total(&format!("cast from {} to {}", total::type_name(from), total::type_name(to))))
             }
         }
         NodeTag::T_FuncExpr => {
@@ -1245,7 +1309,7 @@ unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
                 } else {
                     total::describe_function((*f).funcid)
                 };
-                unless_constant(e, cx.not_total(&what))
+                unless_constant(cx, e, cx.not_total(&what))
             }
         }
         NodeTag::T_OpExpr => {
@@ -1254,7 +1318,7 @@ unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
             if let Some(is_div) = total::integer_division((*op).opfuncid) {
                 match (args.len(), args.get(1).and_then(|d| const_int(*d))) {
                     (2, Some(k)) if total::divisor_ok(k, is_div) => value(cx, args[0]),
-                    _ => unless_constant(e, cx.not_total(&format!(
+                    _ => unless_constant(cx, e, cx.not_total(&format!(
                         "{} with a divisor that is not a literal other than 0{}",
                         total::describe_operator((*op).opno),
                         if is_div { " and -1" } else { "" }
@@ -1283,7 +1347,7 @@ unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
         NodeTag::T_MinMaxExpr => {
             let m = e as *mut pg_sys::MinMaxExpr;
             if !total::is_comparable((*m).minmaxtype) {
-                return unless_constant(e, cx.not_total(&format!("GREATEST or LEAST of {}", total::type_name((*m).minmaxtype))));
+                return unless_constant(cx, e, cx.not_total(&format!("GREATEST or LEAST of {}", total::type_name((*m).minmaxtype))));
             }
             let args: Vec<*mut Node> = list_iter((*m).args).collect();
             collation_resolved(cx, e, &args, "GREATEST or LEAST")?;
@@ -1301,18 +1365,21 @@ unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
         NodeTag::T_SubLink | NodeTag::T_SubPlan => Err(cx.structural("subquery")),
         NodeTag::T_WindowFunc => Err(cx.structural("window function")),
         NodeTag::T_Aggref => Err(cx.structural("aggregate")),
-        NodeTag::T_CoerceToDomain => unless_constant(e, cx.not_total("cast to a domain")),
+        NodeTag::T_CoerceToDomain => unless_constant(cx, e, cx.not_total("cast to a domain")),
         NodeTag::T_ArrayExpr => {
             let a = e as *mut pg_sys::ArrayExpr;
+            if is_constant(e) {
+                return constant_size(cx, e);
+            }
             // ARRAY[ARRAY[…], …] raises an error when its elements' dimensions differ, which depends
             // on the values (an array column, or a CASE that yields arrays of other shapes)
             if (*a).multidims {
-                return unless_constant(e, cx.not_total("ARRAY[…] of arrays (a multidimensional array constructor)"));
+                return unless_constant(cx, e, cx.not_total("ARRAY[…] of arrays (a multidimensional array constructor)"));
             }
             for el in list_iter::<Node>((*a).elements) {
                 // an array of values of variable length fails when their total passes 1 GB
                 if pg_sys::get_typlen(pg_sys::exprType(el)) < 0 && !is_constant(el) {
-                    return unless_constant(e, cx.not_total(&format!(
+                    return unless_constant(cx, e, cx.not_total(&format!(
                         "ARRAY[…] of {} values computed from the data",
                         total::type_name(pg_sys::exprType(el))
                     )));
@@ -1322,7 +1389,7 @@ unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
             Ok(())
         }
         NodeTag::T_CollateExpr => value(cx, (*(e as *mut pg_sys::CollateExpr)).arg as *mut Node),
-        t => unless_constant(e, cx.not_total(&node_name(t))),
+        t => unless_constant(cx, e, cx.not_total(&node_name(t))),
     }
 }
 
@@ -1339,6 +1406,7 @@ unsafe fn collation_resolved(cx: &Cx, e: *mut Node, args: &[*mut Node], what: &s
         return Ok(());
     }
     unless_constant(
+        cx,
         e,
         Refusal::new(format!(
             "{what} of text values whose collations conflict in the input of {}: PostgreSQL cannot tell which collation to compare them in",
@@ -1383,6 +1451,7 @@ unsafe fn predicate(cx: &Cx, e: *mut Node) -> Check<()> {
     if e.is_null() {
         return Ok(());
     }
+    load_collations(e);
     match (*e).type_ {
         NodeTag::T_BoolExpr => {
             for a in list_iter::<Node>((*(e as *mut pg_sys::BoolExpr)).args) {
@@ -1393,7 +1462,7 @@ unsafe fn predicate(cx: &Cx, e: *mut Node) -> Check<()> {
         NodeTag::T_NullTest => {
             let t = e as *mut pg_sys::NullTest;
             if (*t).argisrow {
-                return unless_constant(e, cx.not_total("row IS NULL"));
+                return unless_constant(cx, e, cx.not_total("row IS NULL"));
             }
             value(cx, (*t).arg as *mut Node)
         }
@@ -1411,13 +1480,13 @@ unsafe fn predicate(cx: &Cx, e: *mut Node) -> Check<()> {
             } else if (*e).type_ == NodeTag::T_OpExpr && total::integer_division((*op).opfuncid).is_some() {
                 value(cx, e)
             } else {
-                unless_constant(e, cx.not_total(&total::describe_operator((*op).opno)))
+                unless_constant(cx, e, cx.not_total(&total::describe_operator((*op).opno)))
             }
         }
         NodeTag::T_ScalarArrayOpExpr => {
             let s = e as *mut pg_sys::ScalarArrayOpExpr;
             if !total::is_comparison((*s).opno) {
-                return unless_constant(e, cx.not_total(&total::describe_operator((*s).opno)));
+                return unless_constant(cx, e, cx.not_total(&total::describe_operator((*s).opno)));
             }
             let args: Vec<*mut Node> = list_iter((*s).args).collect();
             collation_resolved(cx, e, &args, "comparison")?;
@@ -1426,9 +1495,9 @@ unsafe fn predicate(cx: &Cx, e: *mut Node) -> Check<()> {
             }
             Ok(())
         }
-        NodeTag::T_Const => Ok(()),
+        NodeTag::T_Const => constant_size(cx, e),
         _ if pg_sys::exprType(e) == pg_sys::BOOLOID => value(cx, e),
-        t => unless_constant(e, cx.not_total(&node_name(t))),
+        t => unless_constant(cx, e, cx.not_total(&node_name(t))),
     }
 }
 

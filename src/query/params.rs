@@ -275,3 +275,32 @@ pub enum Paid {
     /// dp_avg with a public count given by the caller (avg.rs): all of ε on the centred sum.
     AvgPublicCount { params: Params, count: i64 },
 }
+
+/// The first bind parameter of a statement whose value is larger than
+/// [`crate::query::total::MAX_CONSTANT_BYTES`], as (its number, its size): below a DP aggregate a
+/// parameter is a constant like any other, and the same bound applies.
+pub unsafe fn oversized_bind_param(p: pg_sys::ParamListInfo) -> Option<(usize, usize)> {
+    if p.is_null() {
+        return None;
+    }
+    let n = (*p).numParams as usize;
+    for i in 0..n {
+        let mut workspace: pg_sys::ParamExternData = std::mem::zeroed();
+        let prm: *mut pg_sys::ParamExternData = match (*p).paramFetch {
+            // dynamic parameters (PL/pgSQL variables) are fetched as the executor would
+            Some(fetch) => fetch(p, (i + 1) as i32, false, &mut workspace),
+            None => (*p).params.as_mut_ptr().add(i),
+        };
+        if prm.is_null() || (*prm).isnull || (*prm).ptype == pg_sys::InvalidOid {
+            continue;
+        }
+        let mut len: i16 = 0;
+        let mut byval = false;
+        pg_sys::get_typlenbyval((*prm).ptype, &mut len, &mut byval);
+        let bytes = if byval { 0 } else { crate::query::total::datum_bytes((*prm).value, len) };
+        if bytes > crate::query::total::MAX_CONSTANT_BYTES {
+            return Some((i + 1, bytes));
+        }
+    }
+    None
+}

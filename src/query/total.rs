@@ -44,13 +44,13 @@ pub const FAILURE_MODES: &[FailureModes] = &[
     },
     FailureModes {
         node: "literal, bind parameter $n",
-        could_fail_by: "input syntax, out of range",
-        why_it_cannot: "a literal is converted while parsing and a parameter when bound: the error depends on the query text",
+        could_fail_by: "input syntax, out of range; a value so large that an operation on it runs out of memory or time on the rows that reach it",
+        why_it_cannot: "a literal is converted while parsing and a parameter when bound: the error depends on the query text; both are at most 256 kB (MAX_CONSTANT_BYTES, checked while checking and when the parameters are bound)",
     },
     FailureModes {
         node: "constant expression",
-        could_fail_by: "anything its functions raise (1/0, a narrowing cast)",
-        why_it_cannot: "only immutable built-in functions over literals, folded while planning: the error depends on the query text",
+        could_fail_by: "anything its functions raise (1/0, a narrowing cast); a huge result (repeat('x', 500000000))",
+        why_it_cannot: "only immutable built-in functions over literals, folded while checking as the planner folds them: the error depends on the query text; the result is at most 256 kB",
     },
     FailureModes {
         node: "binary-compatible cast (RelabelType), COLLATE",
@@ -119,8 +119,13 @@ pub const FAILURE_MODES: &[FailureModes] = &[
     },
     FailureModes {
         node: "many-to-one join with a public table",
-        could_fail_by: "the join's equality and hash functions, row security policies of the public table",
-        why_it_cannot: "built-in btree equality of the unique index's built-in operator family, under a deterministic, resolved collation; a public table with row security is refused",
+        could_fail_by: "the join's equality and hash functions, row security policies of the public table, values of any size in a table the analyst controls",
+        why_it_cannot: "built-in btree equality of the unique index's built-in operator family, under a deterministic, resolved collation; a public table with row security, or one the role owns or may write to, is refused",
+    },
+    FailureModes {
+        node: "collation of any node (a column's, COLLATE, an operator's input collation)",
+        could_fail_by: "the first use of a collation in a session: a WARNING when its recorded version differs from the library's, an error when its locale is missing",
+        why_it_cannot: "every collation the input uses is loaded while checking, before any row is read",
     },
     FailureModes {
         node: "pg_dp's own aggregates (transition, combine, final functions)",
@@ -130,6 +135,28 @@ pub const FAILURE_MODES: &[FailureModes] = &[
 ];
 
 
+
+/// The largest constant admitted below a DP aggregate, in bytes (a literal, a folded constant
+/// expression, or a bind parameter's value): an operation on a constant runs on every row that
+/// reaches it, so its size bounds the work one row can cause.
+pub const MAX_CONSTANT_BYTES: usize = 256 * 1024;
+
+/// The size of a constant's value in bytes (0 for NULL).
+pub unsafe fn const_bytes(c: *mut pg_sys::Const) -> usize {
+    if (*c).constisnull {
+        return 0;
+    }
+    datum_bytes((*c).constvalue, (*c).constlen as i16)
+}
+
+/// The size of a datum of a type of length `typlen` (-1 varlena, -2 C string).
+pub unsafe fn datum_bytes(d: pg_sys::Datum, typlen: i16) -> usize {
+    match typlen {
+        -1 => pgrx::varsize_any(d.cast_mut_ptr()),
+        -2 => CStr::from_ptr(d.cast_mut_ptr()).to_bytes().len(),
+        n => n.max(0) as usize,
+    }
+}
 
 /// Casts that cannot fail for any input value: (function, what it converts).
 pub const TOTAL_CASTS: &[(u32, &str)] = &[

@@ -505,6 +505,17 @@ def check_fail_closed_a_cancel_or_a_timeout_forfeits_nothing():
     assert forfeits(a) == [], forfeits(a)
 
 
+def check_fail_closed_out_of_memory_forfeits():
+    # an expression can be made to allocate in proportion to a value on the rows that reach it: out of
+    # memory inside a level is not a condition of the server alone
+    a = faulty_analyst("dp_l_oom", 2, "53200")
+    c, notices = with_notices(a)
+    with c:
+        refused(c, "SELECT dp_count(i, 0.5) FROM pt", E.OutOfMemory)
+    assert [n for n in notices if FORFEIT_WARNING in n[1]], notices
+    assert spent(a) == Decimal("2"), spent(a)
+
+
 def check_fail_closed_even_when_a_plpgsql_handler_catches_the_error():
     # the error never reaches the client: the forfeit is charged before any handler sees it
     a = faulty_analyst("dp_l_caught", 3, "22012")
