@@ -16,7 +16,7 @@
 //!
 //! Conditions of the server rather than of the data do not forfeit: a cancel or a timeout (class
 //! 57 and lock timeouts), a lost connection (class 08, Citus workers), serialization failures and
-//! deadlocks, insufficient resources (class 53: out of memory, disk full) and I/O errors. Only
+//! deadlocks, a full disk, too many connections and I/O errors. Out of memory does (see [`benign`]). Only
 //! roles that read the level's source through DP queries alone forfeit; an exempt role (superuser,
 //! owner, trusted) reads the table anyway.
 use crate::pg::error::{code_of_text, raise_with, sqlstate_text, warn_with};
