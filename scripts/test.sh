@@ -4,7 +4,8 @@
 #   1. core tests (plain cargo test, no PostgreSQL): samplers, mechanisms, empirical privacy
 #   2. in-database tests (cargo pgrx test, a throwaway cluster)
 #   3. a real server: SQL regression script with expected output, a psycopg client (extended
-#      protocol, epsilon as a bind parameter, SQLSTATEs, a non-superuser role) and the budget
+#      protocol, epsilon as a bind parameter, SQLSTATEs, a non-superuser role), sqlsmith as a
+#      DP-only role, the attacks that need real sessions, the budget
 #      ledger attacks (ROLLBACK, savepoints, errors, cancel, 16 racing sessions, kill -9, crash), the
 #      release cache, role identities across renames, DROP ROLE, several databases and pg_dumpall +
 #      pg_dump/pg_restore into other clusters, the update from the last release (ALTER EXTENSION
@@ -19,8 +20,9 @@ PSQL_PORT="${TEST_PORT:-25433}"
 LOGS="$ROOT/target/test-logs"
 
 install_deps
-# the JDBC client test: Debian's JDK and PostgreSQL JDBC driver
-as_root apt-get install -y -qq --no-install-recommends default-jdk-headless libpostgresql-jdbc-java >/dev/null
+# the JDBC client test: Debian's JDK and PostgreSQL JDBC driver; sqlsmith, the second generator of
+# queries an untrusted analyst could send
+as_root apt-get install -y -qq --no-install-recommends default-jdk-headless libpostgresql-jdbc-java sqlsmith >/dev/null
 mkdir -p "$LOGS"
 as_root install -d -m 755 "$TEST_DIR"
 as_root install -d -o postgres -g postgres "$TEST_DIR/pgrx"
@@ -57,6 +59,9 @@ for sql in "$ROOT"/pgrx-tests/sql/*.sql; do
     fi
 done
 "$PYTHON" "$ROOT/tests/client/test_client.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" 2>&1 | tee "$LOGS/client.log"
+# sqlsmith as a DP-only role: no crash, no error after admission
+"$PYTHON" "$ROOT/tests/client/test_sqlsmith.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" --datadir "$TEST_DIR/server" \
+    2>&1 | tee "$LOGS/sqlsmith.log"
 # attacks that need real sessions: notices, isolation levels, the plan cache, the release cache
 "$PYTHON" "$ROOT/tests/client/test_attacks.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" 2>&1 | tee "$LOGS/attacks.log"
 # budget attacks: ROLLBACK, savepoints, errors, cancel, 16-session race, kill -9, immediate shutdown
@@ -97,7 +102,7 @@ layers_ok=$(grep -c "^layers: ok" "$LOGS/layers.log" || true)
 [ "$layers_ok" = 1 ] || failed=$((failed + 1))
 summary="layers $([ "$layers_ok" = 1 ] && echo ok || echo FAILED), core $core, in-database $pgrx, regression $regress_passed"
 # each client layer prints "<layer>: N passed, M failed"; a layer without that line counts as failed
-for layer in client attacks ledger cache roles upgrade citus jdbc; do
+for layer in client sqlsmith attacks ledger cache roles upgrade citus jdbc; do
     line=$(grep -oE "^$layer: [0-9]+ passed, [0-9]+ failed" "$LOGS/$layer.log" 2>/dev/null | tail -1)
     n=$(echo "$line" | awk '{print $2}')
     f=$(echo "$line" | awk '{print $4}')
