@@ -4,8 +4,9 @@
 #   1. core tests (plain cargo test, no PostgreSQL): samplers, mechanisms, empirical privacy
 #   2. in-database tests (cargo pgrx test, a throwaway cluster)
 #   3. a real server: SQL regression script with expected output, a psycopg client (extended
-#      protocol, epsilon as a bind parameter, SQLSTATEs, a non-superuser role), sqlsmith as a
-#      DP-only role, the attacks that need real sessions, the budget
+#      protocol, epsilon as a bind parameter, SQLSTATEs, a non-superuser role), the generator of
+#      admitted queries over every type and collation, sqlsmith as a DP-only role, the attacks that
+#      need real sessions, the budget
 #      ledger attacks (ROLLBACK, savepoints, errors, cancel, 16 racing sessions, kill -9, crash), the
 #      release cache, role identities across renames, DROP ROLE, several databases and pg_dumpall +
 #      pg_dump/pg_restore into other clusters, the update from the last release (ALTER EXTENSION
@@ -59,6 +60,9 @@ for sql in "$ROOT"/pgrx-tests/sql/*.sql; do
     fi
 done
 "$PYTHON" "$ROOT/tests/client/test_client.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" 2>&1 | tee "$LOGS/client.log"
+# the grammar's totality, tried: generated DP queries over every type and collation, each run on two
+# tables that differ in one adversarial row (3,000 queries, fixed seed; --seed N for another)
+"$PYTHON" "$ROOT/tests/client/test_totality.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" 2>&1 | tee "$LOGS/totality.log"
 # sqlsmith as a DP-only role: no crash, no error after admission
 "$PYTHON" "$ROOT/tests/client/test_sqlsmith.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" --datadir "$TEST_DIR/server" \
     2>&1 | tee "$LOGS/sqlsmith.log"
@@ -102,7 +106,7 @@ layers_ok=$(grep -c "^layers: ok" "$LOGS/layers.log" || true)
 [ "$layers_ok" = 1 ] || failed=$((failed + 1))
 summary="layers $([ "$layers_ok" = 1 ] && echo ok || echo FAILED), core $core, in-database $pgrx, regression $regress_passed"
 # each client layer prints "<layer>: N passed, M failed"; a layer without that line counts as failed
-for layer in client sqlsmith attacks ledger cache roles upgrade citus jdbc; do
+for layer in client totality sqlsmith attacks ledger cache roles upgrade citus jdbc; do
     line=$(grep -oE "^$layer: [0-9]+ passed, [0-9]+ failed" "$LOGS/$layer.log" 2>/dev/null | tail -1)
     n=$(echo "$line" | awk '{print $2}')
     f=$(echo "$line" | awk '{print $4}')

@@ -50,13 +50,15 @@ COMMENT ON VIEW dp.my_reuses IS 'pg_dp: the current role''s reuses of cached rel
 GRANT SELECT ON dp.my_reuses TO PUBLIC;
 
 -- Whether a role could have bought the cached releases it asks for (epsilons and deltas of their
--- receipts): a budget (unless unlimited), and their total within its per-query cap and pinned level.
--- NULL when it could, else the reason, as dp.debit gives it. Called only by the ledger worker.
+-- receipts): a budget (unless unlimited) with that much epsilon and delta remaining, and their total
+-- within its per-query cap and pinned level. NULL when it could, else the reason, as dp.debit gives
+-- it. Called only by the ledger worker.
 CREATE FUNCTION dp.reuse_refusal(role oid, unlimited bool, epsilons numeric[], deltas numeric[]) RETURNS text
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     b         dp.role_budget;
     eps_total numeric := (SELECT coalesce(sum(e), 0) FROM unnest(epsilons) e);
+    del_total numeric := (SELECT coalesce(sum(d), 0) FROM unnest(deltas) d);
 BEGIN
     SELECT * INTO b FROM dp.role_budget r WHERE r.role_uid = dp.role_uid(reuse_refusal.role);
     IF NOT FOUND THEN
@@ -68,10 +70,15 @@ BEGIN
     IF b.privacy_level IS NOT NULL AND eps_total > dp.privacy_level_epsilon(b.privacy_level)::numeric THEN
         RETURN 'level:' || b.privacy_level || ':' || dp.privacy_level_epsilon(b.privacy_level)::numeric::text;
     END IF;
+    -- a budget period that has ended renews at the next debit: what remains is what it will renew to
+    IF NOT (b.period IS NOT NULL AND pg_catalog.now() >= b.period_start + b.period)
+       AND (eps_total > b.epsilon_granted - b.epsilon_spent OR del_total > b.delta_granted - b.delta_spent) THEN
+        RETURN 'exhausted';
+    END IF;
     RETURN NULL;
 END
 $$;
-COMMENT ON FUNCTION dp.reuse_refusal(oid, bool, numeric[], numeric[]) IS 'pg_dp internal: NULL if a role could have bought cached releases of these epsilons (a budget, the per-query cap, the pinned level), else why not; run only by the ledger worker';
+COMMENT ON FUNCTION dp.reuse_refusal(oid, bool, numeric[], numeric[]) IS 'pg_dp internal: NULL if a role could have bought cached releases of these epsilons and deltas (a budget with that much remaining, the per-query cap, the pinned level), else why not; run only by the ledger worker';
 REVOKE EXECUTE ON FUNCTION dp.reuse_refusal(oid, bool, numeric[], numeric[]) FROM PUBLIC;
 
 -- Counts one reuse of each execution's releases by a role. Called only by the ledger worker.

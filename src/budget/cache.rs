@@ -613,24 +613,29 @@ enum Action {
 
 thread_local! {
     /// (executor state, DP Release plan node) → what to do
-    static ACTIONS: RefCell<HashMap<(usize, usize), Action>> = RefCell::new(HashMap::new());
+    /// What each release node of a running statement does with the cache, keyed by (EState, plan
+    /// node) addresses, with the subtransaction that registered it: a statement that fails inside a
+    /// subtransaction never reaches ExecutorEnd, and its addresses are reused by the next one.
+    static ACTIONS: RefCell<HashMap<(usize, usize), (pg_sys::SubTransactionId, Action)>> = RefCell::new(HashMap::new());
 }
 
 pub unsafe fn replay(estate: *mut pg_sys::EState, node: *mut pg_sys::Plan, rows: Vec<u8>) {
-    ACTIONS.with(|a| a.borrow_mut().insert((estate as usize, node as usize), Action::Replay(rows)));
+    let sub = pg_sys::GetCurrentSubTransactionId();
+    ACTIONS.with(|a| a.borrow_mut().insert((estate as usize, node as usize), (sub, Action::Replay(rows))));
 }
 
 pub unsafe fn store_when_done(estate: *mut pg_sys::EState, node: *mut pg_sys::Plan, st: &Statement, key: Vec<u8>, execution: &str) {
     let act = Action::Store { key, versions: st.versions.clone(), execution: execution.to_string(), rows: Vec::new(), ok: true };
-    ACTIONS.with(|a| a.borrow_mut().insert((estate as usize, node as usize), act));
+    let sub = pg_sys::GetCurrentSubTransactionId();
+    ACTIONS.with(|a| a.borrow_mut().insert((estate as usize, node as usize), (sub, act)));
 }
 
 /// The rows to replay for this node, if its release was reused.
 pub fn take_replay(estate: usize, node: usize) -> Option<Vec<u8>> {
     ACTIONS.with(|a| {
         let mut a = a.borrow_mut();
-        if matches!(a.get(&(estate, node)), Some(Action::Replay(_))) {
-            if let Some(Action::Replay(rows)) = a.remove(&(estate, node)) {
+        if matches!(a.get(&(estate, node)), Some((_, Action::Replay(_)))) {
+            if let Some((_, Action::Replay(rows))) = a.remove(&(estate, node)) {
                 return Some(rows);
             }
         }
@@ -640,14 +645,14 @@ pub fn take_replay(estate: usize, node: usize) -> Option<Vec<u8>> {
 
 /// True if this node's rows are to be stored.
 pub fn storing(estate: usize, node: usize) -> bool {
-    ACTIONS.with(|a| matches!(a.borrow().get(&(estate, node)), Some(Action::Store { .. })))
+    ACTIONS.with(|a| matches!(a.borrow().get(&(estate, node)), Some((_, Action::Store { .. }))))
 }
 
 /// One more row released by a storing node.
 pub unsafe fn collect(estate: usize, node: usize, slot: *mut pg_sys::TupleTableSlot) {
     ACTIONS.with(|a| {
         let mut a = a.borrow_mut();
-        let Some(Action::Store { rows, ok, .. }) = a.get_mut(&(estate, node)) else { return };
+        let Some((_, Action::Store { rows, ok, .. })) = a.get_mut(&(estate, node)) else { return };
         if !*ok {
             return;
         }
@@ -671,7 +676,7 @@ pub unsafe fn collect(estate: usize, node: usize, slot: *mut pg_sys::TupleTableS
 /// The node's aggregation ran to the end: store what it released.
 pub unsafe fn finished(estate: usize, node: usize) {
     let act = ACTIONS.with(|a| a.borrow_mut().remove(&(estate, node)));
-    if let Some(Action::Store { key, versions, execution, rows, ok: true }) = act {
+    if let Some((_, Action::Store { key, versions, execution, rows, ok: true })) = act {
         store(&versions, &key, &rows, &execution);
     }
 }
@@ -696,6 +701,11 @@ pub unsafe fn restore_rows(rows: &[u8], store: *mut pg_sys::Tuplestorestate, slo
 /// The statement ended: its nodes' actions are dropped (rows not collected to the end are not kept).
 pub fn forget(estate: usize) {
     ACTIONS.with(|a| a.borrow_mut().retain(|k, _| k.0 != estate));
+}
+
+/// A subtransaction aborted: what its statements (and its children's) registered goes with them.
+pub fn abort_sub(sub: pg_sys::SubTransactionId) {
+    ACTIONS.with(|a| a.borrow_mut().retain(|_, v| v.0 < sub));
 }
 
 fn forget_all() {

@@ -605,7 +605,19 @@ fn debit(req: &ChargeRequest) -> ChargeOutcome {
             ];
             let t = c.update("SELECT dp.reuse_refusal($1, $2, $3::numeric[], $4::numeric[])", None, &args)?;
             if let Some(reason) = t.first().get::<String>(1)? {
-                return Ok(ChargeOutcome::Denied { reason, epsilon_remaining: None, delta_remaining: None });
+                let rem = c.update(
+                    "SELECT pg_catalog.trim_scale(epsilon_remaining)::text, pg_catalog.trim_scale(delta_remaining)::text \
+                       FROM dp.budgets WHERE role_uid = dp.role_uid($1)",
+                    None,
+                    &[pg_sys::Oid::from(req.role).into()],
+                )?;
+                let (eps, del) = if rem.is_empty() {
+                    (None, None)
+                } else {
+                    let row = rem.first();
+                    (row.get::<String>(1)?, row.get::<String>(2)?)
+                };
+                return Ok(ChargeOutcome::Denied { reason, epsilon_remaining: eps, delta_remaining: del });
             }
         }
         if req.releases.is_empty() {

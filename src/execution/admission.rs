@@ -57,6 +57,13 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
     let stmt = (*qd).plannedstmt;
     if in_parallel_worker() {
         // a worker runs part of a plan its leader admitted and paid for
+        if restricted_protected_read(stmt, &[]).is_some() {
+            // a worker sends its notices to the leader, and a warning raised in a worker's part of a
+            // DP level (the first use of a collation in that process, say) would depend on the rows
+            // the worker met: workers of such a plan send none (errors still go, and fail closed)
+            // (the GUC machinery refuses changes in a parallel worker; the worker ends with its query)
+            pg_sys::client_min_messages = pgrx::PgLogLevel::ERROR as i32;
+        }
         with_admitted((*stmt).rtable, || start_next(qd, eflags));
         return;
     }
@@ -333,6 +340,25 @@ unsafe extern "C-unwind" fn executor_end(qd: *mut pg_sys::QueryDesc) {
     }
 }
 
+/// A subtransaction aborted (ROLLBACK TO SAVEPOINT, a PL/pgSQL exception handler): the statements
+/// that failed in it never reached ExecutorEnd, and whatever they left keyed by the addresses of
+/// their executor state (tickets, twin values, cache actions, pending releases, an authorized exact
+/// query) goes with them before a later statement can reuse those addresses.
+#[pg_guard]
+unsafe extern "C-unwind" fn subxact_end(
+    event: pg_sys::SubXactEvent::Type,
+    sub: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _arg: *mut c_void,
+) {
+    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        crate::execution::tickets::abort_sub(sub);
+        crate::budget::cache::abort_sub(sub);
+        crate::execution::recent::abort_sub(sub);
+        crate::execution::distributed_rows::abort_sub(sub);
+    }
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn xact_end(event: pg_sys::XactEvent::Type, _arg: *mut c_void) {
     if event == pg_sys::XactEvent::XACT_EVENT_COMMIT
@@ -424,6 +450,10 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
     let mut records = Vec::new();
     let mut reused = Vec::new();
     let mut tickets = Vec::new();
+    // what the release nodes do with the cache is registered only once the ledger has granted the
+    // request: a refused charge leaves no replay or store behind for a later statement
+    let mut replays: Vec<(*mut pg_sys::Plan, Vec<u8>)> = Vec::new();
+    let mut stores: Vec<(*mut pg_sys::Plan, Vec<u8>)> = Vec::new();
     for r in releases {
         let single = (*(r.agg as *mut pg_sys::Agg)).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN;
         let mut charged_tags: HashSet<i32> = HashSet::new();
@@ -441,7 +471,7 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
             if !twin {
                 level_records.extend(receipts_of(&r.level, described, kind, params));
             }
-            level_tickets.push((aggref as usize, Ticket { query: qd as usize, params, single, releases: 0, twin }));
+            level_tickets.push((aggref as usize, Ticket { query: qd as usize, params, single, releases: 0, twin, sub: 0 }));
         }
         let key = match (&cache, release::statement_key_of(r.node)) {
             (Some(c), Some(text)) => Some(c.key(&text, &level_key(&r.level), &serde_json::to_string(&level_records).unwrap_or_default())),
@@ -455,10 +485,10 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
                         epsilons: level_records.iter().map(|r| r.epsilon.clone()).collect(),
                         deltas: level_records.iter().map(|r| r.delta.clone()).collect(),
                     });
-                    crate::budget::cache::replay(estate, r.node, hit.rows);
+                    replays.push((r.node, hit.rows));
                     continue;
                 }
-                None => crate::budget::cache::store_when_done(estate, r.node, c, key.unwrap(), &exec_id),
+                None => stores.push((r.node, key.unwrap())),
             },
             _ => {}
         }
@@ -469,6 +499,14 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
     // a statement served wholly from the cache sends no query text: nothing new is recorded of it
     let text = if records.is_empty() { String::new() } else { cstr_or((*qd).sourceText, "") };
     charge_execution(records, reused, (*stmt).queryId as i64, text, execution);
+    for (node, rows) in replays {
+        crate::budget::cache::replay(estate, node, rows);
+    }
+    if let Some(c) = &cache {
+        for (node, key) in stores {
+            crate::budget::cache::store_when_done(estate, node, c, key, &exec_id);
+        }
+    }
     crate::execution::tickets::grant(tickets);
 }
 
@@ -495,5 +533,6 @@ pub fn init() {
         PREV_CHECK_PERMS = pg_sys::ExecutorCheckPerms_hook;
         pg_sys::ExecutorCheckPerms_hook = Some(check_perms);
         pg_sys::RegisterXactCallback(Some(xact_end), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(subxact_end), std::ptr::null_mut());
     }
 }

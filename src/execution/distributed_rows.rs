@@ -12,13 +12,24 @@ const F: &str = "dp.distributed_rows";
 
 thread_local! {
     /// The exact query the DP Release node being executed may run, once (see `authorize`).
-    static AUTHORIZED: RefCell<Option<String>> = const { RefCell::new(None) };
+    static AUTHORIZED: RefCell<Option<(String, pg_sys::SubTransactionId)>> = const { RefCell::new(None) };
 }
 
 /// Called by a DP Release node before it runs its aggregation (its charge already made): its exact
 /// query may now run, once.
 pub fn authorize(exact_query: String) {
-    AUTHORIZED.with(|a| *a.borrow_mut() = Some(exact_query));
+    let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
+    AUTHORIZED.with(|a| *a.borrow_mut() = Some((exact_query, sub)));
+}
+
+/// A subtransaction aborted: an authorization made in it goes.
+pub fn abort_sub(sub: pg_sys::SubTransactionId) {
+    AUTHORIZED.with(|a| {
+        let mut a = a.borrow_mut();
+        if a.as_ref().is_some_and(|(_, s)| *s >= sub) {
+            *a = None;
+        }
+    });
 }
 
 /// Forgets an authorization (end of the query or the transaction).
@@ -55,7 +66,7 @@ crate::pg::fmgr::pg_v1!(pg_finfo_dp_distributed_rows, dp_distributed_rows, |fcin
     let text = crate::pg::fmgr::required::<String>(fcinfo, 0, F, "exact_query");
     let ok = AUTHORIZED.with(|a| {
         let mut a = a.borrow_mut();
-        if a.as_deref() == Some(text.as_str()) {
+        if a.as_ref().is_some_and(|(q, _)| *q == text) {
             *a = None;
             true
         } else {

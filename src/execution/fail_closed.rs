@@ -58,8 +58,9 @@ fn benign(sqlstate: &str) -> bool {
 }
 
 /// Runs one step of an admitted level's aggregation. For a level that [`forfeits`], an error
-/// raised inside it charges the role's remaining budget before it propagates.
-pub unsafe fn run_level<T>(forfeiting: bool, f: impl FnOnce() -> T) -> T {
+/// raised inside it charges `role` (the role the level was charged to) its remaining budget before
+/// the error propagates.
+pub unsafe fn run_level<T>(forfeiting: bool, role: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
     if !forfeiting {
         return f();
     }
@@ -77,7 +78,7 @@ pub unsafe fn run_level<T>(forfeiting: bool, f: impl FnOnce() -> T) -> T {
         };
         let sqlstate = sqlstate_text(code);
         if !benign(&sqlstate) {
-            forfeit(&sqlstate);
+            forfeit(role, &sqlstate);
         }
         e.rethrow()
     })
@@ -89,10 +90,9 @@ fn injected() -> Option<PgSqlErrorCode> {
     code_of_text(v.to_str().ok()?.trim())
 }
 
-/// Charges the current role its whole remaining ε and δ (the ledger worker's own transaction) and
-/// logs the WARNING.
-unsafe fn forfeit(sqlstate: &str) {
-    let role = pg_sys::GetUserId();
+/// Charges `role` its whole remaining ε and δ (the ledger worker's own transaction) and logs the
+/// WARNING.
+unsafe fn forfeit(role: pg_sys::Oid, sqlstate: &str) {
     let name = crate::pg::fmgr::cstr_or(pg_sys::GetUserNameFromId(role, true), "?");
     let statement = crate::pg::fmgr::cstr_or(pg_sys::debug_query_string, "");
     let query_id = pg_sys::pgstat_get_my_query_id() as i64;

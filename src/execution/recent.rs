@@ -19,6 +19,8 @@ pub const KEEP: usize = 100;
 
 #[derive(Clone)]
 struct Entry {
+    /// the subtransaction the release was made in
+    sub: pg_sys::SubTransactionId,
     /// the role that received the release: a session's list shows only its current role's
     role: pg_sys::Oid,
     /// an error a final function met (automatic bounds on too little data), raised only if the
@@ -44,6 +46,7 @@ thread_local! {
 /// half-width of this release (for a mean or a variance, computed from its own noisy statistics).
 pub unsafe fn pending(fcinfo: pg_sys::FunctionCallInfo, aggregate: &'static str, value: f64, info: &ReleaseInfo, interval95: Option<f64>) {
     let e = Entry {
+        sub: pg_sys::GetCurrentSubTransactionId(),
         role: pg_sys::GetUserId(),
         error: None,
         aggref: pg_sys::AggGetAggref(fcinfo) as usize,
@@ -71,6 +74,7 @@ pub unsafe fn pending(fcinfo: pg_sys::FunctionCallInfo, aggregate: &'static str,
 /// returns a placeholder that never reaches the caller.
 pub unsafe fn defer_error(fcinfo: pg_sys::FunctionCallInfo, aggregate: &'static str, error: pg_dp_core::DpError) {
     let e = Entry {
+        sub: pg_sys::GetCurrentSubTransactionId(),
         role: pg_sys::GetUserId(),
         error: Some(error),
         aggref: pg_sys::AggGetAggref(fcinfo) as usize,
@@ -127,6 +131,11 @@ pub fn dropped(aggrefs: &[usize]) {
 /// The aggregation of `aggrefs` is done: its pending releases were never returned.
 pub fn finished(aggrefs: &[usize]) {
     PENDING.with(|p| p.borrow_mut().retain(|e| !aggrefs.contains(&e.aggref)));
+}
+
+/// A subtransaction aborted: the releases its statements left pending were never returned.
+pub fn abort_sub(sub: pg_sys::SubTransactionId) {
+    PENDING.with(|p| p.borrow_mut().retain(|e| e.sub < sub));
 }
 
 /// At the end of every transaction: nothing stays pending.

@@ -298,8 +298,11 @@ struct ReleaseState {
     /// the aggregate calls of the level (palloc'd array of Aggref addresses), for recent.rs
     aggrefs: *mut usize,
     naggrefs: usize,
-    /// an error inside the level forfeits the role's budget (fail_closed.rs)
+    /// an error inside the level forfeits the budget of `role` (fail_closed.rs)
     forfeiting: bool,
+    /// the role the level is run and charged for (the current role when the executor starts): not
+    /// the role that happens to fetch a row later (a cursor fetched after SET ROLE, say)
+    role: pg_sys::Oid,
 }
 
 unsafe fn aggrefs_of(st: *mut ReleaseState) -> &'static [usize] {
@@ -331,6 +334,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         *(*st).aggrefs.add(i) = *a as usize;
     }
     (*st).forfeiting = level_of(plan).is_some_and(|l| crate::execution::fail_closed::forfeits(&l));
+    (*st).role = pg_sys::GetUserId();
     let desc = (*(*node).ss.ss_ScanTupleSlot).tts_tupleDescriptor;
     (*(node as *mut ReleaseState)).slot = pg_sys::ExecInitExtraTupleSlot(estate, desc, &pg_sys::TTSOpsMinimalTuple);
     let ps = &mut (*node).ss.ps;
@@ -426,7 +430,7 @@ unsafe fn next_released(node: *mut pg_sys::CustomScanState) -> Option<*mut pg_sy
         let child = (*node).ss.ps.lefttree;
         loop {
             // the level runs here: an error inside it fails closed
-            let row = crate::execution::fail_closed::run_level((*st).forfeiting, || pg_sys::ExecProcNode(child));
+            let row = crate::execution::fail_closed::run_level((*st).forfeiting, (*st).role, || pg_sys::ExecProcNode(child));
             if row.is_null() || (*row).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
                 (*st).child_done = true;
                 crate::execution::recent::finished(aggrefs_of(st));

@@ -22,6 +22,8 @@ pub struct Ticket {
     /// the same call as an earlier one of its level (same tag): it never releases a value of its own,
     /// only its twin's (see `twin_value`)
     pub twin: bool,
+    /// the subtransaction that was paid in (set by [`grant`]): its abort takes the ticket away
+    pub sub: pg_sys::SubTransactionId,
 }
 
 thread_local! {
@@ -30,8 +32,9 @@ thread_local! {
 
 thread_local! {
     /// The values the final functions released for the group being finalized: (aggregation state,
-    /// tag, call, value). A group's final functions run one after another in one aggregation step.
-    static GROUP_VALUES: RefCell<Vec<(usize, i32, usize, pg_sys::Datum)>> = const { RefCell::new(Vec::new()) };
+    /// tag, call, value, subtransaction). A group's final functions run one after another in one
+    /// aggregation step.
+    static GROUP_VALUES: RefCell<Vec<(usize, i32, usize, pg_sys::Datum, pg_sys::SubTransactionId)>> = const { RefCell::new(Vec::new()) };
 }
 
 pub fn in_parallel_worker() -> bool {
@@ -82,10 +85,16 @@ pub unsafe fn twin_value(fcinfo: pg_sys::FunctionCallInfo) -> Option<pg_sys::Dat
         return None;
     }
     let (state, tag, me) = ((*fcinfo).context as usize, (*a).location, a as usize);
+    // only a call paid for as a twin takes another call's value; any other releases its own (and
+    // is checked by its final function), whatever an earlier statement left behind
+    let is_twin = TICKETS.with(|t| t.borrow().get(&me).is_some_and(|tk| tk.twin));
     GROUP_VALUES.with(|g| {
         let mut g = g.borrow_mut();
         if g.iter().any(|e| e.0 == state && e.2 == me) {
             g.retain(|e| e.0 != state);
+            return None;
+        }
+        if !is_twin {
             return None;
         }
         g.iter().find(|e| e.0 == state && e.1 == tag).map(|e| e.3)
@@ -98,7 +107,7 @@ pub unsafe fn remember_value(fcinfo: pg_sys::FunctionCallInfo, d: pg_sys::Datum)
     if a.is_null() {
         return;
     }
-    let e = ((*fcinfo).context as usize, (*a).location, a as usize, d);
+    let e = ((*fcinfo).context as usize, (*a).location, a as usize, d, pg_sys::GetCurrentSubTransactionId());
     GROUP_VALUES.with(|g| {
         let mut g = g.borrow_mut();
         if g.len() >= 1024 {
@@ -110,7 +119,15 @@ pub unsafe fn remember_value(fcinfo: pg_sys::FunctionCallInfo, d: pg_sys::Datum)
 
 /// Hands out the tickets of a statement's paid releases (admission.rs, once they are paid).
 pub fn grant(tickets: Vec<(usize, Ticket)>) {
-    TICKETS.with(|t| t.borrow_mut().extend(tickets));
+    let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
+    TICKETS.with(|t| t.borrow_mut().extend(tickets.into_iter().map(|(a, tk)| (a, Ticket { sub, ..tk }))));
+}
+
+/// A subtransaction aborted: the statements that failed in it (or in its children) never reach
+/// ExecutorEnd, and the addresses their tickets and values are keyed by will be reused. They go.
+pub fn abort_sub(sub: pg_sys::SubTransactionId) {
+    TICKETS.with(|t| t.borrow_mut().retain(|_, v| v.sub < sub));
+    GROUP_VALUES.with(|g| g.borrow_mut().retain(|e| e.4 < sub));
 }
 
 /// The statement `query` (a QueryDesc) ended: its tickets go, and the values kept for twins.

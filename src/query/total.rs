@@ -94,8 +94,8 @@ pub const FAILURE_MODES: &[FailureModes] = &[
     },
     FailureModes {
         node: "[NOT] [I]LIKE 'literal'",
-        could_fail_by: "a pattern ending in the escape character, a nondeterministic or undetermined collation",
-        why_it_cannot: "the pattern is a literal checked before planning; the collation must be resolved and deterministic",
+        could_fail_by: "a pattern ending in the escape character, a nondeterministic or undetermined collation; ILIKE on a stored value over 256 MB (lowercasing needs up to 4 bytes a character, past PostgreSQL's 1 GB allocation limit)",
+        why_it_cannot: "the pattern is a literal checked before planning; the collation must be resolved and deterministic; the one failure left depends on a stored value of over 256 MB, not on anything the analyst brings, and fails closed (the role's budget is forfeited)",
     },
     FailureModes {
         node: "CASE, COALESCE, AND, OR, NOT, IS [NOT] NULL, IS [NOT] TRUE/FALSE/UNKNOWN",

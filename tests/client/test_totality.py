@@ -11,10 +11,10 @@ A seeded generator writes typed expressions over the grammar's own constructs (a
 refuses: casts that can fail, arithmetic, functions, COLLATE), nested a few levels, and places them
 everywhere the grammar allows, sometimes behind `CASE WHEN t.id = 1000001 THEN … END`, where 1000001
 is the id of one adversarial row. Queries read the protected table directly or through row sources
-(nested up to two deep), joined to a public table the analyst created (with text columns of other
-collations) or not, over t (one row per person) or tu (the same rows with a privacy unit), under
-session settings the analyst chooses (TimeZone, DateStyle, IntervalStyle, extra_float_digits). A few
-hand-written probes (PROBES), one per hole found so far, run first.
+(nested up to two deep), joined or not to a public table with text columns of other collations (pub,
+the DBA's, or mine, the analyst's own copy), over t (one row per person) or tu (the same rows with a
+privacy unit), under session settings the analyst chooses (TimeZone, DateStyle, IntervalStyle,
+extra_float_digits). A few hand-written probes (PROBES), one per hole found so far, run first.
 
 Each query is previewed (dp.preview: the grammar's verdict, without running it) and run by a DP-only
 role against two protected tables that differ by that one row: a.t, which holds ordinary and extreme
@@ -97,7 +97,8 @@ COLUMNS = [
 ]
 COLNAMES = [c[0] for c in COLUMNS]
 
-# the public table the analyst creates: text columns of other collations than t's, a key to join on
+# the public tables: pub (the DBA's, read-only to the analyst) and mine (the analyst's own copy), with
+# text columns of other collations than t's and keys to join on
 PUB_COLUMNS = [
     ("id", "int PRIMARY KEY", "int4", None),
     ("name", 'text COLLATE "POSIX" UNIQUE', "text", "POSIX"),
@@ -279,13 +280,17 @@ def setup():
                     c.execute(f"SELECT dp.set_bounds('{s}.{tbl}', '{col}', {lo}, {hi})")
                 for col, vals in DECLARED_DOMAINS.items():
                     c.execute(f"SELECT dp.set_domain('{s}.{tbl}', '{col}', {vals})")
-        # the analyst's own schema and public table, with other collations than t's
+        # a public table the analyst reads (and cannot write), with other collations than t's
+        c.execute(f"CREATE TABLE public.pub ({', '.join(n + ' ' + t for n, t, _, _ in PUB_COLUMNS)})")
+        c.execute(f"INSERT INTO public.pub VALUES {', '.join(PUB_ROWS)}")
+        c.execute(f"GRANT SELECT ON public.pub TO {ANALYST}")
+        # the analyst's own schema, for its own copy of it
         c.execute(f"CREATE SCHEMA an AUTHORIZATION {ANALYST}")
         for _ in range(3):
             c.execute(f"SELECT dp.grant_budget('{ANALYST}', 1e6, 0.1)")
     with connect(ANALYST) as c:
-        c.execute(f"CREATE TABLE an.pub ({', '.join(n + ' ' + t for n, t, _, _ in PUB_COLUMNS)})")
-        c.execute(f"INSERT INTO an.pub VALUES {', '.join(PUB_ROWS)}")
+        c.execute(f"CREATE TABLE an.mine ({', '.join(n + ' ' + t for n, t, _, _ in PUB_COLUMNS)})")
+        c.execute(f"INSERT INTO an.mine VALUES {', '.join(PUB_ROWS)}")
         # a DP-only role: no SELECT on the protected tables
         assert not c.execute("SELECT has_table_privilege('a.t', 'SELECT')").fetchone()[0]
 
@@ -789,6 +794,8 @@ PROBES = [
      "SELECT dp_count(*) FROM t WHERE CASE WHEN t.id = 1000001 THEN t.tc = t.tp END"),
     ("conflicting collations in a join on a text key", "ordinary",
      "SELECT dp_count(*) FROM t JOIN pub p ON p.name = t.tc WHERE t.id = 1000001"),
+    ("conflicting collations in a join on a text key of the analyst's own table", "ordinary",
+     "SELECT dp_count(*) FROM t JOIN mine p ON p.name = t.tc WHERE t.id = 1000001"),
     ("conflicting collations in ILIKE", "ordinary",
      "SELECT dp_count(*) FROM t WHERE CASE WHEN t.id = 1000001 THEN COALESCE(t.tc, t.tp) ILIKE 'a%' END"),
     ("GROUP BY a row source's output of conflicting collations", "ordinary",
@@ -829,7 +836,8 @@ def generate(i, rng):
         return Gen(rng, env, idref, strict, secret_rate)
 
     def join_pub(sc, kind):
-        """JOIN an.pub p on its key (or on its text key), with extra conditions."""
+        """JOIN a public table p on its key (or on its text key), with extra conditions: pub, or mine (the
+        analyst's own, which it could write: a join with it may be refused)."""
         left = sc.idref.split(".")[0]
         env = sc.env + pub_env()
         g = gen(env, sc.idref)
@@ -838,15 +846,20 @@ def generate(i, rng):
         if extra:
             feats.add(("join_on", kind))
         feats.add((kind, "-"))
+        table = "pub"
+        if rng.random() < 0.1:
+            table = "mine"
+            feats.add(("own_table_join", kind))
         if kind == "text_key_join":
-            sc.from_sql += f" JOIN pub p ON p.name = {left}.{rng.choice(['tc', 'tp', 'ti', 'tn', 'td', 'vc'])}{extra}"
+            col = rng.choice(["tc", "tp", "ti", "tn", "td", "vc"])
+            sc.from_sql += f" JOIN {table} p ON p.name = {left}.{col}{extra}"
         elif kind == "left_join":
-            sc.from_sql += f" LEFT JOIN pub p ON p.id = {left}.k{extra}"
+            sc.from_sql += f" LEFT JOIN {table} p ON p.id = {left}.k{extra}"
         elif kind == "comma_join":
-            sc.from_sql += ", pub p"
+            sc.from_sql += f", {table} p"
             sc.where.append(f"p.id = {left}.k{extra}")
         else:
-            sc.from_sql += f" JOIN pub p ON p.id = {left}.k{extra}"
+            sc.from_sql += f" JOIN {table} p ON p.id = {left}.k{extra}"
         sc.env = env
         sc.pub_joined = True
 
@@ -995,7 +1008,7 @@ class Outcome(tuple):
     def brief(self):
         if self[0] == "ok":
             s = "ok"
-        elif self[0] in ("timeout", "crash"):
+        elif self[0] in ("timeout", "crash", "unreachable"):
             s = f"{self[0]} ({self[2]})"
         else:
             s = f"ERROR {self[1]}: {self[2]}"
@@ -1003,6 +1016,7 @@ class Outcome(tuple):
 
 
 GRANT_LOCK = threading.Lock()
+SERVER_GONE = threading.Event()
 
 
 def regrant():
@@ -1028,11 +1042,14 @@ class Session:
     def open(self, wait=60):
         deadline = time.time() + wait
         while True:
+            if SERVER_GONE.is_set():
+                raise psycopg.OperationalError("the server did not come back after a crash")
             try:
                 self.conn = connect(ANALYST, options=self.OPTIONS)
                 break
             except psycopg.OperationalError:
                 if time.time() > deadline:
+                    SERVER_GONE.set()  # the remaining queries fail at once, as crashes
                     raise
                 time.sleep(0.5)
         self.conn.add_notice_handler(self.notice)
@@ -1101,6 +1118,8 @@ class Result:
             return "admitted"
         if self.preview[1] == "42501":
             return "refused"
+        if self.preview.status in ("crash", "unreachable"):
+            return "not run"
         return "invalid"  # the generator wrote a query PostgreSQL rejects (a type error, say)
 
 
@@ -1125,13 +1144,16 @@ def run_safely(s, q):
         s.close()
         r = Result()
         r.q, r.empty = q, None
-        r.preview = r.a = r.b = Outcome(("crash", None, f"{type(e).__name__}: {e}", ()))
+        status = "unreachable" if SERVER_GONE.is_set() else "crash"
+        r.preview = r.a = r.b = Outcome((status, None, f"{type(e).__name__}: {e}", ()))
         return r
 
 
 def failure(r):
     """The failure class of a result (None: no failure), with the criteria of the module's doc."""
     a, b = r.a, r.b
+    if "unreachable" in (a.status, b.status, r.preview.status):
+        return "not run: the server went down and did not come back"
     if "crash" in (a.status, b.status, r.preview.status):
         return "crash"
     if a[3] or b[3] or r.preview[3]:
@@ -1185,7 +1207,9 @@ def campaign():
     if suspects:
         s = Session()
         for r in suspects:
-            results[r.q.i] = run_safely(s, r.q)
+            again = run_safely(s, r.q)
+            # the first outcome says more than "the server did not come back"
+            results[r.q.i] = r if SERVER_GONE.is_set() else again
         s.close()
     elapsed = time.time() - t0
     summarize(results, elapsed, len(suspects))
@@ -1201,6 +1225,7 @@ def summarize(results, elapsed, suspects):
           f"with {ARGS.jobs} sessions: "
           f"{verdicts['admitted']} admitted ({100 * verdicts['admitted'] / max(n, 1):.0f}%), "
           f"{verdicts['refused']} refused, {verdicts['invalid']} invalid (rejected by PostgreSQL itself), "
+          + (f"{verdicts['not run']} not run (a crash), " if verdicts["not run"] else "") +
           f"{len(fails)} failing, {sum(text_error(r) for r in results)} admitted with an error from the query text, "
           f"{sum('timeout' in (r.a.status, r.b.status) for r in results)} timeouts, {suspects} re-run after a crash")
     cov = coverage(results)
@@ -1233,7 +1258,8 @@ def coverage(results):
 
 def error_class(r, kind):
     """A failure's class for deduplication: its kind and its error message without values."""
-    out = [o for o in (r.a, r.b) if o.status != "ok"]
+    out = [o for o in (r.a, r.b, r.preview) if o.status in ("crash", "unreachable")] or \
+        [o for o in (r.a, r.b) if o.status != "ok"]
     msg = out[0][2] if out else ""
     msg = re.sub(r"\"[^\"]*\"", '"…"', msg or "")
     msg = re.sub(r"\d+", "N", msg)
@@ -1252,7 +1278,9 @@ def check_every_admitted_query_is_total():
         classes[error_class(r, kind)].append(r)
     lines = [f"{len(fails)} of {len(results)} queries failed (seed {ARGS.seed}), in {len(classes)} classes; "
              "the shortest query of each class first:"]
-    ordered = sorted(classes.items(), key=lambda kv: (min(len(r.q.sql) for r in kv[1]), kv[0]))
+    # the queries that did not run (the server stayed down) last
+    ordered = sorted(classes.items(), key=lambda kv: (kv[0].startswith("not run"), min(len(r.q.sql) for r in kv[1]),
+                                                      kv[0]))
     for _, rs in ordered:
         rs.sort(key=lambda r: len(r.q.sql))
     # the shortest query of each class, then the second shortest of each, …

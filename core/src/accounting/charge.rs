@@ -95,23 +95,23 @@ pub enum ChargeOutcome {
 }
 
 impl ChargeRequest {
-    /// Serializes the request into at most `max` bytes, shortening the query text if needed.
+    /// Serializes the request into at most `max` bytes, shortening the query text if needed: it
+    /// keeps the text's beginning and its end (where the conditions usually are; a long leading
+    /// comment cannot push them out) and says in the middle how much was cut.
     pub fn to_bytes_within(&self, max: usize) -> Option<Vec<u8>> {
+        let original = self.query_text.as_str();
         let mut req = self.clone();
+        let mut keep = original.len();
         loop {
             let bytes = serde_json::to_vec(&req).ok()?;
             if bytes.len() <= max {
                 return Some(bytes);
             }
-            if req.query_text.is_empty() {
+            if keep == 0 {
                 return None;
             }
-            let keep = req.query_text.len().saturating_sub(bytes.len() - max + 16);
-            let mut cut = keep.min(req.query_text.len());
-            while !req.query_text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            req.query_text.truncate(cut);
+            keep = keep.saturating_sub(bytes.len() - max + 64);
+            req.query_text = shortened(original, keep);
         }
     }
 
@@ -124,6 +124,23 @@ impl ChargeRequest {
     pub fn epsilon_total_approx(&self) -> f64 {
         self.releases.iter().filter_map(|r| r.epsilon.parse::<f64>().ok()).sum()
     }
+}
+
+/// `text` in about `keep` bytes: two thirds from its beginning, a marker with the number of bytes
+/// cut, one third from its end (cut at character boundaries).
+pub fn shortened(text: &str, keep: usize) -> String {
+    if keep >= text.len() {
+        return text.to_string();
+    }
+    let mut head = keep * 2 / 3;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - (keep - keep * 2 / 3);
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{} […{} bytes cut…] {}", &text[..head], tail - head, &text[tail..])
 }
 
 impl ChargeOutcome {
@@ -184,7 +201,13 @@ mod tests {
         let b = r.to_bytes_within(1024).unwrap();
         assert!(b.len() <= 1024);
         let back = ChargeRequest::from_bytes(&b).unwrap();
-        assert!(r.query_text.starts_with(&back.query_text) && back.query_text.len() < r.query_text.len());
+        // the beginning and the end are kept, the middle is marked as cut
+        let (head, rest) = back.query_text.split_once(" […").unwrap();
+        let (marker, tail) = rest.split_once("…] ").unwrap();
+        assert!(r.query_text.starts_with(head) && r.query_text.ends_with(tail), "{}", back.query_text);
+        let cut: usize = marker.trim_end_matches(" bytes cut").parse().unwrap();
+        assert_eq!(head.len() + cut + tail.len(), r.query_text.len());
+        assert!(back.query_text.len() < r.query_text.len());
         assert_eq!(back.releases, r.releases);
         let f = ChargeRequest { kind: RequestKind::Forfeit { sqlstate: "22012".into() }, releases: vec![], ..r.clone() };
         assert_eq!(ChargeRequest::from_bytes(&f.to_bytes_within(100_000).unwrap()).unwrap(), f);
