@@ -608,7 +608,7 @@ enum Action {
     /// return these rows (a reused release) instead of running the aggregation
     Replay(Vec<u8>),
     /// collect the rows and store them under this key when the aggregation has run to the end
-    Store { key: Vec<u8>, versions: Versions, execution: String, rows: Vec<u8>, ok: bool },
+    Store { key: Vec<u8>, versions: Versions, execution: String, rows: Vec<u8>, ok: bool, layout: Vec<u8> },
 }
 
 thread_local! {
@@ -625,7 +625,7 @@ pub unsafe fn replay(estate: *mut pg_sys::EState, node: *mut pg_sys::Plan, rows:
 }
 
 pub unsafe fn store_when_done(estate: *mut pg_sys::EState, node: *mut pg_sys::Plan, st: &Statement, key: Vec<u8>, execution: &str) {
-    let act = Action::Store { key, versions: st.versions.clone(), execution: execution.to_string(), rows: Vec::new(), ok: true };
+    let act = Action::Store { key, versions: st.versions.clone(), execution: execution.to_string(), rows: Vec::new(), ok: true, layout: Vec::new() };
     let sub = pg_sys::GetCurrentSubTransactionId();
     ACTIONS.with(|a| a.borrow_mut().insert((estate as usize, node as usize), (sub, act)));
 }
@@ -652,9 +652,12 @@ pub fn storing(estate: usize, node: usize) -> bool {
 pub unsafe fn collect(estate: usize, node: usize, slot: *mut pg_sys::TupleTableSlot) {
     ACTIONS.with(|a| {
         let mut a = a.borrow_mut();
-        let Some((_, Action::Store { rows, ok, .. })) = a.get_mut(&(estate, node)) else { return };
+        let Some((_, Action::Store { rows, ok, layout, .. })) = a.get_mut(&(estate, node)) else { return };
         if !*ok {
             return;
+        }
+        if layout.is_empty() {
+            *layout = layout_of((*slot).tts_tupleDescriptor);
         }
         let mut should_free = false;
         let mt = pg_sys::ExecFetchSlotMinimalTuple(slot, &mut should_free);
@@ -676,13 +679,52 @@ pub unsafe fn collect(estate: usize, node: usize, slot: *mut pg_sys::TupleTableS
 /// The node's aggregation ran to the end: store what it released.
 pub unsafe fn finished(estate: usize, node: usize) {
     let act = ACTIONS.with(|a| a.borrow_mut().remove(&(estate, node)));
-    if let Some((_, Action::Store { key, versions, execution, rows, ok: true })) = act {
-        store(&versions, &key, &rows, &execution);
+    if let Some((_, Action::Store { key, versions, execution, rows, ok: true, layout })) = act {
+        // the rows carry the layout they were released in, checked when they are replayed
+        let mut blob = Vec::with_capacity(4 + layout.len() + rows.len());
+        blob.extend_from_slice(&(layout.len() as u32).to_ne_bytes());
+        blob.extend_from_slice(&layout);
+        blob.extend_from_slice(&rows);
+        store(&versions, &key, &blob, &execution);
     }
 }
 
-/// Puts stored rows back into a tuplestore, through `slot`.
+/// The layout of a release node's rows: its column count, and each column's type and length.
+unsafe fn layout_of(desc: pg_sys::TupleDesc) -> Vec<u8> {
+    let n = (*desc).natts as usize;
+    let mut out = Vec::with_capacity(4 + 6 * n);
+    out.extend_from_slice(&(n as u32).to_ne_bytes());
+    for a in (*desc).attrs.as_slice(n) {
+        out.extend_from_slice(&a.atttypid.to_u32().to_ne_bytes());
+        out.extend_from_slice(&a.attlen.to_ne_bytes());
+    }
+    out
+}
+
+/// Puts stored rows back into a tuplestore, through `slot`, after checking that they have the layout
+/// of the node that replays them and hold no pointer out of the row: a release that does not fit the
+/// query it is replayed for is refused, never read (it is never charged either: the query fails).
 pub unsafe fn restore_rows(rows: &[u8], store: *mut pg_sys::Tuplestorestate, slot: *mut pg_sys::TupleTableSlot) {
+    let desc = (*slot).tts_tupleDescriptor;
+    let mine = layout_of(desc);
+    let refuse = || -> ! {
+        crate::pg::error::raise_with(
+            pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+            "pg_dp: a cached release does not fit the query it was found for; nothing was returned".into(),
+            Some("SET dp.release_cache = off (superuser) and report it"),
+        )
+    };
+    if rows.len() < 4 {
+        refuse();
+    }
+    let layout_len = u32::from_ne_bytes(rows[..4].try_into().unwrap()) as usize;
+    if rows.len() < 4 + layout_len || (layout_len > 0 && rows[4..4 + layout_len] != mine[..]) {
+        refuse();
+    }
+    let rows = &rows[4 + layout_len..];
+    if layout_len == 0 && !rows.is_empty() {
+        refuse();
+    }
     let mut at = 0usize;
     while at + 4 <= rows.len() {
         let len = u32::from_ne_bytes(rows[at..at + 4].try_into().unwrap()) as usize;
@@ -692,13 +734,25 @@ pub unsafe fn restore_rows(rows: &[u8], store: *mut pg_sys::Tuplestorestate, slo
         let mt = pg_sys::palloc(len) as *mut u8;
         std::ptr::copy_nonoverlapping(rows.as_ptr().add(at), mt, len);
         pg_sys::ExecStoreMinimalTuple(mt.cast(), slot, true);
+        pg_sys::slot_getallattrs(slot);
+        let n = (*desc).natts as usize;
+        for (i, a) in (*desc).attrs.as_slice(n).iter().enumerate() {
+            let isnull = *(*slot).tts_isnull.add(i);
+            // a varlena whose first byte is 0x01 is a pointer (to TOAST, or to memory)
+            if a.attlen == -1 && !isnull && *((*(*slot).tts_values.add(i)).cast_mut_ptr::<u8>()) == 0x01 {
+                refuse();
+            }
+        }
         pg_sys::tuplestore_puttupleslot(store, slot);
         at += len;
     }
     pg_sys::ExecClearTuple(slot);
 }
 
-/// The statement ended: its nodes' actions are dropped (rows not collected to the end are not kept).
+/// The statement ended, or one starts with this EState address: the nodes' actions keyed by it are
+/// dropped (rows not collected to the end are not kept). A live statement's EState address is its
+/// own, so at the start of a statement anything keyed by its address was left by a dead one (a
+/// cursor that failed and was closed without ExecutorEnd).
 pub fn forget(estate: usize) {
     ACTIONS.with(|a| a.borrow_mut().retain(|k, _| k.0 != estate));
 }

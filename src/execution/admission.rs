@@ -124,10 +124,37 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
     // charged query is paid before its first row is read.
     let admitted = if releases.is_empty() { std::ptr::null_mut() } else { (*stmt).rtable };
     with_admitted(admitted, || start_next(qd, eflags));
+    if !releases.is_empty() {
+        forget_stale(qd, &releases);
+    }
     let no_data = flags & pg_sys::EXEC_FLAG_WITH_NO_DATA != 0;
     if !explain_only && !no_data && !releases.is_empty() && !releases_nothing(stmt) {
         charge_releases(qd, &releases);
     }
+}
+
+/// A statement that starts owns its executor state's addresses: whatever pg_dp still keeps under
+/// them (its EState, its aggregate calls, its aggregations' states) was left by a statement that
+/// ended without ExecutorEnd (a cursor that failed and was closed, a portal dropped at the end of
+/// a subtransaction) and goes now, before this statement can take it for its own.
+unsafe fn forget_stale(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
+    crate::budget::cache::forget((*qd).estate as usize);
+    let calls: Vec<usize> = releases.iter().flat_map(|r| release::tagged_aggrefs(r.agg)).map(|a| a as usize).collect();
+    let mut states: Vec<usize> = Vec::new();
+    #[pg_guard]
+    unsafe extern "C-unwind" fn collect_aggstates(ps: *mut pg_sys::PlanState, ctx: *mut c_void) -> bool {
+        if ps.is_null() {
+            return false;
+        }
+        if (*ps).type_ == pg_sys::NodeTag::T_AggState {
+            (*(ctx as *mut Vec<usize>)).push(ps as usize);
+        }
+        pg_sys::planstate_tree_walker(ps, Some(collect_aggstates), ctx)
+    }
+    collect_aggstates((*qd).planstate, &mut states as *mut Vec<usize> as *mut c_void);
+    crate::execution::tickets::forget((*qd).estate as usize, &states);
+    crate::execution::recent::forget(&calls);
+    crate::execution::distributed_rows::forget();
 }
 
 /// Admission per scan. The planner can add scans the grammar never saw: a SQL function inlined in
@@ -471,7 +498,7 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
             if !twin {
                 level_records.extend(receipts_of(&r.level, described, kind, params));
             }
-            level_tickets.push((aggref as usize, Ticket { query: qd as usize, params, single, releases: 0, twin, sub: 0 }));
+            level_tickets.push((((*qd).estate as usize, aggref as usize), Ticket { query: qd as usize, params, single, releases: 0, twin, sub: 0 }));
         }
         let key = match (&cache, release::statement_key_of(r.node)) {
             (Some(c), Some(text)) => Some(c.key(&text, &level_key(&r.level), &serde_json::to_string(&level_records).unwrap_or_default())),

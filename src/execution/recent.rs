@@ -133,6 +133,11 @@ pub fn finished(aggrefs: &[usize]) {
     PENDING.with(|p| p.borrow_mut().retain(|e| !aggrefs.contains(&e.aggref)));
 }
 
+/// Releases left pending by these aggregate calls in a statement that ended without ExecutorEnd go.
+pub fn forget(calls: &[usize]) {
+    PENDING.with(|p| p.borrow_mut().retain(|e| !calls.contains(&e.aggref)));
+}
+
 /// A subtransaction aborted: the releases its statements left pending were never returned.
 pub fn abort_sub(sub: pg_sys::SubTransactionId) {
     PENDING.with(|p| p.borrow_mut().retain(|e| e.sub < sub));

@@ -27,7 +27,9 @@ pub struct Ticket {
 }
 
 thread_local! {
-    static TICKETS: RefCell<HashMap<usize, Ticket>> = RefCell::new(HashMap::new());
+    /// Tickets by (EState, Aggref) addresses: a plan can run nested in itself (a recursive function
+    /// executing the same cached plan), with the same aggregate calls in two executions.
+    static TICKETS: RefCell<HashMap<(usize, usize), Ticket>> = RefCell::new(HashMap::new());
 }
 
 thread_local! {
@@ -41,6 +43,15 @@ pub fn in_parallel_worker() -> bool {
     unsafe { pg_sys::ParallelWorkerNumber >= 0 }
 }
 
+/// The EState of the aggregation calling a support function (0 outside an aggregation).
+unsafe fn estate_of(fcinfo: pg_sys::FunctionCallInfo) -> usize {
+    let ctx = (*fcinfo).context;
+    if ctx.is_null() || (*ctx).type_ != pg_sys::NodeTag::T_AggState {
+        return 0;
+    }
+    (*(ctx as *mut pg_sys::AggState)).ss.ps.state as usize
+}
+
 /// Called by every pg_dp final function before it returns a value.
 pub unsafe fn check_ticket(fcinfo: pg_sys::FunctionCallInfo, func: &'static str, paid: &Paid) {
     if in_parallel_worker() {
@@ -51,11 +62,11 @@ pub unsafe fn check_ticket(fcinfo: pg_sys::FunctionCallInfo, func: &'static str,
             None,
         );
     }
-    let aggref = pg_sys::AggGetAggref(fcinfo) as usize;
+    let key = (estate_of(fcinfo), pg_sys::AggGetAggref(fcinfo) as usize);
     let params = *paid;
     let ok = TICKETS.with(|t| {
         let mut t = t.borrow_mut();
-        match t.get_mut(&aggref) {
+        match t.get_mut(&key) {
             Some(tk) if tk.twin => Err("it repeats another call of its query, whose value it must take"),
             Some(tk) if tk.params == params && !(tk.single && tk.releases > 0) => {
                 tk.releases += 1;
@@ -87,7 +98,7 @@ pub unsafe fn twin_value(fcinfo: pg_sys::FunctionCallInfo) -> Option<pg_sys::Dat
     let (state, tag, me) = ((*fcinfo).context as usize, (*a).location, a as usize);
     // only a call paid for as a twin takes another call's value; any other releases its own (and
     // is checked by its final function), whatever an earlier statement left behind
-    let is_twin = TICKETS.with(|t| t.borrow().get(&me).is_some_and(|tk| tk.twin));
+    let is_twin = TICKETS.with(|t| t.borrow().get(&(estate_of(fcinfo), me)).is_some_and(|tk| tk.twin));
     GROUP_VALUES.with(|g| {
         let mut g = g.borrow_mut();
         if g.iter().any(|e| e.0 == state && e.2 == me) {
@@ -118,7 +129,7 @@ pub unsafe fn remember_value(fcinfo: pg_sys::FunctionCallInfo, d: pg_sys::Datum)
 }
 
 /// Hands out the tickets of a statement's paid releases (admission.rs, once they are paid).
-pub fn grant(tickets: Vec<(usize, Ticket)>) {
+pub fn grant(tickets: Vec<((usize, usize), Ticket)>) {
     let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
     TICKETS.with(|t| t.borrow_mut().extend(tickets.into_iter().map(|(a, tk)| (a, Ticket { sub, ..tk }))));
 }
@@ -128,6 +139,14 @@ pub fn grant(tickets: Vec<(usize, Ticket)>) {
 pub fn abort_sub(sub: pg_sys::SubTransactionId) {
     TICKETS.with(|t| t.borrow_mut().retain(|_, v| v.sub < sub));
     GROUP_VALUES.with(|g| g.borrow_mut().retain(|e| e.4 < sub));
+}
+
+/// Tickets of this EState and twin values of these aggregation states and calls, left by a statement
+/// that ended without ExecutorEnd, go (admission.rs, at the start of the statement that now has
+/// those addresses).
+pub fn forget(estate: usize, states: &[usize]) {
+    TICKETS.with(|t| t.borrow_mut().retain(|k, _| k.0 != estate));
+    GROUP_VALUES.with(|g| g.borrow_mut().retain(|e| !states.contains(&e.0)));
 }
 
 /// The statement `query` (a QueryDesc) ended: its tickets go, and the values kept for twins.

@@ -263,6 +263,44 @@ def check_attack_shared_releases_to_a_role_whose_budget_was_revoked():
             c.execute(f"ALTER DATABASE {DB} RESET dp.release_cache_sharing")
 
 
+def check_attack_a_failed_cursor_leaves_a_cache_store_behind():
+    # a cursor declared in the transaction registered "store this release" at DECLARE; its FETCH failed
+    # inside a savepoint (an error in its post-processing: no forfeit), ROLLBACK TO SAVEPOINT kept the
+    # action (it was not made in the savepoint) and CLOSE dropped the failed cursor without
+    # ExecutorEnd; the next cursor at the same addresses stored its rows (the analyst's own table)
+    # under the first query's key, and the first query then answered them, for free
+    with connect() as c:
+        c.execute("DROP TABLE IF EXISTS an.fake_regions")
+        c.execute("CREATE TABLE an.fake_regions AS SELECT 'r' || (g % 10) AS rname, g AS v FROM generate_series(1, 77770) g")
+        c.execute(f"ALTER TABLE an.fake_regions OWNER TO {ANALYST}")
+        c.execute("DROP SEQUENCE IF EXISTS an.sq")
+        c.execute("CREATE SEQUENCE an.sq")
+        c.execute(f"ALTER SEQUENCE an.sq OWNER TO {ANALYST}")
+    with connect(ANALYST) as c:
+        c.execute("""CREATE OR REPLACE FUNCTION an.boom() RETURNS int LANGUAGE plpgsql AS
+                     $$ BEGIN IF current_setting('my.boom', true) = '1' THEN RAISE EXCEPTION 'boom'; END IF; RETURN 0; END $$""")
+        q1 = "SELECT r.rname, dp_count(p.id, 1) AS n, an.boom() AS b FROM patients p JOIN regions r ON r.id = p.region GROUP BY r.rname"
+        q2 = "SELECT rname, dp_count(v, 1), an.boom() + (SELECT 0 FROM an.sq) FROM an.fake_regions GROUP BY rname"
+        c.execute("SET my.boom = '0'")
+        for _ in range(3):
+            c.execute(f"SELECT count(*) FROM ({q2}) x").fetchall()
+            with c.transaction():
+                c.execute(f"DECLARE c1 CURSOR FOR {q1}")
+                c.execute("SET my.boom = '1'")
+                try:
+                    with c.transaction():
+                        c.execute("FETCH ALL c1").fetchall()
+                except psycopg.errors.RaiseException:
+                    pass
+                c.execute("SET my.boom = '0'")
+                c.execute("CLOSE c1")
+                c.execute(f"DECLARE c2 CURSOR FOR {q2}")
+                c.execute("MOVE ALL c2")
+                c.execute("CLOSE c2")
+        counts = [n for _, n, _ in c.execute(q1).fetchall()]
+        assert len(counts) == 10 and max(counts) < 1000, f"the release cache answered another query's rows: {counts}"
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
