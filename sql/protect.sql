@@ -256,3 +256,23 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- The position of the write-ahead log moves when a read prunes a heap page or sets hint bits (with
+-- wal_log_hints or checksums), so it tells which pages an index scan below a DP aggregate visited:
+-- the functions that return it are executable by superusers and members of pg_read_all_stats only.
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN
+        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'pg_catalog'::regnamespace
+           AND p.proname IN ('pg_current_wal_lsn', 'pg_current_wal_insert_lsn', 'pg_current_wal_flush_lsn',
+                             'pg_last_wal_receive_lsn', 'pg_last_wal_replay_lsn', 'pg_logical_emit_message',
+                             'pg_control_checkpoint', 'pg_control_recovery')
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO pg_read_all_stats', f);
+    END LOOP;
+END
+$$;

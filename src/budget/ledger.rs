@@ -273,6 +273,9 @@ pub fn charge(req: &ChargeRequest) -> ChargeOutcome {
     });
     let dboid = unsafe { pg_sys::MyDatabaseId };
     let my_procno = unsafe { (*pg_sys::MyProc).pgprocno };
+    // a forfeit is never withdrawn: once queued, a worker records it even if this backend stops
+    // waiting (the caller holds interrupts while it waits, so a pending cancel cannot end it)
+    let binding = matches!(req.kind, RequestKind::Forfeit { .. });
     let timeout_us = LEDGER_TIMEOUT.get() as i64 * 1_000_000;
     let deadline = now_us() + timeout_us;
 
@@ -335,6 +338,11 @@ pub fn charge(req: &ChargeRequest) -> ChargeOutcome {
                         Some("check dp.ledger before retrying"),
                     );
                 }
+                NEW if now_us() > deadline && binding => {
+                    // left queued: the worker that takes it frees the slot
+                    l.slots[idx].abandoned = true;
+                    return ChargeOutcome::Failed { message: "queued; not yet recorded".into() };
+                }
                 NEW if now_us() > deadline => {
                     // no worker took it in time: withdraw it, nothing is charged
                     l.slots[idx].state = FREE;
@@ -363,7 +371,8 @@ pub fn charge(req: &ChargeRequest) -> ChargeOutcome {
             let mut l = LEDGER.exclusive();
             let s = &mut l.slots[idx];
             match s.state {
-                // not picked up yet: withdraw it, nothing is charged
+                // not picked up yet: withdraw it, nothing is charged (a forfeit stays queued)
+                NEW if binding => s.abandoned = true,
                 NEW => s.state = FREE,
                 DONE | UNKNOWN => s.state = FREE,
                 // being committed: the worker frees the slot when done

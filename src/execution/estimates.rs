@@ -11,7 +11,8 @@
 //! such a statement is planned, the hooks below give the planner fixed figures for every protected
 //! relation and its indexes (`dp.planning_rows` rows, 10,000 by default, 100 to a page, no statistics, average column
 //! widths of 32 bytes): estimates, costs and choices then depend only on the query, the catalog and
-//! the settings. Public tables keep their statistics.
+//! the settings. Indexes whose cost estimate reads the index itself (GIN, BRIN) are left out of
+//! such plans. Public tables keep their statistics.
 use crate::catalog::protect;
 use pgrx::pg_sys;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
@@ -91,12 +92,25 @@ unsafe extern "C-unwind" fn relation_info(root: *mut pg_sys::PlannerInfo, relid:
     (*rel).allvisfrac = 0.0;
     // extended statistics are data too
     (*rel).statlist = std::ptr::null_mut();
+    // the cost estimates of GIN and BRIN indexes (and of other access methods) read the index
+    // itself (GIN's metapage, BRIN's range map): only those that estimate from the figures below
+    // stay
+    let mut kept: *mut pg_sys::List = std::ptr::null_mut();
     for info in crate::pg::nodes::list_iter::<pg_sys::IndexOptInfo>((*rel).indexlist) {
+        if !ESTIMATED_FROM_FIGURES.contains(&(*info).relam) {
+            continue;
+        }
         (*info).tuples = rows;
         (*info).pages = (rows / INDEX_ROWS_PER_PAGE).ceil().max(1.0) as pg_sys::BlockNumber;
         (*info).tree_height = 2;
+        kept = pg_sys::lappend(kept, info as *mut std::ffi::c_void);
     }
+    (*rel).indexlist = kept;
 }
+
+/// Index access methods whose cost estimate uses only the planner's figures and statistics (which
+/// the hooks here replace): B-tree, hash, GiST and SP-GiST.
+const ESTIMATED_FROM_FIGURES: [pg_sys::Oid; 4] = [pg_sys::BTREE_AM_OID, pg_sys::HASH_AM_OID, pg_sys::GIST_AM_OID, pg_sys::SPGIST_AM_OID];
 
 /// No statistics for the columns of a protected relation (the planner then uses its defaults).
 unsafe fn no_stats(vardata: *mut pg_sys::VariableStatData) -> bool {

@@ -16,9 +16,9 @@
 //!
 //! Conditions of the server rather than of the data do not forfeit: a cancel or a timeout (class
 //! 57 and lock timeouts), a lost connection (class 08, Citus workers), serialization failures and
-//! deadlocks, a full disk, too many connections and I/O errors. Out of memory does (see [`benign`]). Only
-//! roles that read the level's source through DP queries alone forfeit; an exempt role (superuser,
-//! owner, trusted) reads the table anyway.
+//! deadlocks, a full disk, too many connections and I/O errors. Out of memory and configured
+//! limits (`temp_file_limit`) do (see [`benign`]). Only roles that read the level's source through
+//! DP queries alone forfeit; an exempt role (superuser, owner, trusted) reads the table anyway.
 use crate::pg::error::{code_of_text, raise_with, sqlstate_text, warn_with};
 use crate::budget::ledger;
 use crate::catalog::protect;
@@ -51,10 +51,11 @@ pub unsafe fn forfeits(level: &DpLevel) -> bool {
 
 /// SQLSTATEs of conditions of the server, not of the data: no forfeit. Out of memory (53200) is not
 /// among them: an expression can be made to allocate in proportion to a value, on the rows that
-/// reach it.
+/// reach it; nor is a configured limit (53400: `temp_file_limit`, which a sort spilling
+/// data-dependent amounts of rows can reach).
 fn benign(sqlstate: &str) -> bool {
     let class = &sqlstate[..2];
-    matches!(class, "57" | "08") || matches!(sqlstate, "53100" | "53300" | "53400" | "58030" | "55P03" | "40001" | "40P01" | "25P03")
+    matches!(class, "57" | "08") || matches!(sqlstate, "53100" | "53300" | "58030" | "55P03" | "40001" | "40P01" | "25P03")
 }
 
 /// Runs one step of an admitted level's aggregation. For a level that [`forfeits`], an error
@@ -78,7 +79,14 @@ pub unsafe fn run_level<T>(forfeiting: bool, role: pg_sys::Oid, f: impl FnOnce()
         };
         let sqlstate = sqlstate_text(code);
         if !benign(&sqlstate) {
+            // a cancel or a timeout already pending (or arriving while the ledger records it) must
+            // neither end the wait nor replace the error (the WARNING would process it): interrupts
+            // are held meanwhile, as PostgreSQL holds them during its own cleanup. The rethrow
+            // below jumps straight to the next handler, checking none.
+            let held = pg_sys::InterruptHoldoffCount;
+            pg_sys::InterruptHoldoffCount = held + 1;
             forfeit(role, &sqlstate);
+            pg_sys::InterruptHoldoffCount = held;
         }
         e.rethrow()
     })
@@ -110,6 +118,9 @@ unsafe fn forfeit(role: pg_sys::Oid, sqlstate: &str) {
     let what = match outcome {
         Some(ChargeOutcome::Granted { epsilon_remaining }) => {
             format!("forfeits its remaining privacy budget (epsilon {})", epsilon_remaining.unwrap_or_else(|| "0".into()))
+        }
+        Some(ChargeOutcome::Failed { message }) if message.starts_with("queued") => {
+            "forfeits its remaining privacy budget (queued in the ledger; recorded when a worker takes it)".into()
         }
         _ => "should forfeit its remaining privacy budget, but the ledger could not record it".into(),
     };

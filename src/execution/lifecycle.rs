@@ -104,6 +104,9 @@ unsafe extern "C-unwind" fn utility(
     if !stmt.is_null() && (*stmt).type_ == NodeTag::T_DropRoleStmt {
         archive_budgets(stmt as *mut pg_sys::DropRoleStmt);
     }
+    if !stmt.is_null() && (*stmt).type_ == NodeTag::T_CopyStmt {
+        refuse_copy_of_statistics(stmt as *mut pg_sys::CopyStmt);
+    }
     if drops_ledger(stmt) && !CONFIRM_DROP.get() {
         if let Some((budgets, receipts)) = ledger_rows().filter(|(b, r)| *b > 0 || *r > 0) {
             raise_with(
@@ -116,5 +119,33 @@ unsafe extern "C-unwind" fn utility(
     match PREV_UTILITY {
         Some(prev) => prev(pstmt, query, read_only, context, params, env, dest, qc),
         None => pg_sys::standard_ProcessUtility(pstmt, query, read_only, context, params, env, dest, qc),
+    }
+}
+
+/// `COPY table TO` reads a table without a query, so the grammar never sees it: COPY of a catalog
+/// whose columns hold statistics of the data (`COPY pg_class TO STDOUT`, which has reltuples and
+/// relpages) is refused to the roles the statistics are hidden from (statistics.rs). `COPY (SELECT
+/// …) TO` is a query, checked like any other.
+unsafe fn refuse_copy_of_statistics(copy: *mut pg_sys::CopyStmt) {
+    if (*copy).is_from || (*copy).relation.is_null() || !crate::catalog::protect::statistics_restricted() {
+        return;
+    }
+    let relid = pg_sys::RangeVarGetRelidExtended((*copy).relation, pg_sys::NoLock as i32, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut());
+    if relid == pg_sys::InvalidOid {
+        return;
+    }
+    use crate::protection::statistics::{denied_column, denied_relation, refusal};
+    let mut denied = denied_relation(relid);
+    if (*copy).attlist.is_null() {
+        denied = denied.or_else(|| denied_column(relid, 0));
+    }
+    for name in crate::pg::nodes::list_iter::<pg_sys::String>((*copy).attlist) {
+        if denied.is_none() {
+            denied = denied_column(relid, pg_sys::get_attnum(relid, (*name).sval));
+        }
+    }
+    if let Some(what) = denied {
+        let r = refusal(what);
+        raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, r.message, r.hint.as_deref());
     }
 }

@@ -429,6 +429,13 @@ unsafe fn next_released(node: *mut pg_sys::CustomScanState) -> Option<*mut pg_sy
     if at_end && !(*st).child_done {
         let child = (*node).ss.ps.lefttree;
         loop {
+            // a setting turned on after planning (set_config in the same statement, SET between
+            // DECLARE and FETCH) would print the sorts of the level's rows
+            if (*st).forfeiting {
+                if let Some(r) = crate::query::grammar::leaky_setting(false) {
+                    raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, r.message, r.hint.as_deref());
+                }
+            }
             // the level runs here: an error inside it fails closed
             let row = crate::execution::fail_closed::run_level((*st).forfeiting, (*st).role, || pg_sys::ExecProcNode(child));
             if row.is_null() || (*row).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {

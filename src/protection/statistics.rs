@@ -23,9 +23,9 @@ use std::ffi::CStr;
 const STATISTIC: Oid = Oid::from_u32(2619);
 const STATISTIC_EXT_DATA: Oid = Oid::from_u32(3429);
 
-/// Functions that return cumulative statistics or sizes, by name. `pg_stat_get_*` counters (rows
-/// read, fetched, inserted, updated, deleted, live and dead; blocks; scans) are refused except the
-/// session-level ones in [`ALLOWED_STAT_FUNCTIONS`].
+/// Functions that return cumulative statistics, sizes or the position of the write-ahead log, by
+/// name. `pg_stat_get_*` counters (rows read, fetched, inserted, updated, deleted, live and dead;
+/// blocks; scans) are refused except the session-level ones in [`ALLOWED_STAT_FUNCTIONS`].
 const DENIED_FUNCTIONS: &[&str] = &[
     "pg_relation_size",
     "pg_table_size",
@@ -34,6 +34,15 @@ const DENIED_FUNCTIONS: &[&str] = &[
     "pg_database_size",
     "pg_stat_statements",
     "pg_stat_statements_info",
+    // the write-ahead log's position moves when a read prunes a page or sets hint bits
+    "pg_current_wal_lsn",
+    "pg_current_wal_insert_lsn",
+    "pg_current_wal_flush_lsn",
+    "pg_last_wal_receive_lsn",
+    "pg_last_wal_replay_lsn",
+    "pg_logical_emit_message",
+    "pg_control_checkpoint",
+    "pg_control_recovery",
 ];
 
 /// `pg_stat_get_*` functions about sessions, not data (pg_stat_activity uses them).

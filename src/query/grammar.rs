@@ -114,6 +114,10 @@ struct Collect {
     refusal: Option<Refusal>,
     /// check the statistics rules (the role is restricted in this database)
     statistics: bool,
+    /// collations of every expression of the statement, loaded if it holds a DP level
+    collations: Vec<Oid>,
+    /// an UPDATE, DELETE or MERGE, or a row lock, somewhere in the statement
+    rechecks: Option<&'static str>,
 }
 
 impl Collect {
@@ -134,9 +138,19 @@ unsafe extern "C-unwind" fn collect_walker(node: *mut Node, ctx: *mut c_void) ->
     if pg_sys::stack_is_too_deep() {
         return c.refuse(Refusal::too_deep());
     }
+    note_collations(c, node);
     match (*node).type_ {
         NodeTag::T_Query => {
             let q = node as *mut Query;
+            if c.rechecks.is_none() {
+                c.rechecks = match (*q).commandType {
+                    pg_sys::CmdType::CMD_UPDATE => Some("UPDATE"),
+                    pg_sys::CmdType::CMD_DELETE => Some("DELETE"),
+                    pg_sys::CmdType::CMD_MERGE => Some("MERGE"),
+                    _ if !(*q).rowMarks.is_null() => Some("FOR UPDATE or FOR SHARE"),
+                    _ => None,
+                };
+            }
             c.stack.push(q);
             // join alias lists name every column of the joined tables, used or not: columns are
             // checked where the query uses them
@@ -255,6 +269,8 @@ pub unsafe fn check_statement(query: *mut Query) -> Check<Option<Admitted>> {
         ctes: Vec::new(),
         refusal: None,
         statistics: protect::statistics_restricted(),
+        collations: Vec::new(),
+        rechecks: None,
     };
     collect_walker(query as *mut Node, &mut c as *mut Collect as *mut c_void);
     if let Some(r) = c.refusal {
@@ -269,6 +285,17 @@ pub unsafe fn check_statement(query: *mut Query) -> Check<Option<Admitted>> {
     }
     if dp_levels.is_empty() && !protected.iter().any(|p| *p) {
         return Ok(None);
+    }
+    if let (Some(what), false) = (c.rechecks, dp_levels.is_empty()) {
+        // a concurrent update makes PostgreSQL re-run the plan's subqueries for the row it
+        // rechecks (EvalPlanQual): a DP level there would release again for one payment
+        return Err(Refusal::new(format!("a DP aggregate in a statement with {what}"))
+            .hint("release the DP aggregates in a SELECT (or INSERT … SELECT) first, then use the result"));
+    }
+    // The planner may move a leakproof condition of an outer query into a level, where it runs on
+    // every input row: every collation the statement uses is loaded now (load_collations).
+    for coll in &c.collations {
+        crate::pg::ffi::load_collation(*coll);
     }
 
     let mut levels = Vec::new();
@@ -387,6 +414,9 @@ struct Cx {
     q: *mut Query,
     func: &'static str,
     table: String,
+    /// The largest constant admitted here: [`total::MAX_CONSTANT_BYTES`], or less in the subject
+    /// of a LIKE, where parameters are refused too.
+    max_const: usize,
 }
 
 impl Cx {
@@ -411,7 +441,7 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
     let dp: Vec<&&AggAt> = aggs.iter().filter(|a| a.kind.is_some()).collect();
     let func = dp[0].kind.expect("a DP aggregate").func();
     let first_table = first_relation(q, 0).map_or_else(|| "a table".to_string(), |r| protect::relation_short_name(r));
-    let mut cx = Cx { q, func, table: first_table };
+    let mut cx = Cx { q, func, table: first_table, max_const: total::MAX_CONSTANT_BYTES };
 
     if (*q).commandType != pg_sys::CmdType::CMD_SELECT {
         return Err(Refusal::new(format!("{func} must be computed in a SELECT")));
@@ -484,7 +514,7 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
         let agg = a.aggref;
         let kind = a.kind.expect("a DP aggregate");
         let f = kind.func();
-        let acx = Cx { q, func: f, table: cx.table.clone() };
+        let acx = Cx { q, func: f, table: cx.table.clone(), max_const: cx.max_const };
         if !(*agg).aggdistinct.is_null() {
             return Err(acx.structural(&format!("DISTINCT inside {f}")));
         }
@@ -755,7 +785,7 @@ unsafe fn check_from(cx: &mut Cx, q: *mut Query, depth: u32) -> Check<Source> {
     cx.table = item_name(&items[src]);
 
     // every condition below the aggregate is a predicate of the grammar
-    let qcx = Cx { q, func: cx.func, table: cx.table.clone() };
+    let qcx = Cx { q, func: cx.func, table: cx.table.clone(), max_const: cx.max_const };
     for c in conjuncts.iter().chain(outer_quals.iter()) {
         predicate_below(&qcx, *c)?;
     }
@@ -991,7 +1021,7 @@ unsafe fn check_row_source(cx: &mut Cx, sq: *mut Query, depth: u32) -> Check<Sou
     }
     let saved = cx.table.clone();
     let src = check_from(cx, sq, depth)?;
-    let scx = Cx { q: sq, func: cx.func, table: cx.table.clone() };
+    let scx = Cx { q: sq, func: cx.func, table: cx.table.clone(), max_const: cx.max_const };
     for te in list_iter::<pg_sys::TargetEntry>((*sq).targetList) {
         value_below(&scx, (*te).expr as *mut Node)?;
     }
@@ -1241,15 +1271,44 @@ unsafe fn constant_size(cx: &Cx, e: *mut Node) -> Check<()> {
     }
     let c = folded as *mut pg_sys::Const;
     let bytes = total::const_bytes(c);
-    if bytes > total::MAX_CONSTANT_BYTES {
+    if bytes > cx.max_const {
+        let place = if cx.max_const < total::MAX_CONSTANT_BYTES { "the subject of a LIKE in the input" } else { "the input" };
         return Err(Refusal::new(format!(
-            "a constant of {bytes} bytes in the input of {}: constants there are at most {} bytes",
-            cx.func,
-            total::MAX_CONSTANT_BYTES
+            "a constant of {bytes} bytes in {place} of {}: constants there are at most {} bytes",
+            cx.func, cx.max_const
         ))
         .hint("filter with a smaller constant, or join a public table"));
     }
     Ok(())
+}
+
+/// Notes the collations an expression node of the statement runs under (node kinds whose
+/// collation PostgreSQL can tell; others have none of their own).
+unsafe fn note_collations(c: &mut Collect, n: *mut Node) {
+    let mut add = |coll: Oid| {
+        if coll != pg_sys::InvalidOid && coll != pg_sys::DEFAULT_COLLATION_OID && !c.collations.contains(&coll) {
+            c.collations.push(coll);
+        }
+    };
+    match (*n).type_ {
+        NodeTag::T_Var | NodeTag::T_Const | NodeTag::T_Param | NodeTag::T_Aggref | NodeTag::T_WindowFunc
+        | NodeTag::T_SubscriptingRef | NodeTag::T_FuncExpr | NodeTag::T_OpExpr | NodeTag::T_DistinctExpr
+        | NodeTag::T_NullIfExpr | NodeTag::T_ScalarArrayOpExpr | NodeTag::T_FieldSelect | NodeTag::T_RelabelType
+        | NodeTag::T_CoerceViaIO | NodeTag::T_ArrayCoerceExpr | NodeTag::T_CollateExpr | NodeTag::T_CaseExpr
+        | NodeTag::T_ArrayExpr | NodeTag::T_CoalesceExpr | NodeTag::T_MinMaxExpr | NodeTag::T_CoerceToDomain => {
+            add(pg_sys::exprCollation(n));
+            add(pg_sys::exprInputCollation(n));
+        }
+        NodeTag::T_RowCompareExpr => {
+            let ids = (*(n as *mut pg_sys::RowCompareExpr)).inputcollids;
+            if !ids.is_null() {
+                for i in 0..(*ids).length as usize {
+                    add((*(*ids).elements.add(i)).oid_value);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Loads the collations an expression node runs under, while checking: the first use of a
@@ -1273,10 +1332,14 @@ unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
         NodeTag::T_Var => column(cx, e as *mut pg_sys::Var),
         NodeTag::T_Const => constant_size(cx, e),
         NodeTag::T_Param => {
-            if (*(e as *mut pg_sys::Param)).paramkind == pg_sys::ParamKind::PARAM_EXTERN {
-                Ok(())
-            } else {
+            if (*(e as *mut pg_sys::Param)).paramkind != pg_sys::ParamKind::PARAM_EXTERN {
                 Err(cx.structural("value computed while the query runs"))
+            } else if cx.max_const < total::MAX_CONSTANT_BYTES {
+                // its size is known only when bound, and LIKE's work grows with it
+                Err(Refusal::new(format!("a parameter in the subject of a LIKE in the input of {}", cx.func))
+                    .hint("compare the parameter with = instead, or put the text in the pattern"))
+            } else {
+                Ok(())
             }
         }
         NodeTag::T_RelabelType => value(cx, (*(e as *mut pg_sys::RelabelType)).arg as *mut Node),
@@ -1506,7 +1569,9 @@ unsafe fn like(cx: &Cx, op: *mut pg_sys::OpExpr, args: &[*mut Node]) -> Check<()
     if coll != pg_sys::InvalidOid && !pg_sys::get_collation_isdeterministic(coll) {
         return Err(cx.not_total("LIKE under a nondeterministic collation"));
     }
-    value(cx, args[0])?;
+    // matching takes up to subject × pattern steps: what the analyst puts in the subject is small
+    let subject = Cx { q: cx.q, func: cx.func, table: cx.table.clone(), max_const: cx.max_const.min(total::MAX_LIKE_SUBJECT_CONSTANT_BYTES) };
+    value(&subject, args[0])?;
     let mut p = args[1];
     while (*p).type_ == NodeTag::T_RelabelType {
         p = (*(p as *mut pg_sys::RelabelType)).arg as *mut Node;
@@ -1516,8 +1581,8 @@ unsafe fn like(cx: &Cx, op: *mut pg_sys::OpExpr, args: &[*mut Node]) -> Check<()
     }
     let c = p as *mut pg_sys::Const;
     let s = pg_sys::text_to_cstring((*c).constvalue.cast_mut_ptr());
-    if !total::like_pattern_ok(CStr::from_ptr(s).to_bytes()) {
-        return Err(Refusal::new(format!("LIKE pattern in the input of {} must not end with the escape character", cx.func)));
+    if let Some(problem) = total::like_pattern_problem(CStr::from_ptr(s).to_bytes()) {
+        return Err(Refusal::new(format!("the LIKE pattern in the input of {} {problem}", cx.func)));
     }
     Ok(())
 }

@@ -45,12 +45,12 @@ pub const FAILURE_MODES: &[FailureModes] = &[
     FailureModes {
         node: "literal, bind parameter $n",
         could_fail_by: "input syntax, out of range; a value so large that an operation on it runs out of memory or time on the rows that reach it",
-        why_it_cannot: "a literal is converted while parsing and a parameter when bound: the error depends on the query text; both are at most 256 kB (MAX_CONSTANT_BYTES, checked while checking and when the parameters are bound)",
+        why_it_cannot: "a literal is converted while parsing and a parameter when bound: the error depends on the query text; both are at most 64 kB (MAX_CONSTANT_BYTES, checked while checking and when the parameters are bound)",
     },
     FailureModes {
         node: "constant expression",
         could_fail_by: "anything its functions raise (1/0, a narrowing cast); a huge result (repeat('x', 500000000))",
-        why_it_cannot: "only immutable built-in functions over literals, folded while checking as the planner folds them: the error depends on the query text; the result is at most 256 kB",
+        why_it_cannot: "only immutable built-in functions over literals, folded while checking as the planner folds them: the error depends on the query text; the result is at most 64 kB",
     },
     FailureModes {
         node: "binary-compatible cast (RelabelType), COLLATE",
@@ -94,8 +94,8 @@ pub const FAILURE_MODES: &[FailureModes] = &[
     },
     FailureModes {
         node: "[NOT] [I]LIKE 'literal'",
-        could_fail_by: "a pattern ending in the escape character, a nondeterministic or undetermined collation; ILIKE on a stored value over 256 MB (lowercasing needs up to 4 bytes a character, past PostgreSQL's 1 GB allocation limit)",
-        why_it_cannot: "the pattern is a literal checked before planning; the collation must be resolved and deterministic; the one failure left depends on a stored value of over 256 MB, not on anything the analyst brings, and fails closed (the role's budget is forfeited)",
+        could_fail_by: "a pattern ending in the escape character; stack depth (the matcher recurses once per %); a nondeterministic or undetermined collation; ILIKE on a stored value over 256 MB (lowercasing needs up to 4 bytes a character, past PostgreSQL's 1 GB allocation limit); time (matching takes up to subject × pattern steps)",
+        why_it_cannot: "the pattern is a literal of at most 1 kB with at most 64 %, checked before planning; constants in the subject are at most 256 bytes and parameters are refused there, so what the analyst brings adds at most 256 × 1,024 steps a row; the collation must be resolved and deterministic; the one failure left depends on a stored value of over 256 MB, not on anything the analyst brings, and fails closed (the role's budget is forfeited)",
     },
     FailureModes {
         node: "CASE, COALESCE, AND, OR, NOT, IS [NOT] NULL, IS [NOT] TRUE/FALSE/UNKNOWN",
@@ -139,7 +139,20 @@ pub const FAILURE_MODES: &[FailureModes] = &[
 /// The largest constant admitted below a DP aggregate, in bytes (a literal, a folded constant
 /// expression, or a bind parameter's value): an operation on a constant runs on every row that
 /// reaches it, so its size bounds the work one row can cause.
-pub const MAX_CONSTANT_BYTES: usize = 256 * 1024;
+pub const MAX_CONSTANT_BYTES: usize = 64 * 1024;
+
+/// The longest LIKE pattern admitted below a DP aggregate, in bytes. Matching takes up to
+/// (subject length × pattern length) steps, so a long pattern over a long subject turns one row
+/// into seconds of work.
+pub const MAX_LIKE_PATTERN_BYTES: usize = 1024;
+
+/// The most `%` in a LIKE pattern: PostgreSQL's matcher recurses once for each, and a pattern of
+/// tens of thousands runs out of stack (54001) on the rows that reach it.
+pub const MAX_LIKE_PERCENTS: usize = 64;
+
+/// The largest constant in the subject of a LIKE below a DP aggregate (`CASE WHEN … THEN
+/// repeat('a', 60000) END LIKE …` would make one row's presence cost pattern × 60,000 steps).
+pub const MAX_LIKE_SUBJECT_CONSTANT_BYTES: usize = 256;
 
 /// The size of a constant's value in bytes (0 for NULL).
 pub unsafe fn const_bytes(c: *mut pg_sys::Const) -> usize {
@@ -272,10 +285,22 @@ pub fn text_output_ok(typ: Oid) -> bool {
     is_comparable(typ)
 }
 
-/// True for a LIKE pattern that cannot raise an error: it does not end in an unescaped backslash.
-pub fn like_pattern_ok(pattern: &[u8]) -> bool {
+/// Why a LIKE pattern is refused below a DP aggregate, if it is: it ends in an unescaped backslash
+/// (an error on every row that reaches it), it is longer than [`MAX_LIKE_PATTERN_BYTES`], or it has
+/// more than [`MAX_LIKE_PERCENTS`] `%`.
+pub fn like_pattern_problem(pattern: &[u8]) -> Option<String> {
     let trailing = pattern.iter().rev().take_while(|b| **b == b'\\').count();
-    trailing % 2 == 0
+    if trailing % 2 != 0 {
+        return Some("must not end with the escape character".into());
+    }
+    if pattern.len() > MAX_LIKE_PATTERN_BYTES {
+        return Some(format!("is {} bytes long: at most {MAX_LIKE_PATTERN_BYTES} bytes are allowed", pattern.len()));
+    }
+    let percents = pattern.iter().filter(|b| **b == b'%').count();
+    if percents > MAX_LIKE_PERCENTS {
+        return Some(format!("has {percents} %: at most {MAX_LIKE_PERCENTS} are allowed"));
+    }
+    None
 }
 
 /// A short description of a built-in function or operator for refusal messages, e.g.

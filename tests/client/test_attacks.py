@@ -9,6 +9,7 @@ Run by scripts/test.sh:
 Prints one line per check and "attacks: N passed, M failed"; exits non-zero on any failure.
 """
 import argparse
+from decimal import Decimal
 
 import psycopg
 from psycopg import errors as E
@@ -69,13 +70,15 @@ def check_attack_out_of_memory_from_a_huge_constant():
     # a 537 MB constant lowercased by ILIKE only on Bob's row ran out of memory (53200) only when Bob's
     # income passed the test: a bit per query, and out of memory did not forfeit
     q = ("SELECT dp_count(id, 1e-9) FROM patients WHERE (CASE WHEN name = 'Bob' AND income > 123455 "
-         "THEN repeat('x', 536870911) ELSE 'b' END) ILIKE 'zz'")
+         "THEN repeat('x', 536870911) ELSE 'b' END) {} 'zz'")
     with connect(ANALYST) as c:
-        e = refused(c, q, E.InsufficientPrivilege)
-        assert "a constant of 536870915 bytes in the input of dp_count" in str(e), e
+        e = refused(c, q.format("ILIKE"), E.InsufficientPrivilege)
+        assert "a constant of 536870915 bytes in the subject of a LIKE in the input of dp_count" in str(e), e
+        e = refused(c, q.format("<"), E.InsufficientPrivilege)
+        assert "a constant of 536870915 bytes in the input of dp_count: constants there are at most 65536 bytes" in str(e), e
         # as a bind parameter of a prepared statement (a generic plan evaluates it per row)
         c.execute("PREPARE big(text) AS SELECT dp_count(id, 1e-9) FROM patients "
-                  "WHERE (CASE WHEN name = 'Bob' AND income > 123455 THEN $1 ELSE 'b' END) ILIKE 'zz'")
+                  "WHERE (CASE WHEN name = 'Bob' AND income > 123455 THEN $1 ELSE 'b' END) < 'zz'")
         e = refused(c, "EXECUTE big(repeat('x', 300000))", E.ProgramLimitExceeded)
         assert "bind parameter $1 of a DP query on a protected table is 300004 bytes" in str(e), e
         # constants of ordinary size stay admitted
@@ -299,6 +302,149 @@ def check_attack_a_failed_cursor_leaves_a_cache_store_behind():
                 c.execute("CLOSE c2")
         counts = [n for _, n, _ in c.execute(q1).fetchall()]
         assert len(counts) == 10 and max(counts) < 1000, f"the release cache answered another query's rows: {counts}"
+
+
+def check_attack_a_long_like_pattern_over_a_long_subject_on_one_row():
+    # matching takes up to subject x pattern steps: a 60 kB constant in the subject, reached only by
+    # Bob's row when his income passed the test, against a 250 kB pattern cost seconds, and the
+    # query's time told the bit
+    def q(subject_bytes, pattern):
+        return ("SELECT dp_count(id, 1e-9) FROM patients WHERE CASE WHEN name = 'Bob' AND income > 123455 "
+                f"THEN repeat('a', {subject_bytes}) END LIKE '{pattern}'")
+    with connect(ANALYST) as c:
+        e = refused(c, q(60000, "%" + "a" * 100 + "b"), E.InsufficientPrivilege)
+        assert "a constant of 60004 bytes in the subject of a LIKE in the input of dp_count" in str(e), e
+        e = refused(c, q(10, "%" + "a" * 2000 + "b"), E.InsufficientPrivilege)
+        assert "the LIKE pattern in the input of dp_count is 2002 bytes long: at most 1024 bytes are allowed" in str(e), e
+        # a parameter's size is known only when bound
+        c.execute("PREPARE lk(text) AS SELECT dp_count(id, 1e-9) FROM patients WHERE CASE WHEN name = 'Bob' THEN $1 END LIKE '%b%'")
+        e = refused(c, "EXECUTE lk('x')", E.InsufficientPrivilege)
+        assert "a parameter in the subject of a LIKE in the input of dp_count" in str(e), e
+        # ordinary patterns and small constants stay admitted
+        c.execute(q(200, "%" + "a" * 500 + "b")).fetchall()
+        c.execute("SELECT dp_count(id, 1e-9) FROM patients WHERE COALESCE(name, 'x') ILIKE '%bo%'").fetchall()
+
+
+def check_attack_a_like_pattern_that_overflows_the_stack():
+    # PostgreSQL's matcher recurses once per %: 20,000 of them ran out of stack (54001) only on the
+    # rows that reached the LIKE
+    with connect(ANALYST) as c:
+        e = refused(c, "SELECT dp_count(id, 1e-9) FROM patients WHERE CASE WHEN name = 'Bob' AND income > 123455 "
+                       "THEN 'aaaa' END LIKE '" + "%a" * 65 + "'", E.InsufficientPrivilege)
+        assert "has 65 %: at most 64 are allowed" in str(e), e
+        c.execute("SELECT dp_count(id, 1e-9) FROM patients WHERE name LIKE '" + "%a" * 64 + "'").fetchall()
+
+
+def check_attack_trace_sort_turned_on_after_planning():
+    # trace_sort is refused when a statement is planned; turned on between DECLARE and FETCH (or by
+    # set_config inside the statement) it printed the sorts of the level's rows, with their counts
+    with connect(ANALYST) as c:
+        notices = []
+        c.add_notice_handler(lambda d: notices.append(d.message_primary))
+        with c.transaction():
+            c.execute("SET LOCAL enable_hashagg = off")
+            c.execute("DECLARE cur CURSOR FOR SELECT region, dp_count(id, 0.01) FROM patients "
+                      "WHERE income > 100000 GROUP BY region")
+            c.execute("SET LOCAL client_min_messages = log")
+            c.execute("SET LOCAL trace_sort = on")
+            e = refused(c, "FETCH ALL FROM cur", E.InsufficientPrivilege)
+            assert "trace_sort would print" in str(e), e
+        assert not [n for n in notices if "sort" in n.lower()], notices
+
+
+def check_attack_an_outer_condition_moved_into_a_level_loads_a_collation():
+    # a leakproof condition of the outer query moves into the level (the security barrier lets it):
+    # its collation was loaded, with its version warning, only when a row reached it
+    with connect() as c:
+        c.execute("DROP COLLATION IF EXISTS an.fake_outer")
+        c.execute("CREATE COLLATION an.fake_outer (provider = icu, locale = 'en', version = '0-fake')")
+    seen = []
+    for threshold in (0, 10 ** 9):
+        c = connect(ANALYST)
+        notices = []
+        c.add_notice_handler(lambda d: notices.append(d.message_primary))
+        with c:
+            c.execute("SET dp.group_selection_epsilon = 0.001")
+            c.execute("SELECT * FROM (SELECT region, income, dp_count(id, 1e-9) AS n FROM patients WHERE name = 'Bob' "
+                      "GROUP BY region, income) s "
+                      f"WHERE CASE WHEN s.income > {threshold} THEN s.region::text < 'z' COLLATE an.fake_outer ELSE true END"
+                      ).fetchall()
+        seen.append(sum("version mismatch" in n for n in notices))
+    assert seen == [1, 1], f"the warning depends on the data: {seen}"
+
+
+def check_attack_an_update_rechecks_a_level_for_a_concurrent_row():
+    # a concurrent update of the row an UPDATE was about to change makes PostgreSQL re-run the plan's
+    # subqueries for it (EvalPlanQual): a DP level there released a second time for one payment
+    with connect() as c:
+        c.execute("DROP TABLE IF EXISTS an.t")
+        c.execute("CREATE TABLE an.t AS SELECT g AS region, 0 AS v FROM generate_series(0, 9) g")
+        c.execute(f"ALTER TABLE an.t OWNER TO {ANALYST}")
+    before = spent()
+    with connect(ANALYST) as c:
+        for q in ("UPDATE an.t SET v = (SELECT dp_count(id, 0.5) FROM patients) WHERE region = 3",
+                  "DELETE FROM an.t WHERE v < (SELECT dp_count(id, 0.5) FROM patients)",
+                  "SELECT t.v, s.n FROM an.t, (SELECT dp_count(id, 0.5) AS n FROM patients) s FOR UPDATE OF t",
+                  "WITH u AS (UPDATE an.t SET v = 1 RETURNING v) SELECT dp_count(id, 0.5) FROM patients"):
+            e = refused(c, q, E.InsufficientPrivilege)
+            assert "a DP aggregate in a statement with" in str(e), (q, e)
+        # INSERT … SELECT stays admitted
+        c.execute("INSERT INTO an.t SELECT 99, dp_count(id, 0.5)::int FROM patients")
+    assert spent() == before + Decimal("0.5"), (before, spent())
+
+
+def check_attack_copy_of_pg_class_reads_the_row_estimates():
+    # COPY of a table runs no query, so the statistics rules never saw it: COPY pg_class TO STDOUT
+    # printed reltuples and relpages of the protected table
+    with connect(ANALYST) as c:
+        with c.cursor() as cur:
+            e = None
+            try:
+                with cur.copy("COPY pg_class TO STDOUT") as copy:
+                    for _ in copy:
+                        pass
+            except E.InsufficientPrivilege as err:
+                e = err
+            assert e is not None and "pg_class.reltuples" in str(e), e
+            try:
+                with cur.copy("COPY pg_catalog.pg_class (relname, reltuples) TO STDOUT") as copy:
+                    for _ in copy:
+                        pass
+                e = None
+            except E.InsufficientPrivilege as err:
+                e = err
+            assert e is not None and "pg_class.reltuples" in str(e), e
+            # columns without statistics, and COPY of a query (checked like the query), stay open
+            with cur.copy("COPY pg_class (relname, relkind) TO STDOUT") as copy:
+                assert sum(1 for _ in copy) > 0
+
+
+def check_attack_the_wal_position_shows_pages_an_index_scan_pruned():
+    # an index scan below a DP aggregate prunes (and writes WAL for) the pages it visits: the WAL
+    # insert position before and after told which ones, for free
+    with connect(ANALYST) as c:
+        for f in ("pg_current_wal_lsn()", "pg_current_wal_insert_lsn()", "pg_logical_emit_message(false, 'x', 'y')"):
+            refused(c, f"SELECT {f}", E.InsufficientPrivilege)
+        # through a function the analyst writes, PostgreSQL's EXECUTE privilege refuses it too
+        c.execute("CREATE OR REPLACE FUNCTION an.lsn() RETURNS text LANGUAGE sql AS 'SELECT pg_current_wal_insert_lsn()::text'")
+        refused(c, "SELECT an.lsn()", E.InsufficientPrivilege)
+
+
+def check_attack_the_blind_planner_reads_a_brin_range_map():
+    # the planner's cost estimate of a BRIN index reads the index's range map (and GIN's of its
+    # metapage): the plan chosen for a restricted role depended on the data
+    with connect() as c:
+        c.execute("CREATE INDEX IF NOT EXISTS patients_income_brin ON patients USING brin (income)")
+        c.execute("SELECT pg_stat_reset()")
+    with connect(ANALYST) as c:
+        c.execute("SET enable_seqscan = off")
+        c.execute("SELECT dp_count(id, 1e-9) FROM patients WHERE income > 123455").fetchall()
+    with connect() as c:
+        c.execute("SELECT pg_stat_force_next_flush()") if c.execute(
+            "SELECT to_regproc('pg_stat_force_next_flush') IS NOT NULL").fetchone()[0] else None
+        scans = c.execute("SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'patients_income_brin'").fetchone()[0]
+        c.execute("DROP INDEX patients_income_brin")
+    assert scans == 0, f"a restricted plan used the BRIN index {scans} times"
 
 
 def main():

@@ -516,6 +516,61 @@ def check_fail_closed_out_of_memory_forfeits():
     assert spent(a) == Decimal("2"), spent(a)
 
 
+def check_fail_closed_a_configured_limit_forfeits():
+    # temp_file_limit (53400) is reached by a sort that spills a data-dependent amount of rows: a
+    # configured limit inside a level is not a condition of the server alone
+    a = faulty_analyst("dp_l_templimit", 2, "53400")
+    c, notices = with_notices(a)
+    with c:
+        refused(c, "SELECT dp_count(i, 0.5) FROM pt", E.ConfigurationLimitExceeded)
+    assert [n for n in notices if FORFEIT_WARNING in n[1]], notices
+    assert spent(a) == Decimal("2"), spent(a)
+
+
+def check_fail_closed_a_pending_cancel_does_not_withdraw_the_forfeit():
+    # the forfeit waited for the ledger worker with interrupts enabled: a cancel (or statement_timeout)
+    # that arrived while the worker was busy withdrew the queued forfeit, and the error still told its
+    # bit. Here the worker is held on a lock while the analyst's level fails and is cancelled.
+    a = faulty_analyst("dp_l_dodge", 4, "22012")
+    busy = new_analyst("dp_l_busy", 10)
+    analyst = connect(a)
+    analyst.autocommit = False
+    pid = analyst.execute("SELECT pg_backend_pid()").fetchone()[0]
+    analyst.execute("DECLARE cur CURSOR FOR SELECT dp_count(i, 0.5) FROM pt")  # charged here
+    results = {}
+
+    def run(name, conn, sql):
+        try:
+            conn.execute(sql).fetchall()
+            results[name] = "ok"
+        except psycopg.Error as e:
+            results[name] = type(e).__name__
+
+    locker = connect()
+    locker.autocommit = False
+    locker.execute("LOCK TABLE dp.role_budget IN EXCLUSIVE MODE")
+    other = connect(busy)
+    t1 = threading.Thread(target=run, args=("busy", other, "SELECT dp_count(i, 0.5) FROM pt"))
+    t1.start()
+    time.sleep(1.0)  # the worker now waits for the lock, with the busy role's charge
+    t2 = threading.Thread(target=run, args=("analyst", analyst, "FETCH ALL FROM cur"))
+    t2.start()
+    time.sleep(1.0)  # the level failed; its forfeit is queued behind the busy charge
+    with connect() as c:
+        c.execute("SELECT pg_cancel_backend(%s)", (pid,))
+    time.sleep(1.0)
+    still_waiting = t2.is_alive()
+    locker.rollback()
+    t1.join(30)
+    t2.join(30)
+    for conn in (locker, other, analyst):
+        conn.close()
+    assert results.get("analyst") == "DivisionByZero", results
+    assert still_waiting, "the cancel ended the forfeit's wait"
+    assert spent(a) == Decimal("4"), spent(a)
+    assert len(forfeits(a)) == 1, forfeits(a)
+
+
 def check_fail_closed_even_when_a_plpgsql_handler_catches_the_error():
     # the error never reaches the client: the forfeit is charged before any handler sees it
     a = faulty_analyst("dp_l_caught", 3, "22012")
