@@ -159,8 +159,8 @@ fn adopt_budget_gives_a_role_restored_without_its_label_its_budget_back() {
     // the role as restored without its label
     Spi::run("SECURITY LABEL FOR pg_dp_role ON ROLE dp_adopt_t IS NULL").unwrap();
     // refused: NULL arguments, an identity another role carries, one with nothing in this database
-    refused(&format!("SELECT dp.adopt_budget(NULL, '{uid}')"), "role must be an existing role, got NULL");
-    refused("SELECT dp.adopt_budget('dp_adopt_t', NULL)", "role_uid must be the pg_dp identity of a budget");
+    refused(&format!("SELECT dp.adopt_budget(NULL, '{uid}')"), "dp.adopt_budget: role must not be NULL");
+    refused("SELECT dp.adopt_budget('dp_adopt_t', NULL)", "dp.adopt_budget: role_uid must not be NULL");
     let held = format!("SELECT dp.adopt_budget('dp_adopt_t', '{other}')");
     refused(&held, "is the pg_dp identity of role dp_adopt_other");
     assert_eq!(sqlstate_of(&held).as_deref(), Some("22023"));

@@ -7,6 +7,7 @@
 CREATE FUNCTION dp.set_bounds(tbl regclass, col name, lower numeric, upper numeric) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    PERFORM dp.refuse_nulls('dp.set_bounds', ARRAY['tbl', 'col'], ARRAY[tbl IS NULL, col IS NULL]);
     IF lower IS NULL OR upper IS NULL THEN
         RAISE EXCEPTION 'lower and upper must not be NULL (dp.drop_bounds removes bounds)' USING ERRCODE = 'null_value_not_allowed';
     END IF;
@@ -18,6 +19,7 @@ COMMENT ON FUNCTION dp.set_bounds(regclass, name, numeric, numeric) IS 'pg_dp: d
 
 CREATE FUNCTION dp.drop_bounds(tbl regclass, col name) RETURNS void
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT dp.refuse_nulls('dp.drop_bounds', ARRAY['tbl', 'col'], ARRAY[tbl IS NULL, col IS NULL]);
     SELECT dp.drop_column_declaration(tbl, col, 'bounds');
 $$;
 COMMENT ON FUNCTION dp.drop_bounds(regclass, name) IS 'pg_dp: removes the declared bounds of a column (dp_admin)';
@@ -27,6 +29,9 @@ CREATE FUNCTION dp.learn_bounds(public_table regclass, public_column name, targe
                                 OUT lower numeric, OUT upper numeric)
 LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    PERFORM dp.refuse_nulls('dp.learn_bounds', ARRAY['public_table', 'public_column', 'target_table', 'target_column', 'lower_quantile', 'upper_quantile'],
+                            ARRAY[public_table IS NULL, public_column IS NULL, target_table IS NULL, target_column IS NULL,
+                                  lower_quantile IS NULL, upper_quantile IS NULL]);
     IF lower_quantile IS NULL OR upper_quantile IS NULL OR NOT (0 <= lower_quantile AND lower_quantile < upper_quantile AND upper_quantile <= 1) THEN
         RAISE EXCEPTION 'lower_quantile and upper_quantile must satisfy 0 <= lower_quantile < upper_quantile <= 1, got % and %',
             coalesce(lower_quantile::text, 'NULL'), coalesce(upper_quantile::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';

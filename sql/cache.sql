@@ -3,9 +3,7 @@
 CREATE FUNCTION dp.set_release_cache(tbl regclass, enabled bool) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    IF enabled IS NULL THEN
-        RAISE EXCEPTION 'enabled must be true or false, got NULL' USING ERRCODE = '22004';
-    END IF;
+    PERFORM dp.refuse_nulls('dp.set_release_cache', ARRAY['tbl', 'enabled'], ARRAY[tbl IS NULL, enabled IS NULL]);
     PERFORM dp.relabel_table(tbl, 'no_release_cache', NOT enabled);
 END
 $$;
@@ -19,6 +17,7 @@ SELECT l.objoid::pg_catalog.regclass AS table_name
  WHERE l.provider = 'pg_dp' AND l.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass AND l.objsubid = 0
    AND 'no_release_cache' = ANY (pg_catalog.string_to_array(pg_catalog.replace(l.label, ' ', ''), ','));
 COMMENT ON VIEW dp.uncached_tables IS 'pg_dp: the tables of this database whose DP queries never reuse a release (dp.set_release_cache)';
+GRANT SELECT ON dp.uncached_tables TO PUBLIC;
 
 -- Reuses of cached releases: one row per role and released execution, with a counter, never the
 -- query text again (a reuse costs nothing, so it writes no receipt to dp.release_log).

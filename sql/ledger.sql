@@ -193,9 +193,28 @@ GRANT SELECT ON dp.my_budget, dp.my_ledger TO PUBLIC;
 -- Admin API. SECURITY DEFINER with a pinned search_path; EXECUTE only for dp_admin (and superusers).
 -- These are ordinary transactional writes: a grant counts once it commits.
 
+-- Arguments of the admin API that must not be NULL: SQLSTATE 22004, naming the function and the argument.
+CREATE FUNCTION dp.refuse_nulls(func text, names text[], nulls bool[]) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    FOR i IN 1 .. coalesce(pg_catalog.array_length(names, 1), 0) LOOP
+        IF nulls[i] THEN
+            RAISE EXCEPTION '%: % must not be NULL', func, names[i] USING ERRCODE = 'null_value_not_allowed';
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION dp.refuse_nulls(text, text[], bool[]) IS 'pg_dp internal: raises 22004 naming the first argument of the admin function func that is NULL';
+REVOKE EXECUTE ON FUNCTION dp.refuse_nulls(text, text[], bool[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dp.refuse_nulls(text, text[], bool[]) TO dp_admin;
+
 CREATE FUNCTION dp.check_epsilon_delta(epsilon float8, delta float8) RETURNS void
 LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    IF epsilon IS NULL OR delta IS NULL THEN
+        RAISE EXCEPTION '% must not be NULL', CASE WHEN epsilon IS NULL THEN 'epsilon' ELSE 'delta' END
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     IF epsilon IS NULL OR epsilon = 'NaN'::float8 OR epsilon < 0 OR epsilon > 1e6 OR epsilon = 'Infinity'::float8 THEN
         RAISE EXCEPTION 'epsilon must be a finite number between 0 and 1e6, got %', coalesce(epsilon::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -213,6 +232,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     u uuid;
 BEGIN
+    PERFORM dp.refuse_nulls('dp.grant_budget', ARRAY['role'], ARRAY[role IS NULL]);
     PERFORM dp.check_epsilon_delta(epsilon, delta);
     u := dp.ensure_role_uid(role);
     INSERT INTO dp.role_budget AS b (role_uid, role_name, epsilon_granted, delta_granted)
@@ -233,6 +253,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     u uuid;
 BEGIN
+    PERFORM dp.refuse_nulls('dp.set_budget', ARRAY['role'], ARRAY[role IS NULL]);
     PERFORM dp.check_epsilon_delta(epsilon, delta);
     IF max_epsilon_per_query IS NOT NULL
        AND NOT (max_epsilon_per_query > 0 AND max_epsilon_per_query <= 1e6) THEN
@@ -255,6 +276,7 @@ COMMENT ON FUNCTION dp.set_budget(regrole, float8, float8, float8) IS 'pg_dp: se
 
 CREATE FUNCTION dp.revoke_budget(role regrole) RETURNS void
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT dp.refuse_nulls('dp.revoke_budget', ARRAY['role'], ARRAY[role IS NULL]);
     -- nothing remains, and what was spent stays: a later grant adds to it, never erases it
     UPDATE dp.role_budget b
        SET epsilon_granted = b.epsilon_spent, delta_granted = b.delta_spent, updated_at = pg_catalog.now()
@@ -265,6 +287,7 @@ COMMENT ON FUNCTION dp.revoke_budget(regrole) IS 'pg_dp: takes back what remains
 CREATE FUNCTION dp.set_budget_period(role regrole, period interval) RETURNS SETOF dp.budgets
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    PERFORM dp.refuse_nulls('dp.set_budget_period', ARRAY['role'], ARRAY[role IS NULL]);
     IF period IS NOT NULL AND NOT (period >= interval '1 hour') THEN
         RAISE EXCEPTION 'period must be NULL or at least 1 hour, got %', period USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -272,18 +295,17 @@ BEGIN
         RAISE EXCEPTION 'role % has no privacy budget', role USING ERRCODE = 'invalid_parameter_value',
             HINT = 'grant one first: SELECT dp.grant_budget(role, epsilon)';
     END IF;
-    -- a new period starts now; what was spent so far moves to the lifetime totals
+    -- a new period starts now, with what was spent so far: setting a period (or turning it off and
+    -- on again) never refills a budget; the first renewal comes one period from now
     UPDATE dp.role_budget b
        SET period = set_budget_period.period,
            period_start = CASE WHEN set_budget_period.period IS NULL THEN NULL ELSE pg_catalog.now() END,
-           lifetime_epsilon_spent = b.lifetime_epsilon_spent + b.epsilon_spent,
-           lifetime_delta_spent = b.lifetime_delta_spent + b.delta_spent,
-           epsilon_spent = 0, delta_spent = 0, updated_at = pg_catalog.now()
+           updated_at = pg_catalog.now()
      WHERE b.role_uid = dp.role_uid(set_budget_period.role);
     RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = dp.role_uid(set_budget_period.role);
 END
 $$;
-COMMENT ON FUNCTION dp.set_budget_period(regrole, interval) IS 'pg_dp: renews a role''s granted epsilon and delta every period (at least 1 hour; NULL: no period), starting now; spending moves to lifetime totals, never erased (dp_admin)';
+COMMENT ON FUNCTION dp.set_budget_period(regrole, interval) IS 'pg_dp: renews a role''s granted epsilon and delta every period (at least 1 hour; NULL: no period); the current period starts now and keeps what was spent so far, so the first renewal comes one period from now; at each renewal spending moves to lifetime totals, never erased (dp_admin)';
 REVOKE EXECUTE ON FUNCTION dp.set_budget_period(regrole, interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION dp.set_budget_period(regrole, interval) TO dp_admin;
 
@@ -295,13 +317,7 @@ DECLARE
     own    uuid := dp.role_uid(role);
     holder regrole := (SELECT i.role FROM dp.role_identities i WHERE i.role_uid = adopt_budget.role_uid);
 BEGIN
-    IF role IS NULL THEN
-        RAISE EXCEPTION 'role must be an existing role, got NULL' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF adopt_budget.role_uid IS NULL THEN
-        RAISE EXCEPTION 'role_uid must be the pg_dp identity of a budget (a uuid, dp.budgets.role_uid), got NULL'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM dp.refuse_nulls('dp.adopt_budget', ARRAY['role', 'role_uid'], ARRAY[role IS NULL, adopt_budget.role_uid IS NULL]);
     IF own IS DISTINCT FROM adopt_budget.role_uid THEN
         IF own IS NOT NULL THEN
             RAISE EXCEPTION 'role % already has pg_dp identity %: it cannot adopt another', role, own
@@ -333,7 +349,8 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     n bigint;
 BEGIN
-    IF older_than IS NULL OR older_than < interval '0' THEN
+    PERFORM dp.refuse_nulls('dp.purge_receipts', ARRAY['older_than'], ARRAY[older_than IS NULL]);
+    IF older_than < interval '0' THEN
         RAISE EXCEPTION 'older_than must be an interval of at least 0, got %', coalesce(older_than::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -349,11 +366,12 @@ GRANT EXECUTE ON FUNCTION dp.purge_receipts(interval) TO dp_admin;
 
 CREATE FUNCTION dp.export_ledger(since timestamptz DEFAULT '-infinity', until timestamptz DEFAULT 'infinity') RETURNS SETOF jsonb
 LANGUAGE sql STABLE SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT pg_catalog.to_jsonb(l) FROM dp.ledger l WHERE l.charged_at >= since AND l.charged_at < until ORDER BY l.id;
+    SELECT pg_catalog.to_jsonb(l) FROM dp.ledger l
+     WHERE l.charged_at >= coalesce(since, '-infinity') AND l.charged_at < coalesce(until, 'infinity') ORDER BY l.id;
 $$;
 REVOKE EXECUTE ON FUNCTION dp.export_ledger(timestamptz, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION dp.export_ledger(timestamptz, timestamptz) TO dp_admin;
-COMMENT ON FUNCTION dp.export_ledger(timestamptz, timestamptz) IS 'pg_dp: the receipts charged in [since, until), one JSON object each, for audits (reads dp.ledger with the caller''s rights: superusers and dp_admin); for CSV, COPY (SELECT * FROM dp.ledger) TO STDOUT WITH CSV HEADER';
+COMMENT ON FUNCTION dp.export_ledger(timestamptz, timestamptz) IS 'pg_dp: the receipts charged in [since, until) (a NULL bound: unbounded), one JSON object each, for audits (reads dp.ledger with the caller''s rights: superusers and dp_admin); for CSV, COPY (SELECT * FROM dp.ledger) TO STDOUT WITH CSV HEADER';
 
 -- Budgets of dropped roles (DROP ROLE moves them here, src/execution/lifecycle.rs): a new role that gets the
 -- same OID does not inherit them, and what was granted and spent stays on record.
@@ -407,9 +425,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     u uuid;
 BEGIN
-    IF role IS NULL THEN
-        RAISE EXCEPTION 'role must be an existing role, got NULL' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM dp.refuse_nulls('dp.pin_privacy_level', ARRAY['role'], ARRAY[role IS NULL]);
     IF level IS NOT NULL THEN
         PERFORM dp.privacy_level_epsilon(level);  -- an unknown level: an error that lists the valid ones
     END IF;
@@ -578,6 +594,15 @@ CREATE FUNCTION dp.preview(query text, OUT aggregate text, OUT mechanism text, O
                            OUT sensitivity float8, OUT noise_scale float8, OUT details jsonb)
     RETURNS SETOF record LANGUAGE c VOLATILE ROWS 10 AS 'MODULE_PATHNAME', 'dp_preview';
 COMMENT ON FUNCTION dp.preview(text) IS 'pg_dp: the receipts a DP query would write (aggregate, mechanism, epsilon, delta, sensitivity, noise scale, details), from the query, the catalog and the session settings alone: it is checked like any query, never planned nor run, and charges nothing; sum(epsilon) is its cost. Parameters must be literals';
+
+-- What pg_dp admits below a DP aggregate, for analysts (src/query/total.rs, FAILURE_MODES; refusal
+-- hints point here).
+CREATE FUNCTION dp.grammar(OUT construct text, OUT could_fail_by text, OUT why_it_cannot text)
+    RETURNS SETOF record LANGUAGE c IMMUTABLE ROWS 20 AS 'MODULE_PATHNAME', 'dp_grammar';
+COMMENT ON FUNCTION dp.grammar() IS 'pg_dp: every kind of expression pg_dp admits below a DP aggregate, how it could fail at run time, and why it cannot for any stored value (or the guard that refuses the forms where it could); anything not listed is refused';
+CREATE VIEW dp.grammar AS SELECT * FROM dp.grammar();
+COMMENT ON VIEW dp.grammar IS 'pg_dp: what pg_dp admits below a DP aggregate (dp.grammar()); the README''s section "Aggregates" gives the rules for whole queries';
+GRANT SELECT ON dp.grammar TO PUBLIC;
 
 -- The releases this session received (src/execution/recent.rs).
 CREATE FUNCTION dp.last_releases(n int DEFAULT 10, OUT released_at timestamptz, OUT aggregate text, OUT value float8,

@@ -100,6 +100,8 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     old record;
 BEGIN
+    PERFORM dp.refuse_nulls('dp.protect_table', ARRAY['tbl', 'max_groups_contributed', 'max_count_per_unit'],
+                            ARRAY[tbl IS NULL, max_groups_contributed IS NULL, max_count_per_unit IS NULL]);
     PERFORM dp.relabel_table(tbl, 'protected', true);
     IF privacy_unit IS NULL THEN
         RETURN;
@@ -125,6 +127,15 @@ COMMENT ON FUNCTION dp.protect_table(regclass, name, int, int) IS 'pg_dp: protec
 CREATE FUNCTION dp.set_domain(tbl regclass, col name, vals anyarray) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    PERFORM dp.refuse_nulls('dp.set_domain', ARRAY['tbl', 'col', 'vals'], ARRAY[tbl IS NULL, col IS NULL, vals IS NULL]);
+    IF coalesce(pg_catalog.cardinality(vals), 0) = 0 THEN
+        RAISE EXCEPTION 'dp.set_domain: vals must hold at least one value (dp.drop_domain removes a domain)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.array_position(vals, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'dp.set_domain: vals must not hold NULL (NULL is always a group of its own)'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON COLUMN %s.%I IS %L', tbl, col,
         pg_catalog.json_build_object('domain', (SELECT pg_catalog.json_agg(v::text) FROM pg_catalog.unnest(vals) v))::text);
 END
@@ -134,6 +145,8 @@ COMMENT ON FUNCTION dp.set_domain(regclass, name, anyarray) IS 'pg_dp: declares 
 CREATE FUNCTION dp.set_domain(tbl regclass, col name, keys regclass, key_column name) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    PERFORM dp.refuse_nulls('dp.set_domain', ARRAY['tbl', 'col', 'keys', 'key_column'],
+                            ARRAY[tbl IS NULL, col IS NULL, keys IS NULL, key_column IS NULL]);
     EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON COLUMN %s.%I IS %L', tbl, col,
         pg_catalog.json_build_object('domain', pg_catalog.json_build_object('table', keys::text, 'column', key_column))::text);
 END
@@ -156,6 +169,7 @@ REVOKE EXECUTE ON FUNCTION dp.drop_column_declaration(regclass, name, text) FROM
 
 CREATE FUNCTION dp.drop_domain(tbl regclass, col name) RETURNS void
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT dp.refuse_nulls('dp.drop_domain', ARRAY['tbl', 'col'], ARRAY[tbl IS NULL, col IS NULL]);
     SELECT dp.drop_column_declaration(tbl, col, 'domain');
 $$;
 COMMENT ON FUNCTION dp.drop_domain(regclass, name) IS 'pg_dp: removes the public domain of a column; DP queries grouped by it then choose their groups by DP partition selection (dp_admin)';
@@ -163,6 +177,7 @@ COMMENT ON FUNCTION dp.drop_domain(regclass, name) IS 'pg_dp: removes the public
 CREATE FUNCTION dp.unprotect_table(tbl regclass) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    PERFORM dp.refuse_nulls('dp.unprotect_table', ARRAY['tbl'], ARRAY[tbl IS NULL]);
     PERFORM dp.relabel_table(tbl, 'protected', false);
 END
 $$;
@@ -171,6 +186,7 @@ COMMENT ON FUNCTION dp.unprotect_table(regclass) IS 'pg_dp: removes the protecti
 CREATE FUNCTION dp.trust_role(role regrole) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    PERFORM dp.refuse_nulls('dp.trust_role', ARRAY['role'], ARRAY[role IS NULL]);
     EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON ROLE %s IS %L', role, 'trusted');
 END
 $$;
@@ -179,6 +195,7 @@ COMMENT ON FUNCTION dp.trust_role(regrole) IS 'pg_dp: exempts a role (and its me
 CREATE FUNCTION dp.distrust_role(role regrole) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    PERFORM dp.refuse_nulls('dp.distrust_role', ARRAY['role'], ARRAY[role IS NULL]);
     EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON ROLE %s IS NULL', role);
 END
 $$;

@@ -778,3 +778,337 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- 0.2.0: NULL arguments of the admin API are refused with 22004 naming the argument; a budget period
+-- keeps what was spent; dp.export_ledger with NULL bounds is unbounded; dp.set_domain refuses an empty
+-- or NULL-holding array; dp.uncached_tables is readable by every role; dp.grammar lists what pg_dp
+-- admits below a DP aggregate.
+CREATE FUNCTION dp.refuse_nulls(func text, names text[], nulls bool[]) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    FOR i IN 1 .. coalesce(pg_catalog.array_length(names, 1), 0) LOOP
+        IF nulls[i] THEN
+            RAISE EXCEPTION '%: % must not be NULL', func, names[i] USING ERRCODE = 'null_value_not_allowed';
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION dp.refuse_nulls(text, text[], bool[]) IS 'pg_dp internal: raises 22004 naming the first argument of the admin function func that is NULL';
+REVOKE EXECUTE ON FUNCTION dp.refuse_nulls(text, text[], bool[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dp.refuse_nulls(text, text[], bool[]) TO dp_admin;
+CREATE OR REPLACE FUNCTION dp.check_epsilon_delta(epsilon float8, delta float8) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF epsilon IS NULL OR delta IS NULL THEN
+        RAISE EXCEPTION '% must not be NULL', CASE WHEN epsilon IS NULL THEN 'epsilon' ELSE 'delta' END
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF epsilon IS NULL OR epsilon = 'NaN'::float8 OR epsilon < 0 OR epsilon > 1e6 OR epsilon = 'Infinity'::float8 THEN
+        RAISE EXCEPTION 'epsilon must be a finite number between 0 and 1e6, got %', coalesce(epsilon::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF delta IS NULL OR delta = 'NaN'::float8 OR delta < 0 OR delta >= 1 THEN
+        RAISE EXCEPTION 'delta must be at least 0 and less than 1, got %', coalesce(delta::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+CREATE OR REPLACE FUNCTION dp.grant_budget(role regrole, epsilon float8, delta float8 DEFAULT 0) RETURNS SETOF dp.budgets
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    u uuid;
+BEGIN
+    PERFORM dp.refuse_nulls('dp.grant_budget', ARRAY['role'], ARRAY[role IS NULL]);
+    PERFORM dp.check_epsilon_delta(epsilon, delta);
+    u := dp.ensure_role_uid(role);
+    INSERT INTO dp.role_budget AS b (role_uid, role_name, epsilon_granted, delta_granted)
+    VALUES (u, (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = role), epsilon::text::numeric, delta::text::numeric)
+    ON CONFLICT ON CONSTRAINT role_budget_pkey DO UPDATE
+       SET epsilon_granted = b.epsilon_granted + EXCLUDED.epsilon_granted,
+           delta_granted   = b.delta_granted + EXCLUDED.delta_granted,
+           role_name       = EXCLUDED.role_name,
+           updated_at      = pg_catalog.now();
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = u;
+END
+$$;
+CREATE OR REPLACE FUNCTION dp.set_budget(role regrole, epsilon float8, delta float8 DEFAULT 0,
+                              max_epsilon_per_query float8 DEFAULT NULL) RETURNS SETOF dp.budgets
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    u uuid;
+BEGIN
+    PERFORM dp.refuse_nulls('dp.set_budget', ARRAY['role'], ARRAY[role IS NULL]);
+    PERFORM dp.check_epsilon_delta(epsilon, delta);
+    IF max_epsilon_per_query IS NOT NULL
+       AND NOT (max_epsilon_per_query > 0 AND max_epsilon_per_query <= 1e6) THEN
+        RAISE EXCEPTION 'max_epsilon_per_query must be NULL or a number greater than 0 and at most 1e6, got %',
+            max_epsilon_per_query USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    u := dp.ensure_role_uid(role);
+    INSERT INTO dp.role_budget AS b (role_uid, role_name, epsilon_granted, delta_granted, max_epsilon_per_query)
+    VALUES (u, (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = role), epsilon::text::numeric, delta::text::numeric, max_epsilon_per_query::text::numeric)
+    ON CONFLICT ON CONSTRAINT role_budget_pkey DO UPDATE
+       SET epsilon_granted       = EXCLUDED.epsilon_granted,
+           delta_granted         = EXCLUDED.delta_granted,
+           max_epsilon_per_query = EXCLUDED.max_epsilon_per_query,
+           role_name             = EXCLUDED.role_name,
+           updated_at            = pg_catalog.now();
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = u;
+END
+$$;
+CREATE OR REPLACE FUNCTION dp.revoke_budget(role regrole) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT dp.refuse_nulls('dp.revoke_budget', ARRAY['role'], ARRAY[role IS NULL]);
+    -- nothing remains, and what was spent stays: a later grant adds to it, never erases it
+    UPDATE dp.role_budget b
+       SET epsilon_granted = b.epsilon_spent, delta_granted = b.delta_spent, updated_at = pg_catalog.now()
+     WHERE b.role_uid = dp.role_uid(revoke_budget.role);
+$$;
+CREATE OR REPLACE FUNCTION dp.set_budget_period(role regrole, period interval) RETURNS SETOF dp.budgets
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM dp.refuse_nulls('dp.set_budget_period', ARRAY['role'], ARRAY[role IS NULL]);
+    IF period IS NOT NULL AND NOT (period >= interval '1 hour') THEN
+        RAISE EXCEPTION 'period must be NULL or at least 1 hour, got %', period USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT FROM dp.role_budget b WHERE b.role_uid = dp.role_uid(set_budget_period.role)) THEN
+        RAISE EXCEPTION 'role % has no privacy budget', role USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'grant one first: SELECT dp.grant_budget(role, epsilon)';
+    END IF;
+    -- a new period starts now, with what was spent so far: setting a period (or turning it off and
+    -- on again) never refills a budget; the first renewal comes one period from now
+    UPDATE dp.role_budget b
+       SET period = set_budget_period.period,
+           period_start = CASE WHEN set_budget_period.period IS NULL THEN NULL ELSE pg_catalog.now() END,
+           updated_at = pg_catalog.now()
+     WHERE b.role_uid = dp.role_uid(set_budget_period.role);
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = dp.role_uid(set_budget_period.role);
+END
+$$;
+CREATE OR REPLACE FUNCTION dp.adopt_budget(role regrole, role_uid uuid) RETURNS SETOF dp.budgets
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    own    uuid := dp.role_uid(role);
+    holder regrole := (SELECT i.role FROM dp.role_identities i WHERE i.role_uid = adopt_budget.role_uid);
+BEGIN
+    PERFORM dp.refuse_nulls('dp.adopt_budget', ARRAY['role', 'role_uid'], ARRAY[role IS NULL, adopt_budget.role_uid IS NULL]);
+    IF own IS DISTINCT FROM adopt_budget.role_uid THEN
+        IF own IS NOT NULL THEN
+            RAISE EXCEPTION 'role % already has pg_dp identity %: it cannot adopt another', role, own
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'a superuser can remove its identity first (SECURITY LABEL FOR pg_dp_role ON ROLE ... IS NULL); the budgets of that identity, in every database, then belong to no role';
+        END IF;
+        IF holder IS NOT NULL THEN
+            RAISE EXCEPTION 'role_uid % is the pg_dp identity of role %: it cannot be adopted by role %', adopt_budget.role_uid, holder, role
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF NOT EXISTS (SELECT FROM dp.role_budget b WHERE b.role_uid = adopt_budget.role_uid)
+           AND NOT EXISTS (SELECT FROM dp.release_log l WHERE l.role_uid = adopt_budget.role_uid) THEN
+            RAISE EXCEPTION 'role_uid % has no budget and no receipt in database %', adopt_budget.role_uid, pg_catalog.current_database()
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'dp.budgets lists the role_uid of every budget of this database, with role NULL when no role carries it';
+        END IF;
+        EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp_role ON ROLE %s IS %L', role, adopt_budget.role_uid);
+    END IF;
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = adopt_budget.role_uid;
+END
+$$;
+CREATE OR REPLACE FUNCTION dp.purge_receipts(older_than interval) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    n bigint;
+BEGIN
+    PERFORM dp.refuse_nulls('dp.purge_receipts', ARRAY['older_than'], ARRAY[older_than IS NULL]);
+    IF older_than < interval '0' THEN
+        RAISE EXCEPTION 'older_than must be an interval of at least 0, got %', coalesce(older_than::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    DELETE FROM dp.release_log l WHERE l.charged_at < pg_catalog.clock_timestamp() - older_than;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    DELETE FROM dp.query_text q WHERE NOT EXISTS (SELECT FROM dp.release_log l WHERE l.query_id = q.query_id);
+    RETURN n;
+END
+$$;
+CREATE OR REPLACE FUNCTION dp.export_ledger(since timestamptz DEFAULT '-infinity', until timestamptz DEFAULT 'infinity') RETURNS SETOF jsonb
+LANGUAGE sql STABLE SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT pg_catalog.to_jsonb(l) FROM dp.ledger l
+     WHERE l.charged_at >= coalesce(since, '-infinity') AND l.charged_at < coalesce(until, 'infinity') ORDER BY l.id;
+$$;
+CREATE OR REPLACE FUNCTION dp.pin_privacy_level(role regrole, level text) RETURNS SETOF dp.budgets
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    u uuid;
+BEGIN
+    PERFORM dp.refuse_nulls('dp.pin_privacy_level', ARRAY['role'], ARRAY[role IS NULL]);
+    IF level IS NOT NULL THEN
+        PERFORM dp.privacy_level_epsilon(level);  -- an unknown level: an error that lists the valid ones
+    END IF;
+    u := dp.ensure_role_uid(role);
+    INSERT INTO dp.role_budget AS b (role_uid, role_name, privacy_level)
+    VALUES (u, (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = role), level)
+    ON CONFLICT ON CONSTRAINT role_budget_pkey DO UPDATE
+       SET privacy_level = EXCLUDED.privacy_level,
+           role_name     = EXCLUDED.role_name,
+           updated_at    = pg_catalog.now();
+    -- the role's sessions in this database start at its level (from their next connection)
+    IF level IS NULL THEN
+        EXECUTE pg_catalog.format('ALTER ROLE %s IN DATABASE %I RESET dp.privacy_level', role, pg_catalog.current_database());
+    ELSE
+        EXECUTE pg_catalog.format('ALTER ROLE %s IN DATABASE %I SET dp.privacy_level = %L', role, pg_catalog.current_database(), level);
+    END IF;
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = u;
+END
+$$;
+CREATE OR REPLACE FUNCTION dp.protect_table(tbl regclass, privacy_unit name DEFAULT NULL, max_groups_contributed int DEFAULT 1,
+                                 max_count_per_unit int DEFAULT 1) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    old record;
+BEGIN
+    PERFORM dp.refuse_nulls('dp.protect_table', ARRAY['tbl', 'max_groups_contributed', 'max_count_per_unit'],
+                            ARRAY[tbl IS NULL, max_groups_contributed IS NULL, max_count_per_unit IS NULL]);
+    PERFORM dp.relabel_table(tbl, 'protected', true);
+    IF privacy_unit IS NULL THEN
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a
+                    WHERE a.attrelid = tbl AND a.attname = privacy_unit AND a.attnum > 0 AND NOT a.attisdropped) THEN
+        RAISE EXCEPTION 'column "%" of % does not exist', privacy_unit, tbl USING ERRCODE = '42703';
+    END IF;
+    -- the previous unit column, if another, loses its label first (a table has one unit)
+    FOR old IN SELECT a.attname FROM pg_catalog.pg_seclabel l
+                 JOIN pg_catalog.pg_attribute a ON a.attrelid = l.objoid AND a.attnum = l.objsubid
+                WHERE l.objoid = tbl AND l.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass AND l.provider = 'pg_dp'
+                  AND l.objsubid > 0 AND l.label LIKE '{"privacy_unit"%' AND a.attname <> privacy_unit LOOP
+        EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON COLUMN %s.%I IS NULL', tbl, old.attname);
+    END LOOP;
+    EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON COLUMN %s.%I IS %L', tbl, privacy_unit,
+        pg_catalog.json_build_object('privacy_unit', pg_catalog.json_build_object(
+            'max_groups_contributed', max_groups_contributed, 'max_count_per_unit', max_count_per_unit))::text);
+END
+$$;
+CREATE OR REPLACE FUNCTION dp.set_domain(tbl regclass, col name, vals anyarray) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM dp.refuse_nulls('dp.set_domain', ARRAY['tbl', 'col', 'vals'], ARRAY[tbl IS NULL, col IS NULL, vals IS NULL]);
+    IF coalesce(pg_catalog.cardinality(vals), 0) = 0 THEN
+        RAISE EXCEPTION 'dp.set_domain: vals must hold at least one value (dp.drop_domain removes a domain)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.array_position(vals, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'dp.set_domain: vals must not hold NULL (NULL is always a group of its own)'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON COLUMN %s.%I IS %L', tbl, col,
+        pg_catalog.json_build_object('domain', (SELECT pg_catalog.json_agg(v::text) FROM pg_catalog.unnest(vals) v))::text);
+END
+$$;
+CREATE OR REPLACE FUNCTION dp.set_domain(tbl regclass, col name, keys regclass, key_column name) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM dp.refuse_nulls('dp.set_domain', ARRAY['tbl', 'col', 'keys', 'key_column'],
+                            ARRAY[tbl IS NULL, col IS NULL, keys IS NULL, key_column IS NULL]);
+    EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON COLUMN %s.%I IS %L', tbl, col,
+        pg_catalog.json_build_object('domain', pg_catalog.json_build_object('table', keys::text, 'column', key_column))::text);
+END
+$$;
+CREATE OR REPLACE FUNCTION dp.drop_domain(tbl regclass, col name) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT dp.refuse_nulls('dp.drop_domain', ARRAY['tbl', 'col'], ARRAY[tbl IS NULL, col IS NULL]);
+    SELECT dp.drop_column_declaration(tbl, col, 'domain');
+$$;
+CREATE OR REPLACE FUNCTION dp.unprotect_table(tbl regclass) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM dp.refuse_nulls('dp.unprotect_table', ARRAY['tbl'], ARRAY[tbl IS NULL]);
+    PERFORM dp.relabel_table(tbl, 'protected', false);
+END
+$$;
+CREATE OR REPLACE FUNCTION dp.trust_role(role regrole) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM dp.refuse_nulls('dp.trust_role', ARRAY['role'], ARRAY[role IS NULL]);
+    EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON ROLE %s IS %L', role, 'trusted');
+END
+$$;
+CREATE OR REPLACE FUNCTION dp.distrust_role(role regrole) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM dp.refuse_nulls('dp.distrust_role', ARRAY['role'], ARRAY[role IS NULL]);
+    EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON ROLE %s IS NULL', role);
+END
+$$;
+CREATE OR REPLACE FUNCTION dp.set_bounds(tbl regclass, col name, lower numeric, upper numeric) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM dp.refuse_nulls('dp.set_bounds', ARRAY['tbl', 'col'], ARRAY[tbl IS NULL, col IS NULL]);
+    IF lower IS NULL OR upper IS NULL THEN
+        RAISE EXCEPTION 'lower and upper must not be NULL (dp.drop_bounds removes bounds)' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    EXECUTE pg_catalog.format('SECURITY LABEL FOR pg_dp ON COLUMN %s.%I IS %L', tbl, col,
+        pg_catalog.json_build_object('bounds', pg_catalog.json_build_object('lower', pg_catalog.trim_scale(lower)::text, 'upper', pg_catalog.trim_scale(upper)::text))::text);
+END
+$$;
+CREATE OR REPLACE FUNCTION dp.drop_bounds(tbl regclass, col name) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT dp.refuse_nulls('dp.drop_bounds', ARRAY['tbl', 'col'], ARRAY[tbl IS NULL, col IS NULL]);
+    SELECT dp.drop_column_declaration(tbl, col, 'bounds');
+$$;
+CREATE OR REPLACE FUNCTION dp.learn_bounds(public_table regclass, public_column name, target_table regclass, target_column name,
+                                lower_quantile float8 DEFAULT 0, upper_quantile float8 DEFAULT 1,
+                                OUT lower numeric, OUT upper numeric)
+LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM dp.refuse_nulls('dp.learn_bounds', ARRAY['public_table', 'public_column', 'target_table', 'target_column', 'lower_quantile', 'upper_quantile'],
+                            ARRAY[public_table IS NULL, public_column IS NULL, target_table IS NULL, target_column IS NULL,
+                                  lower_quantile IS NULL, upper_quantile IS NULL]);
+    IF lower_quantile IS NULL OR upper_quantile IS NULL OR NOT (0 <= lower_quantile AND lower_quantile < upper_quantile AND upper_quantile <= 1) THEN
+        RAISE EXCEPTION 'lower_quantile and upper_quantile must satisfy 0 <= lower_quantile < upper_quantile <= 1, got % and %',
+            coalesce(lower_quantile::text, 'NULL'), coalesce(upper_quantile::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF dp.is_protected(public_table) THEN
+        RAISE EXCEPTION 'table % is protected: bounds are learned from a public table only', public_table
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'use a public reference table (a census extract, a published dataset), or let the aggregates choose DP bounds';
+    END IF;
+    -- a plain table without row security, and a column of a built-in numeric type: a view (over a
+    -- protected table, say) or a policy function would read other data, or run someone else's code,
+    -- with the caller's rights
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid = public_table AND c.relkind IN ('r', 'p') AND NOT c.relrowsecurity) THEN
+        RAISE EXCEPTION 'table % must be a plain table without row security to learn bounds from', public_table
+            USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a WHERE a.attrelid = public_table AND a.attname = public_column
+                      AND NOT a.attisdropped AND a.atttypid IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype,
+                                                              'float4'::regtype, 'float8'::regtype, 'numeric'::regtype)) THEN
+        RAISE EXCEPTION 'column % of table % must be a column of type smallint, integer, bigint, real, double precision or numeric', public_column, public_table
+            USING ERRCODE = 'datatype_mismatch';
+    END IF;
+    -- the caller reads the public table with its own privileges; set_bounds checks dp_admin
+    EXECUTE pg_catalog.format(
+        'SELECT pg_catalog.percentile_disc(%s) WITHIN GROUP (ORDER BY v)::numeric, pg_catalog.percentile_disc(%s) WITHIN GROUP (ORDER BY v)::numeric
+           FROM (SELECT %I::numeric AS v FROM %s) s WHERE v IS NOT NULL AND v <> ''NaN''::numeric',
+        lower_quantile, upper_quantile, public_column, public_table) INTO lower, upper;
+    IF lower IS NULL THEN
+        RAISE EXCEPTION 'column % of table % has no values to learn bounds from', public_column, public_table
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    PERFORM dp.set_bounds(target_table, target_column, lower, upper);
+END
+$$;
+CREATE OR REPLACE FUNCTION dp.set_release_cache(tbl regclass, enabled bool) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM dp.refuse_nulls('dp.set_release_cache', ARRAY['tbl', 'enabled'], ARRAY[tbl IS NULL, enabled IS NULL]);
+    PERFORM dp.relabel_table(tbl, 'no_release_cache', NOT enabled);
+END
+$$;
+COMMENT ON FUNCTION dp.set_budget_period(regrole, interval) IS 'pg_dp: renews a role''s granted epsilon and delta every period (at least 1 hour; NULL: no period); the current period starts now and keeps what was spent so far, so the first renewal comes one period from now; at each renewal spending moves to lifetime totals, never erased (dp_admin)';
+COMMENT ON FUNCTION dp.export_ledger(timestamptz, timestamptz) IS 'pg_dp: the receipts charged in [since, until) (a NULL bound: unbounded), one JSON object each, for audits (reads dp.ledger with the caller''s rights: superusers and dp_admin); for CSV, COPY (SELECT * FROM dp.ledger) TO STDOUT WITH CSV HEADER';
+CREATE FUNCTION dp.grammar(OUT construct text, OUT could_fail_by text, OUT why_it_cannot text)
+    RETURNS SETOF record LANGUAGE c IMMUTABLE ROWS 20 AS 'MODULE_PATHNAME', 'dp_grammar';
+COMMENT ON FUNCTION dp.grammar() IS 'pg_dp: every kind of expression pg_dp admits below a DP aggregate, how it could fail at run time, and why it cannot for any stored value (or the guard that refuses the forms where it could); anything not listed is refused';
+CREATE VIEW dp.grammar AS SELECT * FROM dp.grammar();
+COMMENT ON VIEW dp.grammar IS 'pg_dp: what pg_dp admits below a DP aggregate (dp.grammar()); the README''s section "Aggregates" gives the rules for whole queries';
+GRANT SELECT ON dp.grammar TO PUBLIC;
+GRANT SELECT ON dp.uncached_tables TO PUBLIC;

@@ -774,6 +774,6 @@ pub unsafe fn refuse_raw_access(relid: Oid, what: &str) -> ! {
             relation_short_name(relid),
             current_role_name()
         ),
-        Some("read it through DP aggregates (dp_count, dp_sum, dp_avg, dp_median, ...); docs/security.md lists the queries pg_dp admits"),
+        Some("read it through DP aggregates (dp_count, dp_sum, dp_avg, dp_median, ...); SELECT * FROM dp.grammar lists what pg_dp admits below them"),
     );
 }

@@ -126,7 +126,7 @@ unsafe fn forfeit(role: pg_sys::Oid, sqlstate: &str) {
     };
     warn_with(
         format!("pg_dp: an error inside an admitted DP level (SQLSTATE {sqlstate}): role \"{name}\" {what}"),
-        format!("pg_dp admits below a DP aggregate only what cannot fail for any stored value, so such an error is treated as an attack (docs/security.md, \"Fail closed\"); statement: {}", short(&statement)),
+        format!("pg_dp admits below a DP aggregate only what cannot fail for any stored value, so such an error is treated as an attack (the README, section \"Security\"); statement: {}", short(&statement)),
     );
 }
 

@@ -363,6 +363,17 @@ pub unsafe fn check_statement(query: *mut Query) -> Check<Option<Admitted>> {
             (**cte).ctematerialized = pg_sys::CTEMaterialize::CTEMaterializeAlways;
         }
     }
+    // The barrier is not enough: a condition on a UNION or INTERSECT of a DP level is pushed into its
+    // branches by the flag of the set operation's own subquery, and a leakproof one (an inlined SQL
+    // function over a collation the analyst made) still runs on every input row. PostgreSQL moves no
+    // condition into a subquery with a LIMIT, so every DP level that is a subquery gets LIMIT ALL:
+    // nothing of an outer query runs below its aggregates (it changes no result and no plan node).
+    for q in &dp_levels {
+        if *q != query && (**q).limitCount.is_null() && (**q).limitOffset.is_null() {
+            (**q).limitCount = limit_all();
+            (**q).limitOption = pg_sys::LimitOption::LIMIT_OPTION_COUNT;
+        }
+    }
     Ok(Some(Admitted { levels, waived, reads_protected, restricted: restricted_read }))
 }
 
@@ -395,7 +406,7 @@ unsafe fn raw_access_refusal(relid: Oid, q: *mut Query, written: bool) -> Refusa
         "read it only through DP aggregates".to_string()
     };
     Refusal::new(format!("permission denied for table {table}: it is protected by pg_dp, and role \"{role}\" may {what}"))
-        .hint("docs/security.md lists the queries pg_dp admits on a protected table")
+        .hint("a DP aggregate reads one table, joined many-to-one with public tables on a unique key; SELECT * FROM dp.grammar lists what may appear below it")
 }
 
 // ----- one DP level -----------------------------------------------------------------------------
@@ -425,7 +436,7 @@ impl Cx {
             "{construct} in the input of {}: each input row must come from one row of {}",
             self.func, self.table
         ))
-        .hint("docs/security.md lists the queries pg_dp admits")
+        .hint("SELECT * FROM dp.grammar lists what pg_dp admits below a DP aggregate")
     }
 
     fn not_total(&self, construct: &str) -> Refusal {
@@ -433,7 +444,7 @@ impl Cx {
             "{construct} in the input of {}: only expressions that cannot raise an error for any stored value are allowed there",
             self.func
         ))
-        .hint("docs/security.md lists them: comparisons, IN, BETWEEN, LIKE with a literal pattern, IS NULL, CASE, COALESCE, widening casts")
+        .hint("SELECT * FROM dp.grammar lists them: comparisons, IN, BETWEEN, LIKE with a literal pattern, IS NULL, CASE, COALESCE, widening casts")
     }
 }
 
@@ -1280,6 +1291,11 @@ unsafe fn constant_size(cx: &Cx, e: *mut Node) -> Check<()> {
         .hint("filter with a smaller constant, or join a public table"));
     }
     Ok(())
+}
+
+/// `LIMIT ALL`: a NULL bigint constant.
+unsafe fn limit_all() -> *mut Node {
+    pg_sys::makeConst(pg_sys::INT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(0usize), true, true) as *mut Node
 }
 
 /// Notes the collations an expression node of the statement runs under (node kinds whose

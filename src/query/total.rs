@@ -334,3 +334,21 @@ pub unsafe fn type_name(typ: Oid) -> String {
     }
     CStr::from_ptr(pg_sys::format_type_be(typ)).to_string_lossy().into_owned()
 }
+
+// dp.grammar(): the table above, for analysts in psql (refusal hints point to it).
+crate::pg::fmgr::pg_v1!(pg_finfo_dp_grammar, dp_grammar, |fcinfo| {
+    use pgrx::IntoDatum;
+    pg_sys::InitMaterializedSRF(fcinfo, pg_sys::MAT_SRF_USE_EXPECTED_DESC as pg_sys::bits32);
+    let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
+    let (store, desc) = ((*rsinfo).setResult, (*rsinfo).setDesc);
+    for m in FAILURE_MODES {
+        let mut values = [
+            m.node.into_datum().unwrap(),
+            m.could_fail_by.into_datum().unwrap(),
+            m.why_it_cannot.into_datum().unwrap(),
+        ];
+        let mut nulls = [false; 3];
+        pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+    }
+    pg_sys::Datum::from(0usize)
+});

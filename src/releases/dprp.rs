@@ -218,7 +218,7 @@ unsafe fn open_source(source: Oid, columns: &[String]) -> Source {
     if let Some((rel, att)) = unit {
         let column = format!("{}.{}", protect::relation_short_name(rel), crate::query::tree::attname(rel, att));
         raise_with(
-            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             format!("{F}: source {name} declares the privacy unit {column}: a person may have many rows, and a release by random projection protects one row, not one person"),
             Some("release a table with one row per person (for example a per-person summary its owner builds), or use DP aggregates, which bound each person's contribution"),
         );

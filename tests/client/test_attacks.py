@@ -447,6 +447,50 @@ def check_attack_the_blind_planner_reads_a_brin_range_map():
     assert scans == 0, f"a restricted plan used the BRIN index {scans} times"
 
 
+def check_attack_a_union_pushes_the_analysts_function_into_a_level():
+    # a condition on a UNION (or INTERSECT) of a DP level is pushed into its branches by the flag of
+    # the set operation's own subquery, not the level's barrier: the analyst's function, on GROUP BY
+    # keys only, moved into the level's WHERE and saw every row (the whole table for 0.001 epsilon)
+    with connect(ANALYST) as c:
+        c.execute("""CREATE OR REPLACE FUNCTION an.spy(n text, v float8) RETURNS bool LANGUAGE plpgsql IMMUTABLE COST 0.0001
+                     AS $$ BEGIN RAISE NOTICE 'row: name=% income=%', n, v; RETURN true; END $$""")
+        notices = []
+        c.add_notice_handler(lambda d: notices.append(d.message_primary))
+        c.execute("SET dp.group_selection_epsilon = 0.001")
+        # (NULL branches take the level's column types, so PostgreSQL finds every column safe to push into)
+        for op in ("UNION", "INTERSECT"):
+            del notices[:]
+            rows = c.execute(f"SELECT * FROM (SELECT name AS n, income AS k, dp_count(id, 1e-9) AS c FROM patients "
+                             f"GROUP BY name, income {op} SELECT NULL, NULL, NULL) u WHERE an.spy(n, k)").fetchall()
+            spied = [n for n in notices if n.startswith("row:")]
+            # the function sees the released rows (and the constant branch), never the table's
+            assert len(spied) < 50 and not any("income=123456" in n for n in spied), (op, len(spied), spied[:3])
+
+
+def check_attack_an_inlined_function_loads_a_collation_inside_a_level():
+    # the planner inlines the analyst's SQL function in an outer condition and moves its body, a
+    # leakproof comparison under a collation the analyst made, into the level: the collation was
+    # loaded (with its version warning) only when a row passed the level's own WHERE
+    with connect() as c:
+        c.execute("DROP COLLATION IF EXISTS an.fake_inline")
+        c.execute("CREATE COLLATION an.fake_inline (provider = icu, locale = 'de', version = '0-fake')")
+        c.execute(f"ALTER COLLATION an.fake_inline OWNER TO {ANALYST}")
+    with connect(ANALYST) as c:
+        c.execute("CREATE OR REPLACE FUNCTION an.f(t text) RETURNS bool LANGUAGE sql IMMUTABLE "
+                  "AS $$ SELECT t COLLATE an.fake_inline < 'zzz' $$")
+    seen = []
+    for threshold in (0, 10 ** 9):
+        c = connect(ANALYST)
+        notices = []
+        c.add_notice_handler(lambda d: notices.append(d.message_primary))
+        with c:
+            c.execute("SET dp.group_selection_epsilon = 0.001")
+            c.execute("SELECT * FROM (SELECT name, dp_count(id, 1e-9) AS n FROM patients "
+                      f"WHERE id = 7 AND income > {threshold} GROUP BY name) s WHERE an.f(s.name)").fetchall()
+        seen.append(sum("version mismatch" in n for n in notices))
+    assert seen[0] == seen[1], f"the warning depends on the data: {seen}"
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()

@@ -110,13 +110,14 @@ def check_non_superuser():
         n = c.execute("""SELECT count(*) FROM pg_proc p JOIN pg_namespace s ON s.oid = p.pronamespace
                           WHERE s.nspname = 'dp' AND has_function_privilege(p.oid, 'EXECUTE')
                             AND p.proname NOT IN ('release_projection', 'release_projection_rows', 'keep_group', 'random_order',
-                                                  'privacy_level_epsilon', 'privacy_level_names', 'is_protected', 'preview', 'last_releases',
+                                                  'privacy_level_epsilon', 'privacy_level_names', 'is_protected', 'preview', 'last_releases', 'grammar',
                                   'current_period_start', 'role_uid', 'distributed_rows')
                             AND NOT (p.prokind = 'a' AND p.proname IN ('unit_sum', 'unit_mean', 'unit_count', 'merge_count',
                                      'merge_sum', 'merge_avg', 'merge_variance', 'merge_stddev', 'merge_keep_group'))""").fetchone()[0]
         # only the table releases and dp.keep_group (charged like the aggregates), the per-unit aggregates
         # (refused over protected tables outside the queries pg_dp writes), dp.random_order, functions
-        # of the catalog alone (privacy levels, whether a table is protected, a role's pg_dp identity),
+        # of the catalog alone (privacy levels, whether a table is protected, a role's pg_dp identity,
+        # what the grammar admits),
         # and dp.distributed_rows and the merge aggregates of DP queries over Citus tables (the executor
         # checks them for the caller; the query check refuses them in any query)
         assert n == 0, n

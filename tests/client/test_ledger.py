@@ -309,6 +309,57 @@ def check_a_budget_period_renews_the_grant_and_keeps_lifetime_totals():
         refused(c, "SELECT dp.set_budget_period(%s, NULL)", E.InsufficientPrivilege, (a,))
 
 
+def check_a_budget_period_keeps_what_was_spent():
+    # setting a period (or turning it off and on again) started a new period at 0 spent: a refill
+    a = new_analyst("dp_l_period_keeps", 1)
+    with connect(a) as c:
+        c.execute("SELECT dp_count(x, 0.75) FROM t")
+    with connect() as c:
+        for period in ("1 month", None, "1 day"):
+            c.execute("SELECT dp.set_budget_period(%s, %s)", (a, period))
+            r = c.execute("SELECT epsilon_spent, epsilon_remaining, period FROM dp.budgets WHERE role = %s::regrole", (a,)).fetchone()
+            assert r[:2] == (Decimal("0.75"), Decimal("0.25")), (period, r)
+    with connect(a) as c:
+        refused(c, "SELECT dp_count(x, 0.5) FROM t", E.InsufficientResources)
+
+
+def check_admin_functions_name_a_null_argument():
+    protected_table()
+    a = new_analyst("dp_l_nulls", 1)
+    with connect() as c:
+        for sql, arg in [
+            ("SELECT dp.grant_budget(NULL, 1)", "dp.grant_budget: role"),
+            (f"SELECT dp.grant_budget('{a}', NULL)", "epsilon"),
+            (f"SELECT dp.set_budget('{a}', 1, NULL)", "delta"),
+            ("SELECT dp.revoke_budget(NULL)", "dp.revoke_budget: role"),
+            ("SELECT dp.set_budget_period(NULL, '1 day')", "dp.set_budget_period: role"),
+            ("SELECT dp.pin_privacy_level(NULL, 'high')", "dp.pin_privacy_level: role"),
+            (f"SELECT dp.adopt_budget('{a}', NULL)", "dp.adopt_budget: role_uid"),
+            ("SELECT dp.purge_receipts(NULL)", "dp.purge_receipts: older_than"),
+            ("SELECT dp.protect_table(NULL)", "dp.protect_table: tbl"),
+            ("SELECT dp.unprotect_table(NULL)", "dp.unprotect_table: tbl"),
+            ("SELECT dp.trust_role(NULL)", "dp.trust_role: role"),
+            ("SELECT dp.set_domain('pt', NULL, ARRAY[1])", "dp.set_domain: col"),
+            ("SELECT dp.set_domain('pt', 'i', ARRAY[1, NULL])", "dp.set_domain: vals must not hold NULL"),
+            ("SELECT dp.drop_domain(NULL, 'i')", "dp.drop_domain: tbl"),
+            ("SELECT dp.set_bounds('pt', NULL, 0, 1)", "dp.set_bounds: col"),
+            ("SELECT dp.set_release_cache('pt', NULL)", "dp.set_release_cache: enabled"),
+        ]:
+            e = refused(c, sql, E.NullValueNotAllowed)
+            assert arg in str(e) and "SECURITY LABEL" not in str(e), (sql, e)
+        e = refused(c, "SELECT dp.set_domain('pt', 'i', ARRAY[]::int[])", E.InvalidParameterValue)
+        assert "vals must hold at least one value" in str(e), e
+        # NULL bounds of the export are unbounded
+        assert c.execute("SELECT count(*) FROM dp.export_ledger(NULL, NULL)").fetchone()[0] == \
+            c.execute("SELECT count(*) FROM dp.ledger").fetchone()[0]
+    with connect(a) as c:
+        # readable by the analyst, who has no copy of the docs
+        c.execute("SELECT count(*) FROM dp.uncached_tables").fetchone()
+        assert c.execute("SELECT count(*) FROM dp.grammar WHERE construct LIKE '%LIKE%'").fetchone()[0] == 1
+        e = refused(c, "SELECT dp_count(i, 0.1) FROM pt WHERE i::text ~ '1'", E.InsufficientPrivilege)
+        assert "dp.grammar" in (e.diag.message_hint or "") and "docs/" not in (e.diag.message_hint or ""), e.diag.message_hint
+
+
 def check_drop_role_archives_its_budget():
     a = new_analyst("dp_l_leaving", 1)
     with connect(a) as c:

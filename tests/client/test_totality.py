@@ -1020,9 +1020,9 @@ SERVER_GONE = threading.Event()
 
 
 def regrant():
-    """Renews the analyst's budget: what it spent moves to its lifetime totals."""
+    """More budget for the analyst, after what it spent."""
     with GRANT_LOCK, connect() as c:
-        c.execute(f"SELECT dp.set_budget_period('{ANALYST}', NULL)")
+        c.execute(f"SELECT dp.grant_budget('{ANALYST}', 1000000)")
 
 
 SESSION_DEFAULTS = {"TimeZone": "UTC", "DateStyle": "ISO, MDY", "IntervalStyle": "postgres", "extra_float_digits": "1"}
