@@ -420,6 +420,11 @@ SELECT l.level, dp.privacy_level_epsilon(l.level) AS epsilon_per_query, l.level 
 COMMENT ON VIEW dp.privacy_levels IS 'pg_dp: the named privacy levels, their epsilon per query, and which one dp.privacy_level selects in this session';
 GRANT SELECT ON dp.privacy_levels TO PUBLIC;
 
+CREATE FUNCTION dp.invalidate_plans() RETURNS void
+    LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'dp_invalidate_plans';
+COMMENT ON FUNCTION dp.invalidate_plans() IS 'pg_dp internal: when the transaction commits, every session plans its cached statements with DP aggregates again (they read the pinned privacy level again); run by dp.pin_privacy_level';
+REVOKE EXECUTE ON FUNCTION dp.invalidate_plans() FROM PUBLIC;
+
 CREATE FUNCTION dp.pin_privacy_level(role regrole, level text) RETURNS SETOF dp.budgets
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -442,6 +447,8 @@ BEGIN
     ELSE
         EXECUTE pg_catalog.format('ALTER ROLE %s IN DATABASE %I SET dp.privacy_level = %L', role, pg_catalog.current_database(), level);
     END IF;
+    -- open sessions plan their cached DP statements again, at the pinned level (from commit)
+    PERFORM dp.invalidate_plans();
     RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = u;
 END
 $$;

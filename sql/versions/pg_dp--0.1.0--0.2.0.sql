@@ -1112,3 +1112,37 @@ CREATE VIEW dp.grammar AS SELECT * FROM dp.grammar();
 COMMENT ON VIEW dp.grammar IS 'pg_dp: what pg_dp admits below a DP aggregate (dp.grammar()); the README''s section "Aggregates" gives the rules for whole queries';
 GRANT SELECT ON dp.grammar TO PUBLIC;
 GRANT SELECT ON dp.uncached_tables TO PUBLIC;
+
+-- cached plans follow the pinned level and the session settings
+CREATE FUNCTION dp.invalidate_plans() RETURNS void
+    LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'dp_invalidate_plans';
+COMMENT ON FUNCTION dp.invalidate_plans() IS 'pg_dp internal: when the transaction commits, every session plans its cached statements with DP aggregates again (they read the pinned privacy level again); run by dp.pin_privacy_level';
+REVOKE EXECUTE ON FUNCTION dp.invalidate_plans() FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION dp.pin_privacy_level(role regrole, level text) RETURNS SETOF dp.budgets
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    u uuid;
+BEGIN
+    PERFORM dp.refuse_nulls('dp.pin_privacy_level', ARRAY['role'], ARRAY[role IS NULL]);
+    IF level IS NOT NULL THEN
+        PERFORM dp.privacy_level_epsilon(level);  -- an unknown level: an error that lists the valid ones
+    END IF;
+    u := dp.ensure_role_uid(role);
+    INSERT INTO dp.role_budget AS b (role_uid, role_name, privacy_level)
+    VALUES (u, (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = role), level)
+    ON CONFLICT ON CONSTRAINT role_budget_pkey DO UPDATE
+       SET privacy_level = EXCLUDED.privacy_level,
+           role_name     = EXCLUDED.role_name,
+           updated_at    = pg_catalog.now();
+    -- the role's sessions in this database start at its level (from their next connection)
+    IF level IS NULL THEN
+        EXECUTE pg_catalog.format('ALTER ROLE %s IN DATABASE %I RESET dp.privacy_level', role, pg_catalog.current_database());
+    ELSE
+        EXECUTE pg_catalog.format('ALTER ROLE %s IN DATABASE %I SET dp.privacy_level = %L', role, pg_catalog.current_database(), level);
+    END IF;
+    -- open sessions plan their cached DP statements again, at the pinned level (from commit)
+    PERFORM dp.invalidate_plans();
+    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = u;
+END
+$$;

@@ -106,3 +106,51 @@ pub unsafe fn key_of(role: Oid) -> String {
         CStr::from_ptr(label).to_string_lossy().to_ascii_lowercase()
     }
 }
+
+/// The ε per query of the privacy level a DBA pinned to `role` in this database
+/// (`dp.pin_privacy_level`), if any. Read when a statement is planned: an aggregate called without ε
+/// gets at most this ε, so that a session opened before the pin keeps working at the pinned level.
+/// Looked up once per statement and role.
+pub unsafe fn pinned_epsilon(role: Oid) -> Option<f64> {
+    thread_local! {
+        static MEMO: std::cell::Cell<Option<(Oid, i64, Option<f64>)>> = const { std::cell::Cell::new(None) };
+    }
+    let at = pg_sys::GetCurrentStatementStartTimestamp();
+    if let Some((r, t, e)) = MEMO.with(|m| m.get()) {
+        if r == role && t == at {
+            return e;
+        }
+    }
+    let e = protect::as_bootstrap_superuser(|| {
+        pgrx::Spi::get_one_with_args::<f64>(
+            "SELECT dp.privacy_level_epsilon(b.privacy_level) FROM dp.role_budget b \
+               JOIN dp.role_identities i ON i.role_uid = b.role_uid \
+              WHERE i.role = $1::pg_catalog.oid::pg_catalog.regrole AND b.privacy_level IS NOT NULL",
+            &[role.into()],
+        )
+        .ok()
+        .flatten()
+    });
+    MEMO.with(|m| m.set(Some((role, at, e))));
+    e
+}
+
+/// The OID of `dp.role_budget`, on which every plan with a DP level depends (planner.rs): pinning
+/// a level invalidates those plans in every session (`dp.invalidate_plans`).
+pub unsafe fn role_budget_relid() -> Option<Oid> {
+    let ns = pg_sys::get_namespace_oid(c"dp".as_ptr(), true);
+    if ns == pg_sys::InvalidOid {
+        return None;
+    }
+    let r = pg_sys::get_relname_relid(c"role_budget".as_ptr(), ns);
+    (r != pg_sys::InvalidOid).then_some(r)
+}
+
+// dp.invalidate_plans(): at commit, every session re-plans its cached statements with DP levels
+// (they read the pinned level and the settings again). Run by dp.pin_privacy_level.
+crate::pg::fmgr::pg_v1!(pg_finfo_dp_invalidate_plans, dp_invalidate_plans, |_fcinfo| {
+    if let Some(r) = role_budget_relid() {
+        pg_sys::CacheInvalidateRelcacheByRelid(r);
+    }
+    pg_sys::Datum::from(0)
+});

@@ -62,6 +62,11 @@ unsafe extern "C-unwind" fn planner(
             .finally(|| pg_sys::enable_partitionwise_aggregate = saved)
             .execute();
         release::insert(stmt, &admitted.levels, statement_key);
+        // the default ε baked in depends on the role's pinned level: pinning one re-plans
+        // (dp.invalidate_plans); the session settings re-plan through their assign hooks (guc.rs)
+        if let Some(r) = crate::catalog::identity::role_budget_relid() {
+            (*stmt).relationOids = pg_sys::lappend_oid((*stmt).relationOids, r);
+        }
         stmt
     };
     if admitted.reads_protected {

@@ -154,7 +154,12 @@ pub unsafe fn supply_default_epsilon(agg: *mut pg_sys::Aggref, kind: Kind) -> Op
     if !without {
         return None;
     }
-    let eps = crate::settings::guc::default_epsilon();
+    // a level pinned to the role caps the default (a session opened before the pin, or one that
+    // raised dp.default_epsilon, still spends at most the pinned level's ε per release)
+    let eps = match crate::catalog::identity::pinned_epsilon(pg_sys::GetUserId()) {
+        Some(pinned) => crate::settings::guc::default_epsilon().min(pinned),
+        None => crate::settings::guc::default_epsilon(),
+    };
     let eps_const = pg_sys::makeConst(pg_sys::FLOAT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(eps.to_bits()), false, true) as *mut Node;
     let mut declared: Vec<Oid> = {
         let mut types: *mut Oid = std::ptr::null_mut();

@@ -31,7 +31,7 @@ pub static GROUP_SELECTION_DELTA: GucSetting<f64> = GucSetting::<f64>::new(1e-6)
 pub static SEED: GucSetting<i32> = GucSetting::<i32>::new(-1);
 
 pub fn register() {
-    GucRegistry::define_float_guc(
+    GucRegistry::define_float_guc_with_hooks(
         c"dp.default_epsilon",
         c"Privacy parameter epsilon used by pg_dp aggregates called without one.",
         c"Each release at this epsilon is epsilon-differentially private. Valid range 1e-9 to 1e6; 0 (the default) uses the epsilon of dp.privacy_level.",
@@ -40,16 +40,23 @@ pub fn register() {
         pg_dp_core::params::EPSILON_MAX,
         GucContext::Userset,
         GucFlags::default(),
+        None,
+        Some(replan_on_real),
+        None,
     );
-    GucRegistry::define_enum_guc(
+    // SAFETY: the assign hooks below only mark cached plans invalid; they cannot panic
+    unsafe { GucRegistry::define_enum_guc_with_hooks(
         c"dp.privacy_level",
         c"Named privacy level of pg_dp aggregates called without an epsilon: very_high (0.1), high (0.3), medium (1), low (3) or very_low (10).",
         c"The epsilon per release of each level; dp.default_epsilon, when not 0, takes precedence. A level a DBA pins to a role with dp.pin_privacy_level also caps the epsilon of each of its queries.",
         &PRIVACY_LEVEL,
         GucContext::Userset,
         GucFlags::default(),
-    );
-    GucRegistry::define_float_guc(
+        None,
+        Some(replan_on_enum),
+        None,
+    ) };
+    GucRegistry::define_float_guc_with_hooks(
         c"dp.group_selection_epsilon",
         c"Epsilon of the DP partition selection that chooses which groups of a GROUP BY over a protected table appear.",
         c"Each group is kept with the optimal probability for (epsilon, delta)-DP given its number of privacy units; a unit in k groups costs k times. Read when a query is planned. Valid range 0.001 to 20.",
@@ -58,8 +65,11 @@ pub fn register() {
         pg_dp_core::mechanisms::partition::EPSILON_MAX,
         GucContext::Userset,
         GucFlags::default(),
+        None,
+        Some(replan_on_real),
+        None,
     );
-    GucRegistry::define_float_guc(
+    GucRegistry::define_float_guc_with_hooks(
         c"dp.group_selection_delta",
         c"Delta of the DP partition selection of groups (see dp.group_selection_epsilon).",
         c"A group of one privacy unit appears with probability at most delta. Valid range 1e-15 to 0.5.",
@@ -68,6 +78,9 @@ pub fn register() {
         0.5,
         GucContext::Userset,
         GucFlags::default(),
+        None,
+        Some(replan_on_real),
+        None,
     );
     // SAFETY: the assign hook only stores to an atomic flag; it cannot panic.
     unsafe {
@@ -86,6 +99,18 @@ pub fn register() {
             None,
         );
     }
+}
+
+/// The settings read when a statement is planned (the default ε, the privacy level, the group
+/// selection's ε and δ) are baked into its plan: every assignment of one marks the session's cached
+/// plans invalid, so that a prepared statement (PREPARE, a driver's automatic preparation, PL/pgSQL)
+/// is planned again with the new value at its next execution. The hook only sets flags.
+unsafe extern "C-unwind" fn replan_on_real(_newval: f64, _extra: *mut std::ffi::c_void) {
+    pgrx::pg_sys::ResetPlanCache();
+}
+
+unsafe extern "C-unwind" fn replan_on_enum(_newval: std::ffi::c_int, _extra: *mut std::ffi::c_void) {
+    pgrx::pg_sys::ResetPlanCache();
 }
 
 /// Every assignment of `dp.seed` (SET, RESET, end of a SET LOCAL) restarts the noise stream.

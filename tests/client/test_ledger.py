@@ -216,15 +216,19 @@ def check_a_pinned_privacy_level_caps_each_query_and_sets_the_default():
         c.execute("SET dp.privacy_level = 'very_high'")
         c.execute("SELECT dp_count(*) FROM t")
         assert spent(a) == Decimal("0.4"), spent(a)
+        # a less private default is capped at the pinned level: a query without epsilon spends 0.3
         for sql in ["SET dp.privacy_level = 'low'", "SET dp.default_epsilon = 1"]:
             c.execute(sql)
-            e = refused(c, "SELECT dp_count(*) FROM t", E.ProgramLimitExceeded)
-            assert 'privacy level "high"' in str(e) and "nothing was charged" in str(e), str(e)
-            assert e.diag.message_hint and "dp.privacy_level = 'high'" in e.diag.message_hint
+            c.execute("SELECT dp_count(*) FROM t")
             c.execute("RESET dp.privacy_level")
             c.execute("RESET dp.default_epsilon")
+        assert spent(a) == Decimal("1.0"), spent(a)
+        # an explicit epsilon above it is refused, and says what to do
+        e = refused(c, "SELECT dp_count(x, 1) FROM t", E.ProgramLimitExceeded)
+        assert 'privacy level "high"' in str(e) and "nothing was charged" in str(e), str(e)
+        assert e.diag.message_hint and "dp.privacy_level = 'high'" in e.diag.message_hint
         refused(c, "SELECT dp_count(x, 0.2), dp_count(i, 0.2) FROM t", E.ProgramLimitExceeded)
-        assert spent(a) == Decimal("0.4"), spent(a)
+        assert spent(a) == Decimal("1.0"), spent(a)
         # the analyst cannot unpin itself
         refused(c, "SELECT dp.pin_privacy_level(%s, NULL)", E.InsufficientPrivilege, (a,))
     with connect() as c:
@@ -235,7 +239,59 @@ def check_a_pinned_privacy_level_caps_each_query_and_sets_the_default():
     with connect(a) as c:
         assert c.execute("SHOW dp.privacy_level").fetchone()[0] == "medium"
         c.execute("SELECT dp_count(x, 0.5) FROM t")
-    assert spent(a) == Decimal("0.9"), spent(a)
+    assert spent(a) == Decimal("1.5"), spent(a)
+
+
+def last_epsilons(name, n):
+    with connect() as c:
+        return [r[0] for r in c.execute(
+            "SELECT epsilon FROM dp.ledger WHERE role = %s::regrole ORDER BY id DESC LIMIT %s", (name, n))][::-1]
+
+
+def check_session_settings_reach_prepared_plans():
+    # psycopg prepares a statement on the server after five runs (its automatic preparation); the
+    # user never writes PREPARE. A setting changed afterwards must reach the prepared plan.
+    a = new_analyst("dp_l_replan", 100)
+    q = "SELECT dp_count(*) FROM t WHERE i > 0"  # no parameters: a generic plan from the start
+    with connect(a) as c:
+        for _ in range(7):
+            c.execute(q).fetchone()
+        assert c.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%dp_count%'").fetchone()[0] == 1
+        c.execute("SET dp.privacy_level = 'very_high'")
+        c.execute(q).fetchone()
+        c.execute("SET dp.default_epsilon = 0.25")
+        c.execute(q).fetchone()
+        c.execute("RESET dp.default_epsilon")
+        c.execute(q).fetchone()
+        # an explicit PREPARE, and a SET LOCAL that ends with its transaction
+        c.execute("PREPARE p AS SELECT dp_count(*) FROM t")
+        c.execute("EXECUTE p")
+        with c.transaction():
+            c.execute("SET LOCAL dp.privacy_level = 'high'")
+            c.execute("EXECUTE p")
+        c.execute("EXECUTE p")
+    assert last_epsilons(a, 7) == [Decimal(x) for x in ("1", "0.1", "0.25", "0.1", "0.1", "0.3", "0.1")], last_epsilons(a, 7)
+
+
+def check_pinning_a_level_reaches_open_sessions_and_their_prepared_plans():
+    # a pool's sessions were opened before the DBA pinned a level: they spend the pinned level's
+    # epsilon from the next query on, prepared or not, instead of failing until they reconnect
+    a = new_analyst("dp_l_pin_open", 100)
+    q = "SELECT dp_count(*) FROM t WHERE i > 0"  # no parameters: a generic plan from the start
+    with connect(a) as c, connect(a) as d:
+        for _ in range(7):
+            c.execute(q).fetchone()
+        d.execute("SELECT dp_count(*) FROM t")
+        with connect() as admin:
+            admin.execute("SELECT dp.pin_privacy_level(%s, 'high')", (a,))
+        c.execute(q).fetchone()
+        d.execute("SELECT dp_count(*) FROM t")
+        with connect() as admin:
+            admin.execute("SELECT dp.pin_privacy_level(%s, NULL)", (a,))
+        # unpinned: the session's own level again
+        c.execute(q).fetchone()
+    assert last_epsilons(a, 4) == [Decimal(x) for x in ("1", "0.3", "0.3", "1")], last_epsilons(a, 4)
+    assert spent(a) == Decimal("9.6"), spent(a)
 
 
 def check_drop_extension_is_refused_while_the_ledger_holds_budgets_or_receipts():
