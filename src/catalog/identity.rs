@@ -121,6 +121,11 @@ pub unsafe fn pinned_epsilon(role: Oid) -> Option<f64> {
             return e;
         }
     }
+    // the schema of this version (an older one, before ALTER EXTENSION UPDATE, has no identities)
+    let current = role_budget_relid().is_some_and(|r| pg_sys::get_attnum(r, c"role_uid".as_ptr()) != 0);
+    if !current {
+        return None;
+    }
     let e = protect::as_bootstrap_superuser(|| {
         pgrx::Spi::get_one_with_args::<f64>(
             "SELECT dp.privacy_level_epsilon(b.privacy_level) FROM dp.role_budget b \
