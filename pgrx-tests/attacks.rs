@@ -441,6 +441,47 @@ fn attack_limit_0_over_a_data_modifying_with_query() {
 }
 
 #[pg_test]
+fn schema_probes_release_nothing_and_are_free() {
+    // BI tools and drivers learn a query's columns by running it under a constant-false condition
+    // (Spark: SELECT * FROM (<query>) SPARK_GEN_SUBQ_0 WHERE 1=0) or LIMIT 0, at any depth
+    protected_setup();
+    for probe in [
+        "SELECT * FROM (SELECT region, dp_count(id, 0.5) AS n FROM patients GROUP BY region) SPARK_GEN_SUBQ_0 WHERE 1=0",
+        "SELECT * FROM (SELECT dp_avg(income, 0, 200000, 0.5) AS a FROM patients) q WHERE false",
+        "SELECT * FROM (SELECT dp_count(id, 0.5) AS n FROM patients) a, (SELECT dp_count(id, 0.5) AS m FROM patients) b WHERE 1 = 0",
+        "SELECT * FROM (SELECT * FROM (SELECT region, dp_count(id, 0.5) AS n FROM patients GROUP BY region) q LIMIT 0) r",
+        "SELECT n + 1 FROM (SELECT dp_count(id, 0.5) AS n FROM patients LIMIT 0) q ORDER BY 1",
+    ] {
+        let before = receipts_of(probe);
+        assert_eq!(as_analyst(|| row_count(probe)), 0, "{probe}");
+        assert_eq!(receipts_of(probe), before, "a probe was charged: {probe}");
+    }
+    // an aggregate over a LIMIT 0 level returns a row, computed from no released value: free
+    let q = "SELECT count(*) FROM (SELECT dp_count(id, 0.5) AS n FROM patients LIMIT 0) q";
+    let before = receipts_of(q);
+    assert_eq!(as_analyst(|| one_i64(q)), 0);
+    assert_eq!(receipts_of(q), before);
+    // a level next to a probe is released and charged; one read through a WITH query is charged
+    // even where the only reference is below LIMIT 0 (it runs as a subplan of its own)
+    for (sql, n) in [
+        ("SELECT n FROM (SELECT dp_count(id, 0.5) AS n FROM patients LIMIT 0) a UNION ALL SELECT dp_count(id, 0.25) FROM patients", 1),
+        ("WITH c AS MATERIALIZED (SELECT dp_count(id, 0.5) AS n FROM patients) SELECT * FROM (SELECT * FROM c LIMIT 0) a", 1),
+        ("SELECT dp_count(id, 0.5) FROM patients WHERE false", 1),
+    ] {
+        let before = receipts_of(sql);
+        as_analyst(|| row_count(sql));
+        assert_eq!(receipts_of(sql), before + n, "{sql}");
+    }
+    // a raw read under a constant-false condition is still refused: only admitted levels are probes
+    as_analyst(|| {
+        refused(
+            "SELECT * FROM (SELECT income FROM patients) q WHERE 1 = 0",
+            "read it only through DP aggregates",
+        )
+    });
+}
+
+#[pg_test]
 fn attack_nested_array_dimensions() {
     // ARRAY[ARRAY[…], ARRAY[…]] of mismatched dimensions raised an error on exactly the rows that
     // reached it: one yes/no answer about Bob per query

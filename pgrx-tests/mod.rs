@@ -41,6 +41,11 @@ pub fn column(sql: &str) -> Vec<Option<String>> {
     })
 }
 
+/// The number of rows a statement returns (of any column types).
+pub fn row_count(sql: &str) -> usize {
+    Spi::connect(|c| c.select(sql, None, &[]).unwrap().len())
+}
+
 pub fn one_f64(sql: &str) -> f64 {
     Spi::get_one::<f64>(sql).unwrap().expect("non-NULL result")
 }

@@ -122,15 +122,95 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
     // Start first: it checks the caller's privileges on every table but reads no row (scans, parallel
     // workers and InitPlans all begin in ExecutorRun). A refused query is thus never charged, and a
     // charged query is paid before its first row is read.
-    let admitted = if releases.is_empty() { std::ptr::null_mut() } else { (*stmt).rtable };
+    let admitted = if !releases.is_empty() || probe_reads_nothing(stmt) { (*stmt).rtable } else { std::ptr::null_mut() };
     with_admitted(admitted, || start_next(qd, eflags));
     if !releases.is_empty() {
         forget_stale(qd, &releases);
     }
     let no_data = flags & pg_sys::EXEC_FLAG_WITH_NO_DATA != 0;
-    if !explain_only && !no_data && !releases.is_empty() && !releases_nothing(stmt) {
-        charge_releases(qd, &releases);
+    if !explain_only && !no_data && !releases.is_empty() {
+        let dead = releases_that_never_run(stmt);
+        let live: Vec<Release> = releases.into_iter().filter(|r| !dead.contains(&(r.node as usize))).collect();
+        if !live.is_empty() {
+            charge_releases(qd, &live);
+        }
     }
+}
+
+/// A schema probe whose DP levels the planner removed: a constant-false condition over them (Spark's
+/// `SELECT * FROM (<query>) SPARK_GEN_SUBQ_0 WHERE 1=0`) makes their relations dummy, and the plan
+/// keeps only their columns. It is admitted, free, if it is a SELECT without data-modifying WITH
+/// queries, every protected table of its range table was admitted by the grammar (pg_dp waived its
+/// SELECT privilege, and nothing writes it), and no node of the plan scans a protected table: it
+/// reads no protected row and runs no level.
+unsafe fn probe_reads_nothing(stmt: *mut pg_sys::PlannedStmt) -> bool {
+    if (*stmt).commandType != pg_sys::CmdType::CMD_SELECT || (*stmt).hasModifyingCTE {
+        return false;
+    }
+    let perms = (pg_sys::ACL_SELECT | pg_sys::ACL_INSERT | pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE) as pg_sys::AclMode;
+    let mut any = false;
+    for rte in list_iter::<pg_sys::RangeTblEntry>((*stmt).rtable) {
+        if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+            continue;
+        }
+        let relid = (*rte).relid;
+        if protect::is_protected(relid) && !protect::exempt(relid) {
+            if (*rte).requiredPerms & perms != 0 {
+                return false;
+            }
+            any = true;
+        }
+    }
+    any && unadmitted_scan(stmt).is_none()
+}
+
+/// The DP Release nodes that cannot run: those below a `LIMIT 0` (a literal count, a literal or no
+/// OFFSET, no subplan attached to the Limit node), in the main plan or in a subplan's own tree. A
+/// Limit node with count 0 returns before it asks its input for a row, at every execution and
+/// rescan, so nothing below it runs: the column probes of BI tools and drivers (`LIMIT 0` at the top
+/// or around a subquery) are charged nothing. A release reached through a subplan (a WITH query, an
+/// InitPlan) is not below the Limit in this sense and is charged. With a data-modifying WITH query,
+/// which PostgreSQL runs to completion whatever the LIMIT, every release is charged. If a release
+/// ran anyway, its final function would find no ticket and refuse (check_ticket), and the error
+/// inside an admitted level would forfeit the role's budget (fail_closed.rs).
+unsafe fn releases_that_never_run(stmt: *mut pg_sys::PlannedStmt) -> HashSet<usize> {
+    unsafe fn limit_zero(p: *mut pg_sys::Plan) -> bool {
+        if (*p).type_ != pg_sys::NodeTag::T_Limit || !(*p).initPlan.is_null() {
+            return false;
+        }
+        let limit = p as *mut pg_sys::Limit;
+        let offset = (*limit).limitOffset as *mut pg_sys::Node;
+        if !offset.is_null() && (*offset).type_ != pg_sys::NodeTag::T_Const {
+            return false;
+        }
+        let count = (*limit).limitCount as *mut pg_sys::Node;
+        if count.is_null() || (*count).type_ != pg_sys::NodeTag::T_Const {
+            return false;
+        }
+        let c = count as *mut pg_sys::Const;
+        !(*c).constisnull && (*c).consttype == pg_sys::INT8OID && (*c).constvalue.value() as i64 == 0
+    }
+    unsafe fn walk(p: *mut pg_sys::Plan, below_zero: bool, out: &mut HashSet<usize>) {
+        if p.is_null() {
+            return;
+        }
+        let below_zero = below_zero || limit_zero(p);
+        if below_zero && release::is_release(p) {
+            out.insert(p as usize);
+        }
+        for c in release::child_plans(p) {
+            walk(c, below_zero, out);
+        }
+    }
+    let mut out = HashSet::new();
+    if (*stmt).hasModifyingCTE {
+        return out;
+    }
+    walk((*stmt).planTree, false, &mut out);
+    for sub in list_iter::<pg_sys::Plan>((*stmt).subplans) {
+        walk(sub, false, &mut out);
+    }
+    out
 }
 
 /// A statement that starts owns its executor state's addresses: whatever pg_dp still keeps under
@@ -246,37 +326,6 @@ unsafe fn unadmitted_scan(stmt: *mut pg_sys::PlannedStmt) -> Option<pg_sys::Oid>
     None
 }
 
-/// A statement that releases nothing: its plan is topped by `LIMIT 0` (a literal), so the Limit
-/// node returns before it asks its input for a row and no DP level below it runs (the column
-/// probes of BI tools and drivers). Charged nothing. It must be certain that no level runs
-/// anyway, so any of these charges the statement as usual:
-/// - a data-modifying WITH query: PostgreSQL runs it to completion whatever the LIMIT, and a DP
-///   level inside it (an `INSERT … SELECT dp_…`) would release unpaid;
-/// - an OFFSET that is not a literal, or subplans attached to the Limit node itself: the Limit
-///   evaluates its OFFSET and COUNT when it first runs, and a subquery there is a plan of its own.
-/// If a release ran anyway, its final function would find no ticket and refuse (check_ticket), and
-/// the error inside an admitted level would forfeit the role's budget (fail_closed.rs).
-unsafe fn releases_nothing(stmt: *mut pg_sys::PlannedStmt) -> bool {
-    let top = (*stmt).planTree;
-    if top.is_null() || (*top).type_ != pg_sys::NodeTag::T_Limit || (*stmt).hasModifyingCTE {
-        return false;
-    }
-    if !(*top).initPlan.is_null() {
-        return false;
-    }
-    let limit = top as *mut pg_sys::Limit;
-    let offset = (*limit).limitOffset as *mut pg_sys::Node;
-    if !offset.is_null() && (*offset).type_ != pg_sys::NodeTag::T_Const {
-        return false;
-    }
-    let count = (*limit).limitCount as *mut pg_sys::Node;
-    if count.is_null() || (*count).type_ != pg_sys::NodeTag::T_Const {
-        return false;
-    }
-    let c = count as *mut pg_sys::Const;
-    !(*c).constisnull && (*c).consttype == pg_sys::INT8OID && (*c).constvalue.value() as i64 == 0
-}
-
 unsafe fn start_next(qd: *mut pg_sys::QueryDesc, eflags: c_int_t) {
     match PREV_EXECUTOR_START {
         Some(prev) => prev(qd, eflags),
@@ -311,8 +360,8 @@ unsafe extern "C-unwind" fn check_perms(rtable: *mut pg_sys::List, ereport: bool
                 if !ereport {
                     return false;
                 }
-                let reads = (*rte).requiredPerms & (pg_sys::ACL_SELECT as pg_sys::AclMode) != 0;
-                let what = if reads { "read it only through DP aggregates" } else { "not insert into, update or delete from it" };
+                let writes = (*rte).requiredPerms & ((pg_sys::ACL_INSERT | pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE) as pg_sys::AclMode) != 0;
+                let what = if writes { "not insert into, update or delete from it" } else { "read it only through DP aggregates" };
                 protect::refuse_raw_access(relid, what);
             }
         }

@@ -59,6 +59,9 @@ public class JdbcClient {
             s.execute("DROP ROLE IF EXISTS dp_jdbc_analyst");
             s.execute("CREATE ROLE dp_jdbc_analyst LOGIN");
             s.execute("SELECT dp.grant_budget('dp_jdbc_analyst', 1)");
+            s.execute("DROP ROLE IF EXISTS dp_jdbc_bi");
+            s.execute("CREATE ROLE dp_jdbc_bi LOGIN");
+            s.execute("SELECT dp.grant_budget('dp_jdbc_bi', 100)");
         }
 
         check("prepared_statement_with_epsilon_as_a_parameter_is_charged_exactly", () -> {
@@ -120,6 +123,71 @@ public class JdbcClient {
                 } catch (SQLException e) {
                     require("42501".equals(e.getSQLState()), "SQLSTATE 42501, got " + e.getSQLState());
                 }
+            }
+        });
+
+        check("sparks_schema_probe_is_free_and_has_the_column_types", () -> {
+            // Spark's JDBC source learns the columns of a query this way before it reads it
+            String q = "SELECT k, dp_count(i, 0.5) AS n, dp_avg(x, 0, 1000, 0.5) AS a FROM t GROUP BY k";
+            BigDecimal before = spent("dp_jdbc_bi");
+            try (Connection c = connect("dp_jdbc_bi");
+                 PreparedStatement ps = c.prepareStatement("SELECT * FROM (" + q + ") SPARK_GEN_SUBQ_0 WHERE 1=0");
+                 ResultSet rs = ps.executeQuery()) {
+                ResultSetMetaData md = rs.getMetaData();
+                require(md.getColumnCount() == 3, "three columns, got " + md.getColumnCount());
+                require(md.getColumnTypeName(1).equals("int4") && md.getColumnTypeName(2).equals("int8")
+                        && md.getColumnTypeName(3).equals("float8"),
+                        "int4, int8, float8, got " + md.getColumnTypeName(1) + ", " + md.getColumnTypeName(2) + ", " + md.getColumnTypeName(3));
+                require(!rs.next(), "no row");
+            }
+            BigDecimal s = spent("dp_jdbc_bi");
+            require(s.compareTo(before) == 0, "the probe was charged: " + before + " -> " + s);
+        });
+
+        check("metadata_calls_and_describe_charge_nothing", () -> {
+            BigDecimal before = spent("dp_jdbc_bi");
+            try (Connection c = connect("dp_jdbc_bi")) {
+                DatabaseMetaData md = c.getMetaData();
+                try (ResultSet rs = md.getTables(null, "public", "t", new String[] {"TABLE"})) {
+                    require(rs.next(), "getTables lists t");
+                }
+                List<String> cols = new ArrayList<>();
+                try (ResultSet rs = md.getColumns(null, "public", "t", null)) {
+                    while (rs.next()) cols.add(rs.getString("COLUMN_NAME") + ":" + rs.getString("TYPE_NAME"));
+                }
+                require(cols.equals(List.of("i:int4", "x:float8", "k:int4")), "getColumns: " + cols);
+                try (ResultSet rs = md.getPrimaryKeys(null, "public", "t")) {
+                    require(!rs.next(), "t has no primary key");
+                }
+                // a prepared statement's columns, described before it runs
+                try (PreparedStatement ps = c.prepareStatement("SELECT k, dp_sum(x, 0, 1000, 0.5) AS s FROM t GROUP BY k")) {
+                    ResultSetMetaData rmd = ps.getMetaData();
+                    require(rmd.getColumnCount() == 2 && rmd.getColumnTypeName(2).equals("float8"), "described: " + rmd.getColumnCount());
+                }
+            }
+            BigDecimal s = spent("dp_jdbc_bi");
+            require(s.compareTo(before) == 0, "metadata was charged: " + before + " -> " + s);
+        });
+
+        check("a_prepared_statement_past_its_threshold_follows_the_privacy_level", () -> {
+            // after five executions the driver runs a named server-side statement (prepareThreshold)
+            try (Connection c = connect("dp_jdbc_bi"); Statement s = c.createStatement();
+                 PreparedStatement ps = c.prepareStatement("SELECT dp_count(i) FROM t WHERE k >= 0")) {
+                for (int n = 0; n < 7; n++) {
+                    try (ResultSet rs = ps.executeQuery()) { rs.next(); }
+                }
+                s.execute("SET dp.privacy_level = 'very_high'");
+                try (ResultSet rs = ps.executeQuery()) { rs.next(); }
+            }
+            try (Connection c = connect("postgres"); Statement s = c.createStatement();
+                 ResultSet rs = s.executeQuery("SELECT epsilon FROM dp.ledger WHERE role = 'dp_jdbc_bi'::regrole "
+                         + "AND query_text LIKE '%k >= 0%' ORDER BY id DESC LIMIT 2")) {
+                rs.next();
+                BigDecimal last = rs.getBigDecimal(1);
+                rs.next();
+                BigDecimal before = rs.getBigDecimal(1);
+                require(before.compareTo(BigDecimal.ONE) == 0 && last.compareTo(new BigDecimal("0.1")) == 0,
+                        "1 at medium, then 0.1 at very_high; got " + before + ", " + last);
             }
         });
 
