@@ -25,7 +25,13 @@ use crate::pg::error::raise_with;
 const NSLOTS: usize = 64;
 const NWORKERS: usize = 32;
 /// Largest serialized request (the query text is shortened to fit).
+/// Request bytes of an ordinary slot (a handful of aggregates and the query text); the last
+/// `NLARGE` slots take up to `LARGE_REQ_BYTES`, for statements with many DP aggregates (a dashboard's
+/// hundred `dp_sum`s): a request goes to the first free slot large enough.
 pub const REQ_BYTES: usize = 6144;
+pub const LARGE_REQ_BYTES: usize = 128 * 1024;
+const NLARGE: usize = 8;
+const REQ_ARENA: usize = (NSLOTS - NLARGE) * REQ_BYTES + NLARGE * LARGE_REQ_BYTES;
 const RESP_BYTES: usize = 512;
 /// An idle worker exits after this long (DROP DATABASE waits up to 5 s for other sessions).
 pub const IDLE_EXIT_SECS: i64 = 4;
@@ -54,7 +60,6 @@ struct Slot {
     dboid: pg_sys::Oid,
     requester_procno: i32,
     req_len: u32,
-    req: [u8; REQ_BYTES],
     resp_len: u32,
     resp: [u8; RESP_BYTES],
 }
@@ -65,7 +70,6 @@ const EMPTY_SLOT: Slot = Slot {
     dboid: pg_sys::InvalidOid,
     requester_procno: -1,
     req_len: 0,
-    req: [0; REQ_BYTES],
     resp_len: 0,
     resp: [0; RESP_BYTES],
 };
@@ -99,11 +103,23 @@ pub struct LedgerShmem {
     workers: [WorkerEntry; NWORKERS],
     statics: [StaticEntry; MAX_STATIC],
     slots: [Slot; NSLOTS],
+    /// the request bytes of every slot (`slot_area`)
+    reqs: [u8; REQ_ARENA],
+}
+
+/// Where slot `i`'s request bytes lie in `LedgerShmem::reqs`: (offset, capacity).
+const fn slot_area(i: usize) -> (usize, usize) {
+    let small = NSLOTS - NLARGE;
+    if i < small {
+        (i * REQ_BYTES, REQ_BYTES)
+    } else {
+        (small * REQ_BYTES + (i - small) * LARGE_REQ_BYTES, LARGE_REQ_BYTES)
+    }
 }
 
 impl Default for LedgerShmem {
     fn default() -> Self {
-        LedgerShmem { workers: [NO_WORKER; NWORKERS], statics: [NO_STATIC; MAX_STATIC], slots: [EMPTY_SLOT; NSLOTS] }
+        LedgerShmem { workers: [NO_WORKER; NWORKERS], statics: [NO_STATIC; MAX_STATIC], slots: [EMPTY_SLOT; NSLOTS], reqs: [0; REQ_ARENA] }
     }
 }
 
@@ -264,7 +280,7 @@ pub fn charge(req: &ChargeRequest) -> ChargeOutcome {
             Some("run DP queries on the primary"),
         );
     }
-    let bytes = req.to_bytes_within(REQ_BYTES).unwrap_or_else(|| {
+    let bytes = req.to_bytes_within(LARGE_REQ_BYTES).unwrap_or_else(|| {
         raise_with(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             format!("pg_dp: too many DP aggregates in one query ({})", req.releases.len()),
@@ -284,7 +300,7 @@ pub fn charge(req: &ChargeRequest) -> ChargeOutcome {
         let (slot, need) = {
             let mut l = LEDGER.exclusive();
             let need = worker_need(&mut l, dboid);
-            let slot = l.slots.iter().position(|s| s.state == FREE);
+            let slot = (0..NSLOTS).find(|i| l.slots[*i].state == FREE && slot_area(*i).1 >= bytes.len());
             if let Some(i) = slot {
                 let s = &mut l.slots[i];
                 s.state = NEW;
@@ -292,8 +308,9 @@ pub fn charge(req: &ChargeRequest) -> ChargeOutcome {
                 s.dboid = dboid;
                 s.requester_procno = my_procno;
                 s.req_len = bytes.len() as u32;
-                s.req[..bytes.len()].copy_from_slice(&bytes);
                 s.resp_len = 0;
+                let (at, _) = slot_area(i);
+                l.reqs[at..at + bytes.len()].copy_from_slice(&bytes);
             }
             (slot, need)
         };
@@ -478,10 +495,12 @@ unsafe fn serve(dboid: pg_sys::Oid) {
             let mut batch: Vec<(usize, Vec<u8>)> = Vec::new();
             {
                 let mut l = LEDGER.exclusive();
-                for (i, s) in l.slots.iter_mut().enumerate() {
+                for i in 0..NSLOTS {
+                    let s = &mut l.slots[i];
                     if s.state == NEW && s.dboid == dboid {
                         s.state = BUSY;
-                        batch.push((i, s.req[..s.req_len as usize].to_vec()));
+                        let (at, len) = (slot_area(i).0, s.req_len as usize);
+                        batch.push((i, l.reqs[at..at + len].to_vec()));
                     }
                 }
                 if batch.is_empty() && now_us() - idle_since > IDLE_EXIT_SECS * 1_000_000 {

@@ -146,10 +146,21 @@ def check_reuses_are_counted_without_receipts_so_storage_stays_bounded():
     assert after - before < 64 * 1024, (before, after)
 
 
-def check_a_query_with_many_dp_aggregates_is_reused():
+def check_a_query_with_many_dp_aggregates_is_paid_once_and_reused():
+    # a dashboard's statement: 120 distinct DP aggregates in one SELECT, by group
     fresh_release_state()
-    many = "SELECT " + ", ".join(f"dp_sum(x, 0, 1000, 0.0{i % 9 + 1})" for i in range(12)) + " FROM t"
+    calls = [f"dp_sum(x, 0, {1000 + i}, 0.01)" for i in range(60)] + \
+            [f"dp_avg(x, 0, {1000 + i}, 0.01)" for i in range(40)] + \
+            [f"dp_count(CASE WHEN id > {i} THEN x END, 0.01)" for i in range(20)]
+    many = "SELECT k, " + ", ".join(calls) + " FROM t GROUP BY k ORDER BY k"
+    before = spent("dp_c_alice")
     first = run(many)
+    assert len(first) == 4 and len(first[0]) == 121, (len(first), len(first[0]))
+    assert spent("dp_c_alice") - before == Decimal("1.20"), spent("dp_c_alice") - before
+    with connect() as c:
+        n = c.execute("SELECT count(*) FROM dp.ledger WHERE role = 'dp_c_alice'::regrole AND query_text = %s",
+                      (many,)).fetchone()[0]
+        assert n == 120, n
     before = spent("dp_c_alice")
     assert run(many) == first
     assert spent("dp_c_alice") == before
