@@ -133,3 +133,36 @@ pub unsafe fn first_arg_type(a: *mut pg_sys::Aggref) -> pg_sys::Oid {
     (*(*l).elements).oid_value
 }
 
+
+/// The pg_dp functions that the planner rewrites or the DP Release node treats specially, by the
+/// name pg_dp gave them: `dp_interval_low`, `dp_interval_high`, `interval_half_width`. None for any
+/// other function (looked up once per backend and function).
+pub fn special_function(oid: pg_sys::Oid) -> Option<&'static str> {
+    thread_local! {
+        static SPECIAL: std::cell::RefCell<std::collections::HashMap<pg_sys::Oid, Option<&'static str>>> =
+            std::cell::RefCell::new(std::collections::HashMap::new());
+    }
+    if let Some(c) = SPECIAL.with(|s| s.borrow().get(&oid).copied()) {
+        return c;
+    }
+    let found = unsafe {
+        let ext = pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, oid);
+        let ours = ext != pg_sys::InvalidOid && {
+            let n = pg_sys::get_extension_name(ext);
+            !n.is_null() && std::ffi::CStr::from_ptr(n).to_bytes() == b"pg_dp"
+        };
+        let name = if ours { pg_sys::get_func_name(oid) } else { std::ptr::null_mut() };
+        if name.is_null() {
+            None
+        } else {
+            match std::ffi::CStr::from_ptr(name).to_bytes() {
+                b"dp_interval_low" => Some("dp_interval_low"),
+                b"dp_interval_high" => Some("dp_interval_high"),
+                b"interval_half_width" => Some("interval_half_width"),
+                _ => None,
+            }
+        }
+    };
+    SPECIAL.with(|s| s.borrow_mut().insert(oid, found));
+    found
+}

@@ -127,12 +127,18 @@ pub unsafe fn pinned_epsilon(role: Oid) -> Option<f64> {
         return None;
     }
     let e = protect::as_bootstrap_superuser(|| {
-        pgrx::Spi::get_one_with_args::<f64>(
-            "SELECT dp.privacy_level_epsilon(b.privacy_level) FROM dp.role_budget b \
-               JOIN dp.role_identities i ON i.role_uid = b.role_uid \
-              WHERE i.role = $1::pg_catalog.oid::pg_catalog.regrole AND b.privacy_level IS NOT NULL",
-            &[role.into()],
-        )
+        // a read-only SPI call: pgrx's get_one* helpers give the transaction an xid (they run as
+        // if writing), and a transaction with an xid neither reuses nor stores cached releases
+        pgrx::Spi::connect(|c| {
+            c.select(
+                "SELECT dp.privacy_level_epsilon(b.privacy_level) FROM dp.role_budget b \
+                   JOIN dp.role_identities i ON i.role_uid = b.role_uid \
+                  WHERE i.role = $1::pg_catalog.oid::pg_catalog.regrole AND b.privacy_level IS NOT NULL",
+                Some(1),
+                &[role.into()],
+            )
+            .and_then(|t| t.first().get_one::<f64>())
+        })
         .ok()
         .flatten()
     });

@@ -4,6 +4,7 @@ pub mod admission;
 pub mod distributed_rows;
 pub mod estimates;
 pub mod fail_closed;
+pub mod intervals;
 pub mod lifecycle;
 pub mod planner;
 pub mod recent;

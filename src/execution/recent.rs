@@ -179,3 +179,16 @@ crate::pg::fmgr::pg_v1!(pg_finfo_dp_last_releases, dp_last_releases, |fcinfo| {
     }
     pg_sys::Datum::from(0usize)
 });
+
+/// The 95% half-width of the newest pending release of the aggregate call tagged `tag` whose
+/// Aggref `mine` accepts (the group whose row that aggregation is computing now): `Some(None)` for
+/// a release without one (the exponential mechanism), None if there is no such release.
+pub fn pending_interval_in(tag: i32, mine: impl Fn(usize) -> bool) -> Option<Option<f64>> {
+    PENDING.with(|p| {
+        p.borrow()
+            .iter()
+            .rev()
+            .find(|e| e.error.is_none() && mine(e.aggref) && unsafe { (*(e.aggref as *mut pg_sys::Aggref)).location } == tag)
+            .map(|e| e.interval95)
+    })
+}

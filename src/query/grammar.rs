@@ -341,6 +341,8 @@ pub unsafe fn check_statement(query: *mut Query) -> Check<Option<Admitted>> {
         (**rte).requiredPerms &= !(pg_sys::ACL_SELECT as pg_sys::AclMode);
     }
     for (q, level) in dp_levels.iter().zip(levels.iter_mut()) {
+        // dp_interval_low/high around the level's calls, while they are still the calls written
+        crate::query::intervals::rewrite(*q)?;
         crate::query::rewrite::rewrite_level(*q, level, &mut next_tag)?;
     }
     // levels over Citus tables: exact partial aggregation on the workers, noise on the coordinator

@@ -5,6 +5,7 @@
 pub mod bounds;
 pub mod distributed_level;
 pub mod grammar;
+pub mod intervals;
 pub mod params;
 pub mod rewrite;
 pub mod total;

@@ -146,6 +146,19 @@ def check_reuses_are_counted_without_receipts_so_storage_stays_bounded():
     assert after - before < 64 * 1024, (before, after)
 
 
+def check_a_query_without_epsilon_is_reused():
+    # the session's default epsilon is looked up while planning (a pinned level caps it): the
+    # lookup must not make the transaction look like a writer, which would bypass the cache
+    fresh_release_state()
+    q = "SELECT dp_count(*), dp_interval_low(dp_count(*)), dp_interval_high(dp_count(*)) FROM t"
+    first = run(q)
+    before = spent("dp_c_alice")
+    assert run(q) == first
+    assert spent("dp_c_alice") == before, "the repeat was charged"
+    lo, hi = first[0][1], first[0][2]
+    assert lo < first[0][0] < hi, first
+
+
 def check_a_query_with_many_dp_aggregates_is_paid_once_and_reused():
     # a dashboard's statement: 120 distinct DP aggregates in one SELECT, by group
     fresh_release_state()
