@@ -91,3 +91,80 @@ fn last_releases_never_count_groups_the_key_selection_dropped() {
     assert!(shown.len() >= 3 && shown.len() < 60, "{}", shown.len());
     assert_eq!(one_i64("SELECT count(*) FROM dp.last_releases(100)") - before, shown.len() as i64);
 }
+
+// dp_interval_low / dp_interval_high: the 95% interval of the very release, as columns
+
+#[pg_test]
+fn interval_columns_are_the_receipts_half_width_around_the_value() {
+    sample_table();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    Spi::run("SET dp.release_cache = off").unwrap();
+    for (call, agg) in [
+        ("dp_count(x, 0.5)", "dp_count"),
+        ("dp_sum(x, 0, 1000, 0.5)", "dp_sum"),
+        ("dp_avg(x, 0, 1000, 0.5)", "dp_avg"),
+        ("dp_variance(x, 0, 1000, 0.5)", "dp_variance"),
+    ] {
+        // under ORDER BY, by group: each row carries its own group's interval
+        let rows = column(&format!(
+            "SELECT concat_ws('|', {call}, dp_interval_low({call}), dp_interval_high({call})) FROM s GROUP BY i % 4 ORDER BY i % 4 DESC"
+        ));
+        let shown = column(&format!(
+            "SELECT concat_ws('|', value, interval_95) FROM dp.last_releases(4) WHERE aggregate = '{agg}' ORDER BY released_at"
+        ));
+        assert_eq!(rows.len(), 4, "{call}");
+        let mut got: Vec<(f64, f64, f64)> = rows
+            .iter()
+            .map(|r| {
+                let v: Vec<f64> = r.as_ref().unwrap().split('|').map(|x| x.parse().unwrap()).collect();
+                (v[0], v[1], v[2])
+            })
+            .collect();
+        let mut want: Vec<(f64, f64)> = shown
+            .iter()
+            .map(|r| {
+                let v: Vec<f64> = r.as_ref().unwrap().split('|').map(|x| x.parse().unwrap()).collect();
+                (v[0], v[1])
+            })
+            .collect();
+        got.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+        want.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+        for ((v, lo, hi), (wv, h)) in got.iter().zip(&want) {
+            assert_eq!(v, wv, "{call}");
+            assert!((v - h - lo).abs() <= 1e-9 * v.abs().max(1.0) && (v + h - hi).abs() <= 1e-9 * v.abs().max(1.0), "{call}: {v} {lo} {hi} {h}");
+        }
+    }
+    // the exponential mechanism states none
+    assert_eq!(column("SELECT dp_interval_low(dp_percentile_em(x, 0.5, 0, 1000, 0.5))::text FROM s"), vec![None]);
+    // anything but a pg_dp aggregate call is refused before planning, or where no DP query runs
+    let e = error_of("SELECT dp_interval_low(dp_count(x, 0.5) * 2) FROM s").unwrap();
+    assert!(e.contains("dp_interval_low takes a pg_dp aggregate call"), "{e}");
+    let e = error_of("SELECT dp_interval_high(5)").unwrap();
+    assert!(e.contains("dp_interval_high takes a pg_dp aggregate call"), "{e}");
+}
+
+#[pg_test]
+fn interval_columns_cover_the_true_value_95_percent_of_the_time() {
+    // 2,000 releases of a count whose true value is 1,000 at ε = 0.5: the interval covers it with
+    // probability ≥ 0.95 by construction; fewer than 1,850 covers (z ≈ −6.8) fail at α < 1e-6. A
+    // half-width halved (the negative control below) covers about 78% and fails.
+    sample_table();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    Spi::run("SET dp.release_cache = off").unwrap();
+    let n = 2000;
+    let mut covered = 0;
+    let mut covered_by_half = 0;
+    for _ in 0..n {
+        let r = column("SELECT concat_ws('|', dp_count(x, 0.5), dp_interval_low(dp_count(x, 0.5)), dp_interval_high(dp_count(x, 0.5))) FROM s");
+        let v: Vec<f64> = r[0].as_ref().unwrap().split('|').map(|x| x.parse().unwrap()).collect();
+        if v[1] <= 1000.0 && 1000.0 <= v[2] {
+            covered += 1;
+        }
+        let half = (v[2] - v[1]) / 4.0;
+        if (v[0] - 1000.0).abs() <= half {
+            covered_by_half += 1;
+        }
+    }
+    assert!(covered >= 1850, "the interval covered the true count {covered} times in {n}");
+    assert!(covered_by_half < 1850, "the negative control (half-width halved) covered {covered_by_half} times in {n}");
+}
