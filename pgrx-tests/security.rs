@@ -8,15 +8,18 @@ fn support_functions_are_not_executable_by_public() {
     // the queries pg_dp writes) and dp.random_order (random numbers), and functions of the catalog
     // only (the privacy levels, whether a table is protected, a preview of a query's receipts, a
     // role's pg_dp identity, which pg_shseclabel shows everyone, what the grammar admits) and of the
-    // session's own releases;
+    // session's own releases (dp.interval_half_width and dp.interval_bound, which the plans of
+    // dp_interval_low/high call as the analyst: the half-width a receipt states, of a release of the
+    // same aggregation);
     // their support functions not
     let callable = column(
         "SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
           WHERE n.nspname = 'dp' AND has_function_privilege('dp_analyst_t', p.oid, 'EXECUTE')
             AND p.proname NOT IN ('release_projection', 'release_projection_rows', 'keep_group', 'random_order',
                                   'privacy_level_epsilon', 'privacy_level_names', 'is_protected', 'preview', 'last_releases',
-                                  'current_period_start', 'role_uid', 'distributed_rows', 'grammar')
-            AND NOT (p.prokind = 'a' AND p.proname IN ('unit_sum', 'unit_mean', 'unit_count', 'merge_count', 'merge_sum',
+                                  'current_period_start', 'role_uid', 'distributed_rows', 'grammar',
+                                  'interval_bound', 'interval_half_width_final')
+            AND NOT (p.prokind = 'a' AND p.proname IN ('interval_half_width', 'unit_sum', 'unit_mean', 'unit_count', 'merge_count', 'merge_sum',
                                                        'merge_avg', 'merge_variance', 'merge_stddev', 'merge_keep_group'))",
     );
     assert!(callable.is_empty(), "callable by an analyst: {callable:?}");

@@ -1157,7 +1157,7 @@ CREATE FUNCTION dp_interval_high(value anyelement) RETURNS float8
 COMMENT ON FUNCTION dp_interval_high(anyelement) IS 'pg_dp: around a pg_dp aggregate call in a DP query (dp_interval_high(dp_count(*))), the high end of the 95% interval of that release: the released value plus the half-width its receipt states; NULL for dp_percentile_em. Free: it releases nothing new';
 
 CREATE FUNCTION dp.interval_half_width_final(state int4) RETURNS float8
-    LANGUAGE c STABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_interval_half_width';
+    LANGUAGE c VOLATILE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_interval_half_width';
 COMMENT ON FUNCTION dp.interval_half_width_final(int4) IS 'pg_dp internal: final function of dp.interval_half_width';
 -- reads no row: int4larger keeps the tag; the final function reads the receipt of the release of the
 -- call tagged by its argument, in the same aggregation
