@@ -15,7 +15,8 @@
 //! - [`release`]: whole-table releases: DPRP, differentially private random projection (Gondara &
 //!   Wang 2020).
 //!
-//! At the root, below them all: [`params`] (validation of ε, δ and bounds, with errors that name the
+//! At the root, below them all: [`total_arith`] (the arithmetic admitted below a DP aggregate,
+//! defined for every value), [`params`] (validation of ε, δ and bounds, with errors that name the
 //! argument and its range), [`error`], and [`description`], the description of a DP query that the
 //! SQL layer's query grammar admits.
 pub mod accounting;
@@ -25,5 +26,6 @@ pub mod mechanisms;
 pub mod noise;
 pub mod params;
 pub mod release;
+pub mod total_arith;
 
 pub use error::{DpError, DpResult};

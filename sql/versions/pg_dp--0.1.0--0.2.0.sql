@@ -1168,3 +1168,25 @@ COMMENT ON AGGREGATE dp.interval_half_width(int4) IS 'pg_dp internal: the 95% ha
 CREATE FUNCTION dp.interval_bound(value anyelement, half_width float8, high bool) RETURNS float8
     LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_interval_bound';
 COMMENT ON FUNCTION dp.interval_bound(anyelement, float8, bool) IS 'pg_dp internal: a released value minus (high false) or plus (high true) its half-width, as float8, for dp_interval_low and dp_interval_high';
+
+-- Arithmetic that cannot fail, below a DP aggregate (src/query/arithmetic.rs): the grammar makes the
+-- operator nodes of + - * / % it admits there call these instead of their own functions. Each reads
+-- its operator and operand types from its node; called directly, it refuses.
+CREATE FUNCTION dp.total_int2("any", "any") RETURNS int2 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
+CREATE FUNCTION dp.total_int4("any", "any") RETURNS int4 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
+CREATE FUNCTION dp.total_int8("any", "any") RETURNS int8 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
+CREATE FUNCTION dp.total_float4("any", "any") RETURNS float4 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
+CREATE FUNCTION dp.total_float8("any", "any") RETURNS float8 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
+CREATE FUNCTION dp.total_numeric("any", "any") RETURNS numeric LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
+CREATE FUNCTION dp.total_int2("any") RETURNS int2 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
+CREATE FUNCTION dp.total_int4("any") RETURNS int4 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
+CREATE FUNCTION dp.total_int8("any") RETURNS int8 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
+COMMENT ON FUNCTION dp.total_int2("any", "any") IS 'pg_dp internal: smallint + - * / % below a DP aggregate, saturated at the smallint range; division or remainder by 0 gives NULL';
+COMMENT ON FUNCTION dp.total_int4("any", "any") IS 'pg_dp internal: integer + - * / % below a DP aggregate, saturated at the integer range; division or remainder by 0 gives NULL';
+COMMENT ON FUNCTION dp.total_int8("any", "any") IS 'pg_dp internal: bigint + - * / % below a DP aggregate, saturated at the bigint range; division or remainder by 0 gives NULL';
+COMMENT ON FUNCTION dp.total_float4("any", "any") IS 'pg_dp internal: real + - * / below a DP aggregate, IEEE (overflow gives ±Infinity, no underflow error); division by 0 gives NULL';
+COMMENT ON FUNCTION dp.total_float8("any", "any") IS 'pg_dp internal: double precision + - * / below a DP aggregate, IEEE (overflow gives ±Infinity, no underflow error); division by 0 gives NULL';
+COMMENT ON FUNCTION dp.total_numeric("any", "any") IS 'pg_dp internal: numeric + - * / % below a DP aggregate; overflow gives ±Infinity, division or remainder by 0 gives NULL';
+COMMENT ON FUNCTION dp.total_int2("any") IS 'pg_dp internal: smallint unary minus below a DP aggregate, saturated';
+COMMENT ON FUNCTION dp.total_int4("any") IS 'pg_dp internal: integer unary minus below a DP aggregate, saturated';
+COMMENT ON FUNCTION dp.total_int8("any") IS 'pg_dp internal: bigint unary minus below a DP aggregate, saturated';

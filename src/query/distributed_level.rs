@@ -250,6 +250,15 @@ pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
         return Err(Refusal::new(format!("a subquery next to DP aggregates over Citus table {table}"))
             .hint("compute it in an outer query"));
     }
+    // the exact part runs on the workers as SQL text, with PostgreSQL's own operators: arithmetic
+    // made total below the aggregates (arithmetic.rs) would raise its errors there again
+    let mut ops: Vec<*mut Node> = Vec::new();
+    collect_nodes((*q).jointree as *mut Node, &[NodeTag::T_OpExpr], &mut ops);
+    collect_nodes((*q).targetList as *mut Node, &[NodeTag::T_OpExpr], &mut ops);
+    if ops.iter().any(|o| crate::query::arithmetic::is_total_function((*(*o as *mut pg_sys::OpExpr)).opfuncid)) {
+        return Err(Refusal::new(format!("arithmetic below a DP aggregate over Citus table {table}: not yet computed over distributed tables"))
+            .hint("aggregate the columns themselves, and combine the released values in the select list"));
+    }
     let keys = crate::query::tree::group_keys(q);
 
     // ---- the exact query

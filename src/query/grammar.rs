@@ -1396,7 +1396,21 @@ unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
         NodeTag::T_OpExpr => {
             let op = e as *mut pg_sys::OpExpr;
             let args: Vec<*mut Node> = list_iter((*op).args).collect();
-            if let Some(is_div) = total::integer_division((*op).opfuncid) {
+            let literal_divisor = total::integer_division((*op).opfuncid)
+                .is_some_and(|is_div| args.len() == 2 && args.get(1).and_then(|d| const_int(*d)).is_some_and(|k| total::divisor_ok(k, is_div)));
+            if literal_divisor {
+                value(cx, args[0])
+            } else if let Some(form) = (!is_constant(e)).then(|| crate::query::arithmetic::total_form(op)).flatten() {
+                // arithmetic that cannot fail: the node calls pg_dp's total function of its type
+                // (saturating, ±Infinity, NULL for a division by 0) instead of its own (arithmetic.rs)
+                for a in &args {
+                    value(cx, *a)?;
+                }
+                if let Some(f) = form {
+                    (*op).opfuncid = f;
+                }
+                Ok(())
+            } else if let Some(is_div) = total::integer_division((*op).opfuncid) {
                 match (args.len(), args.get(1).and_then(|d| const_int(*d))) {
                     (2, Some(k)) if total::divisor_ok(k, is_div) => value(cx, args[0]),
                     _ => unless_constant(cx, e, cx.not_total(&format!(

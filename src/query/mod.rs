@@ -2,6 +2,7 @@
 //! description of each DP level, and the rewrites of that description (privacy units, GROUP BY
 //! keys, declared bounds, Citus). Imports the layers below: `pg`, `settings`, `catalog`,
 //! `protection`.
+pub mod arithmetic;
 pub mod bounds;
 pub mod distributed_level;
 pub mod grammar;

@@ -14,13 +14,15 @@
 //!   an escape character, under a deterministic collation;
 //! - integer `/` by a literal other than 0 and -1, and integer `%` by a literal other than 0
 //!   (`int2`, `int4`, `int8`, mixed widths too): for grouping values into buckets;
+//! - every other `+ - * / %` on integers, floats and numeric, made total (arithmetic.rs): saturated,
+//!   ±Infinity, NULL for a division by 0;
 //! - the casts in [`TOTAL_CASTS`] (widening numeric casts, bool ↔ int4, char/name → text), casts
 //!   that only relabel a type (varchar → text), and output casts to text from the comparable types;
 //! - `CASE`, `COALESCE`, `AND`, `OR`, `NOT`, `IS [NOT] NULL`, `IS [NOT] TRUE/FALSE/UNKNOWN`.
 //!
-//! Arithmetic other than the bucketing above is not admitted: `+`, `-` and `*` can overflow for
-//! integers and numerics, float division underflows (`5e-324 / 3.0` raises an error), and `numeric`
-//! → `float8` fails above 1.8e308. The in-database test `every_total_expression_survives_extreme_values`
+//! PostgreSQL's own arithmetic is not admitted: `+`, `-` and `*` can overflow for integers and
+//! numerics, float division underflows (`5e-324 / 3.0` raises an error), and `numeric` → `float8`
+//! fails above 1.8e308; below a DP aggregate the operators call pg_dp's total functions instead. The in-database test `every_total_expression_survives_extreme_values`
 //! runs every admitted cast and operator on ±max, ±Infinity, NaN, NULL and empty values.
 use pgrx::pg_sys::{self, Oid};
 use std::ffi::CStr;
@@ -66,6 +68,11 @@ pub const FAILURE_MODES: &[FailureModes] = &[
         node: "cast to text (CoerceViaIO)",
         could_fail_by: "the output function, the session's time zone, DateStyle or extra_float_digits",
         why_it_cannot: "only from the comparable types, whose output functions are total for every stored value (NaN, ±Infinity, infinite dates); settings change the text, never raise",
+    },
+    FailureModes {
+        node: "arithmetic + - * / % on integers, floats and numeric (made total)",
+        could_fail_by: "integer overflow (including the smallest integer divided by -1 and negated), float overflow and underflow, numeric overflow, division by zero",
+        why_it_cannot: "the operator node calls pg_dp's total function of its type instead of its own (dp.total_int2 … dp.total_numeric): integers saturate at their type's range, floats follow IEEE (overflow gives ±Infinity, clamped by the aggregate like any value), numeric overflow gives ±Infinity, division or remainder by 0 gives NULL (skipped); not over Citus tables, whose workers run PostgreSQL's own operators",
     },
     FailureModes {
         node: "integer / and % by a literal k",

@@ -111,13 +111,17 @@ def check_non_superuser():
                           WHERE s.nspname = 'dp' AND has_function_privilege(p.oid, 'EXECUTE')
                             AND p.proname NOT IN ('release_projection', 'release_projection_rows', 'keep_group', 'random_order',
                                                   'privacy_level_epsilon', 'privacy_level_names', 'is_protected', 'preview', 'last_releases', 'grammar',
-                                  'current_period_start', 'role_uid', 'distributed_rows')
-                            AND NOT (p.prokind = 'a' AND p.proname IN ('unit_sum', 'unit_mean', 'unit_count', 'merge_count',
+                                  'current_period_start', 'role_uid', 'distributed_rows', 'interval_bound',
+                                  'interval_half_width_final', 'total_int2', 'total_int4', 'total_int8', 'total_float4',
+                                  'total_float8', 'total_numeric')
+                            AND NOT (p.prokind = 'a' AND p.proname IN ('interval_half_width', 'unit_sum', 'unit_mean', 'unit_count', 'merge_count',
                                      'merge_sum', 'merge_avg', 'merge_variance', 'merge_stddev', 'merge_keep_group'))""").fetchone()[0]
         # only the table releases and dp.keep_group (charged like the aggregates), the per-unit aggregates
         # (refused over protected tables outside the queries pg_dp writes), dp.random_order, functions
         # of the catalog alone (privacy levels, whether a table is protected, a role's pg_dp identity,
-        # what the grammar admits),
+        # what the grammar admits), those that the plans of DP queries call as the caller (the interval
+        # of a release of the same aggregation, the total arithmetic below the aggregates, which refuses
+        # to run outside the operator nodes pg_dp gives it to),
         # and dp.distributed_rows and the merge aggregates of DP queries over Citus tables (the executor
         # checks them for the caller; the query check refuses them in any query)
         assert n == 0, n

@@ -8,7 +8,8 @@ raises "multidimensional arrays must have array expressions with matching dimens
 fact is true.
 
 A seeded generator writes typed expressions over the grammar's own constructs (and over constructs it
-refuses: casts that can fail, arithmetic, functions, COLLATE), nested a few levels, and places them
+refuses: casts that can fail, date and interval arithmetic, functions, COLLATE; and arithmetic on
+numbers, which it makes total), nested a few levels, and places them
 everywhere the grammar allows, sometimes behind `CASE WHEN t.id = 1000001 THEN … END`, where 1000001
 is the id of one adversarial row. Queries read the protected table directly or through row sources
 (nested up to two deep), joined or not to a public table with text columns of other collations (pub,
@@ -446,7 +447,7 @@ class Gen:
             if typ in INTS:
                 opts += [("div", 2), ("mod", 2)]
             if typ in NUMERIC + DATETIME + ["interval"]:
-                opts += [("arith", 1.5 * wild)]
+                opts += [("arith", 2 if typ in NUMERIC else 1.5 * wild)]
             if typ in ELEMENT:
                 opts += [("array", 1.5 if self.strict else 3), ("nested_array", 1 if self.strict else 3)]
             if typ in TEXTISH:
@@ -545,8 +546,13 @@ class Gen:
 
     def v_arith(self, typ, depth):
         if typ in NUMERIC:
+            # every operator, on any two values: below a DP aggregate pg_dp makes them total
+            # (saturating integers, IEEE floats, ±Infinity numerics, NULL for a division by 0)
             a, b = self.value(typ, depth - 1), self.value(typ, depth - 1)
-            op = self.r.choice(["+", "-", "*", "/"] if typ not in INTS else ["+", "-", "*"])
+            if self.r.random() < 0.1:
+                self.feat("negate", typ)
+                return Ex(f"(- {a.sql})", typ)
+            op = self.r.choice(["+", "-", "*", "/"] + (["%"] if typ in INTS or typ == "numeric" else []))
             self.feat("arith", typ)
             return Ex(f"({a.sql} {op} {b.sql})", typ)
         if typ == "interval":

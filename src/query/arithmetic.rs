@@ -1,0 +1,211 @@
+//! Arithmetic below a DP aggregate that cannot fail (`pg_dp_core::total_arith`).
+//!
+//! The grammar admits a built-in `+ - * / %` (and integer unary `-`) on integers, floats or numeric
+//! below a DP aggregate by swapping, in place, the function its operator node calls for the total
+//! one of its result type, `dp.total_<type>` (`swap`). The node keeps its operator, so EXPLAIN and
+//! the query's text still read `price * quantity`; it is the function that saturates (integers),
+//! overflows to ±Infinity (floats, numeric) and gives NULL for a division by 0 instead of raising an
+//! error. `dp_total_arith` below is that function for every type: it reads the operator and the
+//! operand types from its own node once per query (flinfo's cache).
+use crate::pg::fmgr::pg_v1;
+use pg_dp_core::total_arith::{self, Op};
+use pgrx::pg_sys::{self, Oid};
+use pgrx::IntoDatum;
+use std::ffi::CStr;
+
+const INTS: &[Oid] = &[pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID];
+const FLOATS: &[Oid] = &[pg_sys::FLOAT4OID, pg_sys::FLOAT8OID];
+
+/// The operator and the operand kinds of a built-in arithmetic operator that pg_dp makes total.
+unsafe fn arithmetic(opno: Oid, nargs: usize) -> Option<(Op, Oid, Oid)> {
+    if opno.to_u32() >= pg_sys::FirstNormalObjectId {
+        return None;
+    }
+    let name = pg_sys::get_opname(opno);
+    if name.is_null() {
+        return None;
+    }
+    let op = Op::from_name(&CStr::from_ptr(name).to_string_lossy(), nargs == 1)?;
+    let (mut l, mut r) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
+    pg_sys::op_input_types(opno, &mut l, &mut r);
+    let l = if nargs == 1 { r } else { l };
+    let kinds_ok = (INTS.contains(&l) && INTS.contains(&r))
+        || (FLOATS.contains(&l) && FLOATS.contains(&r) && op != Op::Mod)
+        || (l == pg_sys::NUMERICOID && r == pg_sys::NUMERICOID);
+    kinds_ok.then_some((op, l, r))
+}
+
+/// How an arithmetic operator node below a DP aggregate is made total, if it is one pg_dp admits:
+/// `Some(Some(f))`: it calls the total function `f` of its type instead of its own; `Some(None)`: its
+/// own cannot fail (unary minus of floats and numeric, unary plus); None: not such an operator.
+pub unsafe fn total_form(op: *mut pg_sys::OpExpr) -> Option<Option<Oid>> {
+    let nargs = crate::pg::nodes::list_len((*op).args);
+    if nargs == 1 && unary_plus((*op).opno) {
+        return Some(None);
+    }
+    let (o, l, _) = arithmetic((*op).opno, nargs)?;
+    if o == Op::Neg && !INTS.contains(&l) {
+        return Some(None);
+    }
+    let name = match (*op).opresulttype {
+        pg_sys::INT2OID => "total_int2",
+        pg_sys::INT4OID => "total_int4",
+        pg_sys::INT8OID => "total_int8",
+        pg_sys::FLOAT4OID => "total_float4",
+        pg_sys::FLOAT8OID => "total_float8",
+        pg_sys::NUMERICOID => "total_numeric",
+        _ => return None,
+    };
+    let args = vec![pg_sys::ANYOID; nargs];
+    // missing_ok: a database on an earlier version's schema has no total functions (refused)
+    let f = pg_sys::LookupFuncName(crate::pg::build::name_list(Some("dp"), name), args.len() as i32, args.as_ptr(), true);
+    (f != pg_sys::InvalidOid).then_some(Some(f))
+}
+
+/// A built-in unary `+` of a numeric type (the identity).
+unsafe fn unary_plus(opno: Oid) -> bool {
+    if opno.to_u32() >= pg_sys::FirstNormalObjectId {
+        return false;
+    }
+    let name = pg_sys::get_opname(opno);
+    if name.is_null() || CStr::from_ptr(name).to_bytes() != b"+" {
+        return false;
+    }
+    let (mut l, mut r) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
+    pg_sys::op_input_types(opno, &mut l, &mut r);
+    l == pg_sys::InvalidOid && (INTS.contains(&r) || FLOATS.contains(&r) || r == pg_sys::NUMERICOID)
+}
+
+/// True for one of the `dp.total_<type>` functions (by name, in the dp schema).
+pub unsafe fn is_total_function(funcid: Oid) -> bool {
+    let name = pg_sys::get_func_name(funcid);
+    if name.is_null() || pg_sys::get_func_namespace(funcid) != pg_sys::get_namespace_oid(c"dp".as_ptr(), true) {
+        return false;
+    }
+    CStr::from_ptr(name).to_bytes().starts_with(b"total_")
+}
+
+/// What one call site computes: the operator, the operand types, the result type.
+#[derive(Clone, Copy)]
+struct Site {
+    op: Op,
+    left: Oid,
+    right: Oid,
+    result: Oid,
+}
+
+unsafe fn site(fcinfo: pg_sys::FunctionCallInfo) -> Site {
+    let flinfo = (*fcinfo).flinfo;
+    if !(*flinfo).fn_extra.is_null() {
+        return *((*flinfo).fn_extra as *const Site);
+    }
+    let expr = (*flinfo).fn_expr;
+    let nargs = (*fcinfo).nargs as usize;
+    let found = if !expr.is_null() && (*expr).type_ == pg_sys::NodeTag::T_OpExpr {
+        arithmetic((*(expr as *mut pg_sys::OpExpr)).opno, nargs)
+    } else {
+        None
+    };
+    let Some((op, _, _)) = found else {
+        crate::pg::error::raise_with(
+            pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            "dp.total_* functions are called by pg_dp in place of arithmetic operators, not directly".into(),
+            None,
+        )
+    };
+    let left = pg_sys::get_fn_expr_argtype(flinfo, 0);
+    let right = if nargs > 1 { pg_sys::get_fn_expr_argtype(flinfo, 1) } else { left };
+    let s = Site { op, left, right, result: pg_sys::exprType(expr) };
+    let p = pg_sys::MemoryContextAlloc((*flinfo).fn_mcxt, std::mem::size_of::<Site>()) as *mut Site;
+    p.write(s);
+    (*flinfo).fn_extra = p.cast();
+    s
+}
+
+unsafe fn int_of(d: pg_sys::Datum, t: Oid) -> i64 {
+    match t {
+        pg_sys::INT2OID => d.value() as i16 as i64,
+        pg_sys::INT4OID => d.value() as i32 as i64,
+        _ => d.value() as i64,
+    }
+}
+
+unsafe fn float_of(d: pg_sys::Datum, t: Oid) -> f64 {
+    if t == pg_sys::FLOAT4OID {
+        pg_sys::DatumGetFloat4(d) as f64
+    } else {
+        pg_sys::DatumGetFloat8(d)
+    }
+}
+
+unsafe fn null(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    (*fcinfo).isnull = true;
+    pg_sys::Datum::from(0)
+}
+
+unsafe fn numeric_sign(n: pg_sys::Datum) -> i32 {
+    let zero = pg_sys::Datum::from(pg_sys::int64_to_numeric(0));
+    let c = pgrx::direct_function_call::<i32>(pg_sys::numeric_cmp, &[Some(n), Some(zero)]).unwrap_or(0);
+    c.signum()
+}
+
+unsafe fn numeric(s: Site, a: pg_sys::Datum, b: pg_sys::Datum, fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    let na = pg_sys::pg_detoast_datum(a.cast_mut_ptr()) as pg_sys::Numeric;
+    let nb = pg_sys::pg_detoast_datum(b.cast_mut_ptr()) as pg_sys::Numeric;
+    if matches!(s.op, Op::Div | Op::Mod) && numeric_sign(pg_sys::Datum::from(nb)) == 0 && !pg_sys::numeric_is_nan(nb) {
+        return null(fcinfo);
+    }
+    let mut err = false;
+    let r = match s.op {
+        Op::Add => pg_sys::numeric_add_opt_error(na, nb, &mut err),
+        Op::Sub => pg_sys::numeric_sub_opt_error(na, nb, &mut err),
+        Op::Mul => pg_sys::numeric_mul_opt_error(na, nb, &mut err),
+        Op::Div => pg_sys::numeric_div_opt_error(na, nb, &mut err),
+        Op::Mod => pg_sys::numeric_mod_opt_error(na, nb, &mut err),
+        Op::Neg => return null(fcinfo), // not swapped: numeric negation cannot fail
+    };
+    if err || r.is_null() {
+        let sign = total_arith::overflow_sign(s.op, numeric_sign(pg_sys::Datum::from(na)), numeric_sign(pg_sys::Datum::from(nb)));
+        if sign == 0 {
+            return null(fcinfo);
+        }
+        let inf = if sign > 0 { f64::INFINITY } else { f64::NEG_INFINITY };
+        return pgrx::direct_function_call_as_datum(pg_sys::float8_numeric, &[inf.into_datum()]).unwrap_or_else(|| null(fcinfo));
+    }
+    pg_sys::Datum::from(r)
+}
+
+// dp.total_int2/int4/int8/float4/float8/numeric("any" [, "any"]): the total arithmetic of one
+// operator node (its operator and types are read from the node). STRICT: NULL in, NULL out.
+pg_v1!(pg_finfo_dp_total_arith, dp_total_arith, |fcinfo| {
+    let s = site(fcinfo);
+    let args = (*fcinfo).args.as_slice((*fcinfo).nargs as usize);
+    let a = args[0].value;
+    let b = if args.len() > 1 { args[1].value } else { a };
+    match s.result {
+        pg_sys::INT2OID | pg_sys::INT4OID | pg_sys::INT8OID => {
+            let (lo, hi) = match s.result {
+                pg_sys::INT2OID => (i16::MIN as i64, i16::MAX as i64),
+                pg_sys::INT4OID => (i32::MIN as i64, i32::MAX as i64),
+                _ => (i64::MIN, i64::MAX),
+            };
+            match total_arith::int(s.op, int_of(a, s.left), int_of(b, s.right), lo, hi) {
+                None => null(fcinfo),
+                Some(v) => match s.result {
+                    pg_sys::INT2OID => (v as i16).into_datum().unwrap(),
+                    pg_sys::INT4OID => (v as i32).into_datum().unwrap(),
+                    _ => v.into_datum().unwrap(),
+                },
+            }
+        }
+        pg_sys::FLOAT4OID => match total_arith::float4(s.op, pg_sys::DatumGetFloat4(a), pg_sys::DatumGetFloat4(b)) {
+            None => null(fcinfo),
+            Some(v) => v.into_datum().unwrap(),
+        },
+        pg_sys::FLOAT8OID => match total_arith::float(s.op, float_of(a, s.left), float_of(b, s.right)) {
+            None => null(fcinfo),
+            Some(v) => v.into_datum().unwrap(),
+        },
+        _ => numeric(s, a, b, fcinfo),
+    }
+});
