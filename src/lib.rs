@@ -29,7 +29,7 @@ extension_sql_file!("../sql/units.sql", name = "pg_dp_units", requires = ["pg_dp
 extension_sql_file!("../sql/variance.sql", name = "pg_dp_variance", requires = ["pg_dp_units"]);
 extension_sql_file!("../sql/bounds.sql", name = "pg_dp_bounds", requires = ["pg_dp_variance"]);
 extension_sql_file!("../sql/cache.sql", name = "pg_dp_cache", requires = ["pg_dp_bounds"]);
-extension_sql_file!("../sql/intervals.sql", name = "pg_dp_intervals", requires = ["pg_dp_cache"]);
+extension_sql_file!("../sql/expressions.sql", name = "pg_dp_expressions", requires = ["pg_dp_cache"]);
 extension_sql_file!("../sql/distributed.sql", name = "pg_dp_distributed", requires = ["pg_dp_cache"]);
 
 #[pg_guard]

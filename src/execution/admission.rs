@@ -72,6 +72,13 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
     if !explain_only {
         // the relations it writes make their cached releases stale
         crate::budget::cache::note_statement(stmt);
+        // a plan with a constant read from the clock is planned again in the next transaction:
+        // the invalidation of dp.clock, queued now, reaches every plan cache at commit
+        if crate::query::clock::depends_on_clock((*stmt).relationOids) {
+            if let Some(r) = crate::query::clock::clock_relid() {
+                pg_sys::CacheInvalidateRelcacheByRelid(r);
+            }
+        }
     }
     let releases = find_releases(stmt);
     if let Some(relid) = restricted_protected_read(stmt, &releases) {

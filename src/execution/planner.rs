@@ -67,6 +67,12 @@ unsafe extern "C-unwind" fn planner(
         if let Some(r) = crate::catalog::identity::role_budget_relid() {
             (*stmt).relationOids = pg_sys::lappend_oid((*stmt).relationOids, r);
         }
+        // a constant read from the clock holds for this transaction only (query/clock.rs)
+        if admitted.clock {
+            if let Some(r) = crate::query::clock::clock_relid() {
+                (*stmt).relationOids = pg_sys::lappend_oid((*stmt).relationOids, r);
+            }
+        }
         stmt
     };
     if admitted.reads_protected {

@@ -88,6 +88,9 @@ pub struct Admitted {
     /// It reads a protected table for a role that may read it only through DP queries: planned
     /// without the data's statistics (execution/estimates.rs).
     pub restricted: bool,
+    /// A DP level holds a constant read from the clock (clock.rs): the plan is valid in one
+    /// transaction only.
+    pub clock: bool,
 }
 
 // ----- collecting what a statement contains -------------------------------------------------
@@ -261,6 +264,8 @@ unsafe fn base_column(q: *mut Query, varno: i32, attno: i16) -> Option<(*mut Ran
 /// Checks a whole statement. Ok(None): nothing for pg_dp to do (no DP aggregate, no protected
 /// table). Ok(Some): the admitted levels, with their aggregate calls tagged. Err: the refusal.
 pub unsafe fn check_statement(query: *mut Query) -> Check<Option<Admitted>> {
+    // dates and times from the clock below a DP aggregate become constants first (clock.rs)
+    let clock = crate::query::clock::fold(query);
     let mut c = Collect {
         stack: Vec::new(),
         aggs: Vec::new(),
@@ -376,7 +381,7 @@ pub unsafe fn check_statement(query: *mut Query) -> Check<Option<Admitted>> {
             (**q).limitOption = pg_sys::LimitOption::LIMIT_OPTION_COUNT;
         }
     }
-    Ok(Some(Admitted { levels, waived, reads_protected, restricted: restricted_read }))
+    Ok(Some(Admitted { levels, waived, reads_protected, restricted: restricted_read, clock }))
 }
 
 /// A setting that would print to the client what the planner or the executor computed from the

@@ -4,6 +4,7 @@
 //! `protection`.
 pub mod arithmetic;
 pub mod bounds;
+pub mod clock;
 pub mod distributed_level;
 pub mod grammar;
 pub mod intervals;

@@ -37,6 +37,12 @@ def setup():
         c.execute("GRANT SELECT ON t TO dp_client_analyst")
         c.execute("SELECT dp.grant_budget('dp_client_analyst', 1e6)")
         c.execute("SELECT dp.grant_budget('dp_client_analyst', 1e6)")
+        # visits over the last 400 days, protected: the time-series checks
+        c.execute("""CREATE TABLE visits AS SELECT g AS id, current_date - (g % 400) AS visit_date,
+                            now() - (g % 400) * interval '1 day' - interval '1 minute' AS visit_ts,
+                            (g % 50)::numeric(8, 2) AS price, g % 5 AS quantity
+                       FROM generate_series(1, 4000) g""")
+        c.execute("SELECT dp.protect_table('visits')")
 
 
 def expect_error(conn, sql, params, sqlstate_cls, *fragments):
@@ -48,6 +54,30 @@ def expect_error(conn, sql, params, sqlstate_cls, *fragments):
             assert f in msg, f"{f!r} not in {msg!r}"
         return e
     raise AssertionError(f"no {sqlstate_cls.__name__} from {sql} {params}")
+
+
+def check_time_series_filters_read_the_clock_once_and_again_in_each_transaction():
+    # what BI tools send for a time range and analysts write: evaluated once from the clock before
+    # the query runs (whatever the data), exact at a large epsilon
+    with connect(user="dp_client_analyst") as c:
+        for where, exact in [("visit_date > current_date - 30", 30 * 10),
+                             ("visit_ts > now() - interval '30 days'", 30 * 10),
+                             ("visit_date >= TO_DATE('2000-01-01', 'YYYY-MM-DD')", 4000),
+                             ("visit_date < date_trunc('day', now())::date - 389", 10 * 10)]:
+            n = c.execute(f"SELECT dp_count(true, 1e4) FROM visits WHERE {where}").fetchone()[0]
+            assert n == exact, (where, n, exact)
+        # an error of a clock expression depends on the text alone: raised even if no row reaches it
+        expect_error(c, "SELECT dp_count(*) FROM visits WHERE CASE WHEN id = -1 THEN visit_date > to_date('x', 'YYYY') END",
+                     None, E.InvalidDatetimeFormat, "YYYY")
+    # a prepared statement reads the clock again in the next transaction (the plan shows the value)
+    with connect() as c:
+        c.execute("PREPARE p AS SELECT dp_count(true, 1e6) FROM visits WHERE visit_ts > now() - interval '1 hour'")
+        plans = []
+        for _ in range(3):
+            with c.transaction():
+                plans.append("\n".join(r[0] for r in c.execute("EXPLAIN (COSTS OFF) EXECUTE p")))
+                c.execute("EXECUTE p")
+        assert len(set(plans)) == 3, plans
 
 
 def check_epsilon_as_bind_parameter():

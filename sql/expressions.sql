@@ -1,3 +1,6 @@
+-- Expressions around and below the DP aggregates: the error bars of a release, arithmetic that cannot
+-- fail, and the clock.
+
 -- Error bars a chart can plot: dp_interval_low(<pg_dp aggregate call>) and dp_interval_high(…), the 95%
 -- interval of that very release (query/intervals.rs rewrites them before planning).
 
@@ -42,3 +45,10 @@ COMMENT ON FUNCTION dp.total_numeric("any", "any") IS 'pg_dp internal: numeric +
 COMMENT ON FUNCTION dp.total_int2("any") IS 'pg_dp internal: smallint unary minus below a DP aggregate, saturated';
 COMMENT ON FUNCTION dp.total_int4("any") IS 'pg_dp internal: integer unary minus below a DP aggregate, saturated';
 COMMENT ON FUNCTION dp.total_int8("any") IS 'pg_dp internal: bigint unary minus below a DP aggregate, saturated';
+
+-- Plans of DP queries with a date or time read from the clock (current_date - 30, now() - interval '1 day')
+-- depend on this view: each execution queues its invalidation, so that the next transaction plans again and
+-- reads the clock again (src/query/clock.rs).
+CREATE VIEW dp.clock AS SELECT pg_catalog.now() AS now;
+COMMENT ON VIEW dp.clock IS 'pg_dp internal: the plans of DP queries with a constant read from the clock depend on this view, and are planned again in each transaction';
+GRANT SELECT ON dp.clock TO PUBLIC;

@@ -1,0 +1,187 @@
+//! Dates and times from the clock below a DP aggregate: `current_date - 30`, `now() - interval '30
+//! days'`, `to_date('2023-01-01', 'YYYY-MM-DD')`, `date_trunc('month', timestamp '…')`.
+//!
+//! A column-free expression of built-in stable functions (the clock, the session's time zone and
+//! date style) is evaluated once, before the grammar checks the level, and becomes a constant, as ε
+//! does: whatever error it raises comes from the query text and the clock, never from the data (left
+//! in the query, it would run only on the rows that reach it). `statement_timestamp()` and volatile
+//! functions (`clock_timestamp()`, `random()`) are left alone (and refused where they are not
+//! total). A plan with such a constant is valid in one transaction only: it depends on the relation
+//! `dp.clock`, whose invalidation every execution queues for its commit (admission.rs), so a
+//! prepared statement is planned again, with the clock read again, in the next transaction.
+use crate::catalog::functions::kind_of;
+use crate::pg::nodes::collect_nodes;
+use pgrx::pg_sys::{self, Node, NodeTag, Query};
+use std::ffi::c_void;
+
+/// Folds the clock expressions of every DP level of a statement (before the grammar checks it).
+/// Returns true if one was folded.
+pub unsafe fn fold(query: *mut Query) -> bool {
+    let mut folded = false;
+    find_levels(query as *mut Node, &mut folded as *mut bool as *mut c_void);
+    folded
+}
+
+/// True if a query level computes pg_dp aggregates.
+unsafe fn is_dp_level(q: *mut Query) -> bool {
+    if !(*q).hasAggs {
+        return false;
+    }
+    let mut found = Vec::new();
+    collect_nodes((*q).targetList as *mut Node, &[NodeTag::T_Aggref], &mut found);
+    collect_nodes((*q).havingQual, &[NodeTag::T_Aggref], &mut found);
+    found.iter().any(|a| {
+        let a = *a as *mut pg_sys::Aggref;
+        (*a).agglevelsup == 0 && kind_of((*a).aggfnoid, crate::catalog::functions::first_arg_type(a)).is_some()
+    })
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn find_levels(node: *mut Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    if pg_sys::stack_is_too_deep() {
+        return true; // the grammar refuses it as too deep
+    }
+    if (*node).type_ == NodeTag::T_Query {
+        let q = node as *mut Query;
+        if is_dp_level(q) && has_foldable(q) {
+            let m: unsafe extern "C-unwind" fn() -> *mut Node =
+                std::mem::transmute(fold_mutator as unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> *mut Node);
+            pg_sys::query_tree_mutator(q, Some(m), ctx, pg_sys::QTW_DONT_COPY_QUERY as i32);
+        }
+        return pg_sys::query_tree_walker(q, Some(find_levels), ctx, 0);
+    }
+    pg_sys::expression_tree_walker(node, Some(find_levels), ctx)
+}
+
+/// Whether a level (or a row source below it) holds a clock expression: only then is it rewritten.
+unsafe fn has_foldable(q: *mut Query) -> bool {
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walker(node: *mut Node, ctx: *mut c_void) -> bool {
+        if node.is_null() || pg_sys::stack_is_too_deep() {
+            return false;
+        }
+        if (*node).type_ == NodeTag::T_Query {
+            return pg_sys::query_tree_walker(node as *mut Query, Some(walker), ctx, 0);
+        }
+        if foldable(node) {
+            *(ctx as *mut bool) = true;
+            return true;
+        }
+        pg_sys::expression_tree_walker(node, Some(walker), ctx)
+    }
+    let mut found = false;
+    pg_sys::query_tree_walker(q, Some(walker), &mut found as *mut bool as *mut c_void, 0);
+    found
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn fold_mutator(node: *mut Node, ctx: *mut c_void) -> *mut Node {
+    if node.is_null() {
+        return node;
+    }
+    if (*node).type_ == NodeTag::T_Query {
+        let m: unsafe extern "C-unwind" fn() -> *mut Node =
+            std::mem::transmute(fold_mutator as unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> *mut Node);
+        pg_sys::query_tree_mutator(node as *mut Query, Some(m), ctx, pg_sys::QTW_DONT_COPY_QUERY as i32);
+        return node;
+    }
+    if !pg_sys::stack_is_too_deep() && foldable(node) {
+        *(ctx as *mut bool) = true;
+        return evaluate(node);
+    }
+    let m: unsafe extern "C-unwind" fn() -> *mut Node =
+        std::mem::transmute(fold_mutator as unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> *mut Node);
+    pg_sys::expression_tree_mutator(node, Some(m), ctx)
+}
+
+/// A column-free expression of built-in functions, at least one of them stable, none volatile,
+/// evaluable on its own (no CASE placeholder, parameter, aggregate or subquery).
+unsafe fn foldable(node: *mut Node) -> bool {
+    use NodeTag::*;
+    let expression = matches!(
+        (*node).type_,
+        T_FuncExpr | T_OpExpr | T_SQLValueFunction | T_CoerceViaIO | T_CaseExpr | T_CoalesceExpr | T_MinMaxExpr
+            | T_RelabelType | T_DistinctExpr | T_NullIfExpr | T_BoolExpr | T_NullTest | T_BooleanTest | T_ScalarArrayOpExpr
+            | T_ArrayCoerceExpr | T_ArrayExpr
+    );
+    if !expression || !pg_sys::contain_mutable_functions(node) || pg_sys::contain_volatile_functions(node) {
+        return false;
+    }
+    !not_standalone(node, std::ptr::null_mut())
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn not_standalone(node: *mut Node, ctx: *mut c_void) -> bool {
+    use NodeTag::*;
+    if node.is_null() {
+        return false;
+    }
+    if pg_sys::stack_is_too_deep() {
+        return true;
+    }
+    let user = |f: pg_sys::Oid| f.to_u32() >= pg_sys::FirstNormalObjectId;
+    let bad = match (*node).type_ {
+        T_Var | T_Param | T_Aggref | T_GroupingFunc | T_WindowFunc | T_SubLink | T_SubPlan | T_AlternativeSubPlan
+        | T_CaseTestExpr | T_CoerceToDomain | T_CoerceToDomainValue | T_NextValueExpr | T_CurrentOfExpr | T_SetToDefault
+        | T_PlaceHolderVar | T_XmlExpr | T_Query => true,
+        T_FuncExpr => {
+            let f = node as *mut pg_sys::FuncExpr;
+            user((*f).funcid) || (*f).funcretset || (*f).funcid.to_u32() == pg_sys::F_STATEMENT_TIMESTAMP
+        }
+        T_OpExpr | T_DistinctExpr | T_NullIfExpr => {
+            let o = node as *mut pg_sys::OpExpr;
+            pg_sys::set_opfuncid(o);
+            user((*o).opfuncid) || (*o).opretset
+        }
+        T_ScalarArrayOpExpr => {
+            let o = node as *mut pg_sys::ScalarArrayOpExpr;
+            pg_sys::set_sa_opfuncid(o);
+            user((*o).opfuncid)
+        }
+        T_CoerceViaIO => {
+            let c = node as *mut pg_sys::CoerceViaIO;
+            user((*c).resulttype) || user(pg_sys::exprType((*c).arg as *mut Node))
+        }
+        _ => false,
+    };
+    bad || pg_sys::expression_tree_walker(node, Some(not_standalone), ctx)
+}
+
+/// The value of a standalone expression, as a constant (errors come from the text and the clock).
+unsafe fn evaluate(node: *mut Node) -> *mut Node {
+    let typ = pg_sys::exprType(node);
+    let typmod = pg_sys::exprTypmod(node);
+    let coll = pg_sys::exprCollation(node);
+    let (mut len, mut byval) = (0i16, false);
+    pg_sys::get_typlenbyval(typ, &mut len, &mut byval);
+    let expr = pg_sys::copyObjectImpl(node as *const c_void) as *mut Node;
+    pg_sys::fix_opfuncids(expr);
+    let state = pg_sys::ExecInitExpr(expr as *mut pg_sys::Expr, std::ptr::null_mut());
+    let econtext = pg_sys::CreateStandaloneExprContext();
+    let mut isnull = false;
+    let eval = (*state).evalfunc.expect("compiled expression");
+    // the value is allocated in the current (planning) context, which outlives the query tree's use
+    let value = eval(state, econtext, &mut isnull);
+    pg_sys::makeConst(typ, typmod, coll, len as i32, if isnull { pg_sys::Datum::from(0) } else { value }, isnull, byval) as *mut Node
+}
+
+/// Whether any of a list of plan relation OIDs is `dp.clock`.
+pub unsafe fn depends_on_clock(relation_oids: *mut pg_sys::List) -> bool {
+    match clock_relid() {
+        Some(c) => pg_sys::list_member_oid(relation_oids, c),
+        None => false,
+    }
+}
+
+/// The OID of the view `dp.clock`, if this database's schema has it.
+pub unsafe fn clock_relid() -> Option<pg_sys::Oid> {
+    let ns = pg_sys::get_namespace_oid(c"dp".as_ptr(), true);
+    if ns == pg_sys::InvalidOid {
+        return None;
+    }
+    let r = pg_sys::get_relname_relid(c"clock".as_ptr(), ns);
+    (r != pg_sys::InvalidOid).then_some(r)
+}
