@@ -20,7 +20,8 @@ fn support_functions_are_not_executable_by_public() {
                                   'privacy_level_epsilon', 'privacy_level_names', 'is_protected', 'preview', 'last_releases',
                                   'current_period_start', 'role_uid', 'distributed_rows', 'grammar',
                                   'interval_bound', 'interval_half_width_final', 'total_int2', 'total_int4',
-                                  'total_int8', 'total_float4', 'total_float8', 'total_numeric')
+                                  'total_int8', 'total_float4', 'total_float8', 'total_numeric', 'total_date_trunc_ts', 'total_date_trunc_tstz',
+                                  'total_date', 'total_date_diff', 'total_timestamp', 'total_timestamptz', 'total_interval')
             AND NOT (p.prokind = 'a' AND p.proname IN ('interval_half_width', 'unit_sum', 'unit_mean', 'unit_count', 'merge_count', 'merge_sum',
                                                        'merge_avg', 'merge_variance', 'merge_stddev', 'merge_keep_group'))",
     );

@@ -205,3 +205,62 @@ fn total_arithmetic_runs_inside_dp_aggregates_on_every_pair_of_extreme_values() 
     // at ε = 1e6 the counts are exact
     assert_eq!(shown, "1 0 1 1 1");
 }
+
+// Dates and times below a DP aggregate (query/datetime.rs): date_trunc, extract, date_part, date ±
+// integer, date − date, timestamp ± interval, timestamp − timestamp, on every pair of extreme
+// values (the ends of the ranges, infinities), under two time zones: admitted, and no error.
+// PostgreSQL's own forms raise "out of range" errors on most of these rows (negative control).
+#[pg_test]
+fn total_date_and_time_forms_run_inside_dp_aggregates_on_extreme_values() {
+    Spi::run(&format!("CREATE ROLE {ANALYST}")).unwrap();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    let vals = |t: &str| extremes(t).iter().map(|v| format!("({v})::{t}")).collect::<Vec<_>>().join(", ");
+    Spi::run(&format!(
+        "CREATE TABLE dt AS SELECT d, t, z, i, n FROM unnest(ARRAY[{}]) d, unnest(ARRAY[{}]) t,
+                unnest(ARRAY[{}]) z, unnest(ARRAY[{}]) i, unnest(ARRAY[2147483647, -2147483648, 0, 7]) n",
+        vals("date"),
+        vals("timestamp without time zone"),
+        vals("timestamp with time zone"),
+        vals("interval")
+    ))
+    .unwrap();
+    Spi::run("SELECT dp.protect_table('dt')").unwrap();
+    let exprs = [
+        "date_trunc('month', t)", "date_trunc('millennium', t)", "date_trunc('week', z)", "date_trunc('day', z)",
+        "extract(year FROM t)", "extract(epoch FROM z)", "extract(dow FROM d)", "extract(julian FROM d)",
+        "date_part('isoyear', t)", "date_part('hour', z)",
+        "d + n", "d - n", "n + d", "d - d", "d - 30", "d + interval '1 month'", "d - i",
+        "t + i", "t - i", "i + t", "z + i", "z - interval '1 day'", "t - t", "z - z", "t + interval '100 years'",
+    ];
+    for zone in ["UTC", "Pacific/Kiritimati"] {
+        Spi::run(&format!("SET TimeZone = '{zone}'")).unwrap();
+        for e in exprs {
+            as_analyst(|| {
+                Spi::run(&format!("SELECT dp_count({e}, 1e6), dp_count(*) FILTER (WHERE {e} IS NOT NULL) FROM dt")).unwrap();
+                Spi::run(&format!("SELECT {e} AS k, dp_count(true, 1e6) FROM dt GROUP BY 1")).unwrap();
+            });
+        }
+    }
+    Spi::run("RESET TimeZone").unwrap();
+    // negative control: PostgreSQL's own forms fail on these rows
+    assert!(error_of("SELECT t + i FROM dt").is_some());
+    assert!(error_of("SELECT d - d FROM dt").is_some());
+    assert!(error_of("SELECT date_trunc('millennium', t) FROM dt").is_some());
+    // what the total forms give
+    Spi::run("CREATE TABLE dt_cases AS SELECT '5874897-12-31'::date AS d, 'infinity'::date AS inf, '294276-12-31'::timestamp AS t").unwrap();
+    Spi::run("SELECT dp.protect_table('dt_cases')").unwrap();
+    let shown = as_analyst(|| {
+        one_text(
+            "SELECT concat_ws(' ', dp_count(true, 1e6) FILTER (WHERE d + 1 = 'infinity'),
+                                 dp_count(d - inf, 1e6), dp_count(t + interval '1 year', 1e6),
+                                 dp_count(true, 1e6) FILTER (WHERE d - 1 = '5874897-12-30'))
+               FROM dt_cases",
+        )
+    });
+    assert_eq!(shown, "1 0 0 1");
+    // an unknown unit is an error from the text, whatever the data
+    let e = as_analyst(|| error_of("SELECT dp_count(true, 1e6) FILTER (WHERE date_trunc('fortnight', t) IS NULL) FROM dt_cases")).unwrap();
+    assert!(e.contains("fortnight"), "{e}");
+    let e = as_analyst(|| error_of("SELECT dp_count(date_trunc(CASE WHEN t > now() THEN 'day' ELSE 'month' END, t), 1e6) FROM dt_cases")).unwrap();
+    assert!(e.contains("must be a literal"), "{e}");
+}

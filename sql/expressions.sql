@@ -52,3 +52,20 @@ COMMENT ON FUNCTION dp.total_int8("any") IS 'pg_dp internal: bigint unary minus 
 CREATE VIEW dp.clock AS SELECT pg_catalog.now() AS now;
 COMMENT ON VIEW dp.clock IS 'pg_dp internal: the plans of DP queries with a constant read from the clock depend on this view, and are planned again in each transaction';
 GRANT SELECT ON dp.clock TO PUBLIC;
+
+-- Dates and times on columns below a DP aggregate, in total forms (src/query/datetime.rs): date_trunc with a
+-- constant unit, and the operators date ± integer, date − date, timestamp ± interval, timestamp − timestamp.
+CREATE FUNCTION dp.total_date_trunc_ts(text, timestamp) RETURNS timestamp LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_date_trunc';
+CREATE FUNCTION dp.total_date_trunc_tstz(text, timestamptz) RETURNS timestamptz LANGUAGE c STABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_date_trunc';
+CREATE FUNCTION dp.total_date("any", "any") RETURNS date LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_datetime';
+CREATE FUNCTION dp.total_date_diff("any", "any") RETURNS int4 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_datetime';
+CREATE FUNCTION dp.total_timestamp("any", "any") RETURNS timestamp LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_datetime';
+CREATE FUNCTION dp.total_timestamptz("any", "any") RETURNS timestamptz LANGUAGE c STABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_datetime';
+CREATE FUNCTION dp.total_interval("any", "any") RETURNS interval LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_datetime';
+COMMENT ON FUNCTION dp.total_date_trunc_ts(text, timestamp) IS 'pg_dp internal: date_trunc below a DP aggregate: infinities stay, values within 1,001 years of the start of the range or 2 days of its end give NULL';
+COMMENT ON FUNCTION dp.total_date_trunc_tstz(text, timestamptz) IS 'pg_dp internal: date_trunc below a DP aggregate: infinities stay, values within 1,001 years of the start of the range or 2 days of its end give NULL';
+COMMENT ON FUNCTION dp.total_date("any", "any") IS 'pg_dp internal: date ± integer below a DP aggregate, saturated at ±infinity';
+COMMENT ON FUNCTION dp.total_date_diff("any", "any") IS 'pg_dp internal: date − date below a DP aggregate; NULL when one is infinite';
+COMMENT ON FUNCTION dp.total_timestamp("any", "any") IS 'pg_dp internal: timestamp (or date) ± interval below a DP aggregate; NULL when the result could leave the range';
+COMMENT ON FUNCTION dp.total_timestamptz("any", "any") IS 'pg_dp internal: timestamptz ± interval below a DP aggregate; NULL when the result could leave the range';
+COMMENT ON FUNCTION dp.total_interval("any", "any") IS 'pg_dp internal: timestamp − timestamp below a DP aggregate; NULL when one is infinite';

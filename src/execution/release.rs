@@ -227,6 +227,22 @@ unsafe extern "C-unwind" fn atom_mutator(n: *mut Node, ctx: *mut std::ffi::c_voi
     pg_sys::expression_tree_mutator(n, Some(f), ctx)
 }
 
+/// The positions, in an Agg's input, of its grouping columns (of every grouping set it computes,
+/// its chained aggregations' too).
+unsafe fn grouping_columns(agg: *mut pg_sys::Plan) -> std::collections::HashSet<i16> {
+    let mut out = std::collections::HashSet::new();
+    let mut nodes = vec![agg as *mut pg_sys::Agg];
+    for c in list_iter::<pg_sys::Agg>((*(agg as *mut pg_sys::Agg)).chain) {
+        nodes.push(c);
+    }
+    for a in nodes {
+        for i in 0..(*a).numCols as usize {
+            out.insert(*(*a).grpColIdx.add(i));
+        }
+    }
+    out
+}
+
 /// Wraps a finalizing Agg in a DP Release node. The Agg is left computing only what the level
 /// releases: its GROUP BY keys' columns and its aggregate calls. Everything it computed from
 /// them (the select list's expressions around the aggregates, HAVING) moves up into the release
@@ -261,6 +277,19 @@ unsafe fn make_release(agg: *mut pg_sys::Plan, level: &DpLevel, id: c_int, state
     }
     plan.qual = atom_mutator((*agg).qual as *mut Node, ctx) as *mut pg_sys::List;
     plan.targetlist = tlist;
+    // what the aggregation passes up is its GROUP BY keys and its aggregate calls: a column that
+    // is not a key would be one raw row's value of each group (the planner computes an expression
+    // above the aggregation from raw columns when it no longer matches a key)
+    let keys = grouping_columns(agg);
+    for n in &atoms.nodes {
+        if (**n).type_ == NodeTag::T_Var && !keys.contains(&(*(*n as *mut pg_sys::Var)).varattno) {
+            raise_with(
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!("a DP query on {} passes a column that is not a GROUP BY key above its aggregates", level.source.name),
+                Some("select the GROUP BY keys as written in GROUP BY, and other columns only inside pg_dp aggregates"),
+            );
+        }
+    }
 
     let mut agg_tlist: *mut pg_sys::List = std::ptr::null_mut();
     let mut scan_tlist: *mut pg_sys::List = std::ptr::null_mut();

@@ -1,8 +1,12 @@
 //! Arithmetic below a DP aggregate that cannot fail (`pg_dp_core::total_arith`).
 //!
 //! The grammar admits a built-in `+ - * / %` (and integer unary `-`) on integers, floats or numeric
-//! below a DP aggregate by swapping, in place, the function its operator node calls for the total
-//! one of its result type, `dp.total_<type>` (`swap`). The node keeps its operator, so EXPLAIN and
+//! below a DP aggregate; then `swap_level` makes every such operator node below the level's
+//! aggregates (and in every copy of a GROUP BY key in its select list and HAVING) call the total
+//! function of its result type, `dp.total_<type>`, instead of its own, and likewise the date and
+//! time forms (datetime.rs). A GROUP BY key and its copies stay equal, so the planner still computes
+//! a copy from the group's key, never from a raw row (release.rs also refuses any column that is not
+//! a key above the aggregation). The node keeps its operator, so EXPLAIN and
 //! the query's text still read `price * quantity`; it is the function that saturates (integers),
 //! overflows to ±Infinity (floats, numeric) and gives NULL for a division by 0 instead of raising an
 //! error. `dp_total_arith` below is that function for every type: it reads the operator and the
@@ -12,6 +16,10 @@ use pg_dp_core::total_arith::{self, Op};
 use pgrx::pg_sys::{self, Oid};
 use pgrx::IntoDatum;
 use std::ffi::CStr;
+
+/// The largest numeric operand of total arithmetic, in bytes of digits (base 10,000, two bytes each:
+/// about 1,000 decimal digits).
+pub const MAX_NUMERIC_OPERAND_BYTES: usize = 520;
 
 const INTS: &[Oid] = &[pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID];
 const FLOATS: &[Oid] = &[pg_sys::FLOAT4OID, pg_sys::FLOAT8OID];
@@ -74,15 +82,6 @@ unsafe fn unary_plus(opno: Oid) -> bool {
     let (mut l, mut r) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
     pg_sys::op_input_types(opno, &mut l, &mut r);
     l == pg_sys::InvalidOid && (INTS.contains(&r) || FLOATS.contains(&r) || r == pg_sys::NUMERICOID)
-}
-
-/// True for one of the `dp.total_<type>` functions (by name, in the dp schema).
-pub unsafe fn is_total_function(funcid: Oid) -> bool {
-    let name = pg_sys::get_func_name(funcid);
-    if name.is_null() || pg_sys::get_func_namespace(funcid) != pg_sys::get_namespace_oid(c"dp".as_ptr(), true) {
-        return false;
-    }
-    CStr::from_ptr(name).to_bytes().starts_with(b"total_")
 }
 
 /// What one call site computes: the operator, the operand types, the result type.
@@ -152,6 +151,14 @@ unsafe fn numeric_sign(n: pg_sys::Datum) -> i32 {
 unsafe fn numeric(s: Site, a: pg_sys::Datum, b: pg_sys::Datum, fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     let na = pg_sys::pg_detoast_datum(a.cast_mut_ptr()) as pg_sys::Numeric;
     let nb = pg_sys::pg_detoast_datum(b.cast_mut_ptr()) as pg_sys::Numeric;
+    // PostgreSQL's numeric multiplication and division take time quadratic in the digits and check
+    // for no interrupt: an operand of more than about 1,000 decimal digits gives NULL (skipped), so
+    // that one row cannot cost seconds
+    if pgrx::varlena::varsize_any_exhdr(na.cast()) > MAX_NUMERIC_OPERAND_BYTES
+        || pgrx::varlena::varsize_any_exhdr(nb.cast()) > MAX_NUMERIC_OPERAND_BYTES
+    {
+        return null(fcinfo);
+    }
     if matches!(s.op, Op::Div | Op::Mod) && numeric_sign(pg_sys::Datum::from(nb)) == 0 && !pg_sys::numeric_is_nan(nb) {
         return null(fcinfo);
     }
@@ -209,3 +216,82 @@ pg_v1!(pg_finfo_dp_total_arith, dp_total_arith, |fcinfo| {
         _ => numeric(s, a, b, fcinfo),
     }
 });
+
+/// Makes the admitted arithmetic and date or time nodes of a DP level call their total forms: every
+/// node below its aggregates (conditions, row sources, aggregated values, FILTER, GROUP BY keys) and
+/// every copy of a GROUP BY key in its select list and HAVING, so that the copies stay equal to the
+/// key. The post-processing of released values keeps PostgreSQL's own arithmetic (`1 / (dp_count(*)
+/// - 10)` may divide by zero, above the level). Runs after the grammar admitted the level.
+pub unsafe fn swap_level(q: *mut pg_sys::Query) {
+    let keys: Vec<*mut pg_sys::Node> = crate::query::tree::group_keys(q)
+        .iter()
+        .map(|(e, _)| pg_sys::copyObjectImpl(*e as *const std::ffi::c_void) as *mut pg_sys::Node)
+        .collect();
+    swap_all((*q).jointree as *mut pg_sys::Node, std::ptr::null_mut());
+    for rte in crate::pg::nodes::list_iter::<pg_sys::RangeTblEntry>((*q).rtable) {
+        if (*rte).rtekind == pg_sys::RTEKind::RTE_SUBQUERY && !(*rte).subquery.is_null() {
+            pg_sys::query_tree_walker((*rte).subquery, Some(swap_all), std::ptr::null_mut(), 0);
+        }
+    }
+    let ctx = &keys as *const Vec<*mut pg_sys::Node> as *mut std::ffi::c_void;
+    search((*q).targetList as *mut pg_sys::Node, ctx);
+    search((*q).havingQual, ctx);
+}
+
+/// Above the aggregates: swaps inside aggregate calls and inside copies of GROUP BY keys only.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn search(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    let keys = &*(ctx as *const Vec<*mut pg_sys::Node>);
+    if (*node).type_ == pg_sys::NodeTag::T_Aggref && (*(node as *mut pg_sys::Aggref)).agglevelsup == 0 {
+        return swap_all(node, std::ptr::null_mut());
+    }
+    if keys.iter().any(|k| pg_sys::equal(node as *const std::ffi::c_void, *k as *const std::ffi::c_void)) {
+        return swap_all(node, std::ptr::null_mut());
+    }
+    pg_sys::expression_tree_walker(node, Some(search), ctx)
+}
+
+/// Swaps every admitted node of an expression (and of the queries in it) for its total form.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn swap_all(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    match (*node).type_ {
+        pg_sys::NodeTag::T_Query => return pg_sys::query_tree_walker(node as *mut pg_sys::Query, Some(swap_all), ctx, 0),
+        pg_sys::NodeTag::T_OpExpr => {
+            let op = node as *mut pg_sys::OpExpr;
+            if let Some(Some(f)) = total_form(op) {
+                (*op).opfuncid = f;
+            } else if let Some(f) = crate::query::datetime::operator_form(op) {
+                (*op).opfuncid = f;
+            }
+        }
+        pg_sys::NodeTag::T_FuncExpr => {
+            let f = node as *mut pg_sys::FuncExpr;
+            if let Some(total) = crate::query::datetime::total_trunc(f) {
+                (*f).funcid = total;
+            }
+        }
+        _ => {}
+    }
+    pg_sys::expression_tree_walker(node, Some(swap_all), ctx)
+}
+
+/// True if an expression holds an arithmetic or date and time node that the level admits in a
+/// total form (over Citus tables, whose workers run PostgreSQL's own operators, it is refused).
+pub unsafe fn has_total_form(e: *mut pg_sys::Node) -> bool {
+    let mut ops = Vec::new();
+    crate::pg::nodes::collect_nodes(e, &[pg_sys::NodeTag::T_OpExpr, pg_sys::NodeTag::T_FuncExpr], &mut ops);
+    ops.iter().any(|n| {
+        if (**n).type_ == pg_sys::NodeTag::T_OpExpr {
+            let op = *n as *mut pg_sys::OpExpr;
+            matches!(total_form(op), Some(Some(_))) || crate::query::datetime::operator_form(op).is_some()
+        } else {
+            crate::query::datetime::total_trunc(*n as *mut pg_sys::FuncExpr).is_some()
+        }
+    })
+}

@@ -151,7 +151,7 @@ unsafe extern "C-unwind" fn not_standalone(node: *mut Node, ctx: *mut c_void) ->
 }
 
 /// The value of a standalone expression, as a constant (errors come from the text and the clock).
-unsafe fn evaluate(node: *mut Node) -> *mut Node {
+pub unsafe fn evaluate(node: *mut Node) -> *mut Node {
     let typ = pg_sys::exprType(node);
     let typmod = pg_sys::exprTypmod(node);
     let coll = pg_sys::exprCollation(node);

@@ -252,10 +252,14 @@ pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
     }
     // the exact part runs on the workers as SQL text, with PostgreSQL's own operators: arithmetic
     // made total below the aggregates (arithmetic.rs) would raise its errors there again
-    let mut ops: Vec<*mut Node> = Vec::new();
-    collect_nodes((*q).jointree as *mut Node, &[NodeTag::T_OpExpr], &mut ops);
-    collect_nodes((*q).targetList as *mut Node, &[NodeTag::T_OpExpr], &mut ops);
-    if ops.iter().any(|o| crate::query::arithmetic::is_total_function((*(*o as *mut pg_sys::OpExpr)).opfuncid)) {
+    let below_keys: Vec<*mut Node> = crate::query::tree::group_keys(q).iter().map(|(e, _)| *e).collect();
+    let below_aggs = calls.iter().any(|(a, _)| {
+        crate::query::arithmetic::has_total_form((**a).args as *mut Node) || crate::query::arithmetic::has_total_form((**a).aggfilter as *mut Node)
+    });
+    if below_aggs
+        || crate::query::arithmetic::has_total_form((*q).jointree as *mut Node)
+        || below_keys.iter().any(|k| crate::query::arithmetic::has_total_form(*k))
+    {
         return Err(Refusal::new(format!("arithmetic below a DP aggregate over Citus table {table}: not yet computed over distributed tables"))
             .hint("aggregate the columns themselves, and combine the released values in the select list"));
     }

@@ -320,6 +320,14 @@ pub unsafe fn check_statement(query: *mut Query) -> Check<Option<Admitted>> {
         levels.push(checked.level);
         distributed.push(checked.distributed);
     }
+    // the admitted arithmetic and date forms call their total functions, in every copy of each
+    // expression in the level (a GROUP BY key and its copy in the select list must stay equal, or
+    // the planner would compute the copy above the aggregation from a raw row): arithmetic.rs
+    for (q, d) in dp_levels.iter().zip(&distributed) {
+        if !*d {
+            crate::query::arithmetic::swap_level(*q);
+        }
+    }
     for (r, prot) in c.rels.iter().zip(&protected) {
         if !*prot || consumed.contains(&r.rte) {
             continue;
@@ -1382,7 +1390,16 @@ unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
             if (*f).funcretset {
                 return Err(cx.structural(&format!("set-returning {}", total::describe_function((*f).funcid))));
             }
-            if total::is_total_cast((*f).funcid) {
+            let datetime = if is_constant(e) { None } else { crate::query::datetime::function_form(f)? };
+            if let Some(form) = datetime {
+                // date_trunc, extract, date_part with a constant unit (datetime.rs)
+                for a in list_iter::<Node>((*f).args) {
+                    value(cx, a)?;
+                }
+                // (swapped for its total form with every copy in the level: swap_level)
+                let _ = form;
+                Ok(())
+            } else if total::is_total_cast((*f).funcid) {
                 for a in list_iter::<Node>((*f).args) {
                     value(cx, a)?;
                 }
@@ -1411,8 +1428,13 @@ unsafe fn value(cx: &Cx, e: *mut Node) -> Check<()> {
                 for a in &args {
                     value(cx, *a)?;
                 }
-                if let Some(f) = form {
-                    (*op).opfuncid = f;
+                // (swapped for its total form with every copy in the level: swap_level)
+                let _ = form;
+                Ok(())
+            } else if (!is_constant(e)) && crate::query::datetime::operator_form(op).is_some() {
+                // date ± integer, timestamp ± interval, differences: total forms (datetime.rs)
+                for a in &args {
+                    value(cx, *a)?;
                 }
                 Ok(())
             } else if let Some(is_div) = total::integer_division((*op).opfuncid) {

@@ -5,6 +5,7 @@
 pub mod arithmetic;
 pub mod bounds;
 pub mod clock;
+pub mod datetime;
 pub mod distributed_level;
 pub mod grammar;
 pub mod intervals;

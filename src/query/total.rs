@@ -75,6 +75,26 @@ pub const FAILURE_MODES: &[FailureModes] = &[
         why_it_cannot: "the operator node calls pg_dp's total function of its type instead of its own (dp.total_int2 … dp.total_numeric): integers saturate at their type's range, floats follow IEEE (overflow gives ±Infinity, clamped by the aggregate like any value), numeric overflow gives ±Infinity, division or remainder by 0 gives NULL (skipped); not over Citus tables, whose workers run PostgreSQL's own operators",
     },
     FailureModes {
+        node: "clock expression: current_date, now(), to_date('…', '…'), date_trunc('month', now()) (column-free, stable)",
+        could_fail_by: "anything its functions raise (an invalid format); a value that changes with time",
+        why_it_cannot: "evaluated once, before the level is checked, into a constant: its errors come from the text and the clock, never from the rows that reach it; the plan holds for one transaction (it depends on dp.clock, whose invalidation each execution queues)",
+    },
+    FailureModes {
+        node: "date_trunc with a literal unit (made total)",
+        could_fail_by: "an unknown unit; a result before the start of the timestamp range (4714 BC truncated to its millennium); time zone conversion at the ends of the range",
+        why_it_cannot: "the unit is a literal, tried while checking on an ordinary value and both infinities; the node calls dp.total_date_trunc_ts/_tstz: infinities stay, values within 1,001 years of the start of the range or 2 days of its end give NULL (skipped)",
+    },
+    FailureModes {
+        node: "extract, date_part with a literal field (timestamp, timestamptz; extract of date)",
+        could_fail_by: "a field the type does not support; a field not defined for infinite values",
+        why_it_cannot: "the field is a literal, tried while checking on an ordinary value and on both infinities; for finite values every supported field has a value; date_part of a date (an inlined cast to timestamp that fails past 294276 AD) is refused",
+    },
+    FailureModes {
+        node: "date ± integer, date − date, timestamp ± interval, date ± interval, timestamp − timestamp (made total)",
+        could_fail_by: "date out of range, timestamp out of range, subtraction of infinite values",
+        why_it_cannot: "the node calls dp.total_date, dp.total_date_diff, dp.total_timestamp(tz) or dp.total_interval: a date ± integer saturates at ±infinity, a difference with an infinite value is NULL, a timestamp ± interval that could leave the range by the interval's size (months as 31 days, 2 days more for time zones) is NULL; the rest is PostgreSQL's own result",
+    },
+    FailureModes {
         node: "integer / and % by a literal k",
         could_fail_by: "division by zero, the smallest integer divided by -1",
         why_it_cannot: "k is a literal other than 0, and other than -1 for /",

@@ -143,7 +143,8 @@ def check_non_superuser():
                                                   'privacy_level_epsilon', 'privacy_level_names', 'is_protected', 'preview', 'last_releases', 'grammar',
                                   'current_period_start', 'role_uid', 'distributed_rows', 'interval_bound',
                                   'interval_half_width_final', 'total_int2', 'total_int4', 'total_int8', 'total_float4',
-                                  'total_float8', 'total_numeric')
+                                  'total_float8', 'total_numeric', 'total_date_trunc_ts', 'total_date_trunc_tstz',
+                                  'total_date', 'total_date_diff', 'total_timestamp', 'total_timestamptz', 'total_interval')
                             AND NOT (p.prokind = 'a' AND p.proname IN ('interval_half_width', 'unit_sum', 'unit_mean', 'unit_count', 'merge_count',
                                      'merge_sum', 'merge_avg', 'merge_variance', 'merge_stddev', 'merge_keep_group'))""").fetchone()[0]
         # only the table releases and dp.keep_group (charged like the aggregates), the per-unit aggregates
