@@ -21,7 +21,10 @@ fn support_functions_are_not_executable_by_public() {
                                   'current_period_start', 'role_uid', 'distributed_rows', 'grammar',
                                   'interval_bound', 'interval_half_width_final', 'total_int2', 'total_int4',
                                   'total_int8', 'total_float4', 'total_float8', 'total_numeric', 'total_date_trunc_ts', 'total_date_trunc_tstz',
-                                  'total_date', 'total_date_diff', 'total_timestamp', 'total_timestamptz', 'total_interval')
+                                  'total_date', 'total_date_diff', 'total_timestamp', 'total_timestamptz', 'total_interval',
+                                  'total_date_to_timestamp', 'total_date_to_timestamptz', 'total_timestamp_to_date',
+                                  'total_timestamptz_to_date', 'class_stat', 'masked_relation_size', 'masked_table_size',
+                                  'masked_total_relation_size', 'masked_indexes_size', 'masked_database_size', 'masked_tablespace_size')
             AND NOT (p.prokind = 'a' AND p.proname IN ('interval_half_width', 'unit_sum', 'unit_mean', 'unit_count', 'merge_count', 'merge_sum',
                                                        'merge_avg', 'merge_variance', 'merge_stddev', 'merge_keep_group'))",
     );

@@ -231,6 +231,8 @@ fn total_date_and_time_forms_run_inside_dp_aggregates_on_extreme_values() {
         "date_part('isoyear', t)", "date_part('hour', z)",
         "d + n", "d - n", "n + d", "d - d", "d - 30", "d + interval '1 month'", "d - i",
         "t + i", "t - i", "i + t", "z + i", "z - interval '1 day'", "t - t", "z - z", "t + interval '100 years'",
+        "date_trunc('month', d)", "d::timestamp", "d::timestamptz", "date_trunc('year', d::timestamp)",
+        "t::date", "z::date", "date_trunc('month', d)::date",
     ];
     for zone in ["UTC", "Pacific/Kiritimati"] {
         Spi::run(&format!("SET TimeZone = '{zone}'")).unwrap();
@@ -246,6 +248,7 @@ fn total_date_and_time_forms_run_inside_dp_aggregates_on_extreme_values() {
     assert!(error_of("SELECT t + i FROM dt").is_some());
     assert!(error_of("SELECT d - d FROM dt").is_some());
     assert!(error_of("SELECT date_trunc('millennium', t) FROM dt").is_some());
+    assert!(error_of("SELECT date_trunc('month', d) FROM dt").is_some());
     // what the total forms give
     Spi::run("CREATE TABLE dt_cases AS SELECT '5874897-12-31'::date AS d, 'infinity'::date AS inf, '294276-12-31'::timestamp AS t").unwrap();
     Spi::run("SELECT dp.protect_table('dt_cases')").unwrap();

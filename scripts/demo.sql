@@ -20,6 +20,16 @@ CREATE TABLE regions (name text PRIMARY KEY, climate text);
 INSERT INTO regions VALUES ('north', 'cold'), ('south', 'warm'), ('east', 'mild'), ('west', 'mild'), ('centre', 'mild');
 COMMENT ON TABLE regions IS 'pg_dp demo: public facts about regions';
 
+-- 60,000 visits over the last two years, with what each cost
+CREATE TABLE visits AS
+SELECT g AS id, 1 + abs(hashint4(g)) % 20000 AS patient_id,
+       current_date - (abs(hashint4(g + 1)) % 730) AS visit_date,
+       round((20 + (abs(hashint4(g + 2)) % 18000) / 100.0)::numeric, 2) AS price,
+       1 + abs(hashint4(g + 3)) % 4 AS quantity
+  FROM generate_series(1, 60000) g;
+ALTER TABLE visits ADD PRIMARY KEY (id);
+COMMENT ON TABLE visits IS 'pg_dp demo: synthetic visits';
+
 \echo
 \echo 'Every dp_ aggregate below is one epsilon-DP release with fresh noise (run the file again: new answers).'
 \echo
@@ -80,7 +90,7 @@ SELECT epsilon_spent, epsilon_remaining FROM dp.my_budget;
 \set ON_ERROR_STOP 0
 SELECT * FROM patients WHERE id = 7;
 SELECT dp_avg(top, 0, 150000, 0.01) FROM (SELECT max(income) OVER () AS top FROM patients) s;
-SELECT dp_count(id, 0.01) FROM patients WHERE 1 / (CASE WHEN id = 7 AND income > 50000 THEN 0 ELSE 1 END) = 1;
+SELECT dp_count(id, 0.01) FROM patients WHERE (CASE WHEN id = 7 AND income > 50000 THEN 100000 ELSE 1 END)::int2 > 0;
 EXPLAIN SELECT dp_count(id, 0.01) FROM patients WHERE income > 100000;
 SELECT dp_sum(income, 0, 150000, 0.75) FROM patients;
 \set ON_ERROR_STOP 1
@@ -125,4 +135,17 @@ RESET dp.privacy_level;
 \echo '    the last releases of this session, with a 95% interval half-width of their noise'
 SELECT aggregate, epsilon, round(value::numeric, 2) AS value, round(interval_95::numeric, 2) AS interval_95
   FROM dp.last_releases(3);
+RESET dp.require_budget;
+
+\echo
+\echo '11. A time series, as BI tools send it: visits and revenue per month over the last year, with 95%'
+\echo '    error bars. The time range is read from the clock once; the arithmetic below the aggregate'
+\echo '    cannot fail (it saturates, and a division by 0 is skipped)'
+SELECT dp.protect_table('visits');
+SET dp.require_budget = off;
+SELECT date_trunc('month', visit_date)::date AS month, dp_count(*) AS visits,
+       dp_interval_low(dp_count(*)) AS low, dp_interval_high(dp_count(*)) AS high,
+       round(dp_sum(price * quantity, 0, 1000)::numeric) AS revenue
+  FROM visits WHERE visit_date > current_date - 365
+ GROUP BY 1 ORDER BY 1;
 RESET dp.require_budget;

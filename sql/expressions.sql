@@ -69,3 +69,35 @@ COMMENT ON FUNCTION dp.total_date_diff("any", "any") IS 'pg_dp internal: date �
 COMMENT ON FUNCTION dp.total_timestamp("any", "any") IS 'pg_dp internal: timestamp (or date) ± interval below a DP aggregate; NULL when the result could leave the range';
 COMMENT ON FUNCTION dp.total_timestamptz("any", "any") IS 'pg_dp internal: timestamptz ± interval below a DP aggregate; NULL when the result could leave the range';
 COMMENT ON FUNCTION dp.total_interval("any", "any") IS 'pg_dp internal: timestamp − timestamp below a DP aggregate; NULL when one is infinite';
+CREATE FUNCTION dp.total_date_to_timestamp(date) RETURNS timestamp LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_date_to_timestamp';
+CREATE FUNCTION dp.total_date_to_timestamptz(date) RETURNS timestamptz LANGUAGE c STABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_date_to_timestamp';
+COMMENT ON FUNCTION dp.total_date_to_timestamp(date) IS 'pg_dp internal: date to timestamp below a DP aggregate; dates past the ends of the timestamp range become ±infinity';
+COMMENT ON FUNCTION dp.total_date_to_timestamptz(date) IS 'pg_dp internal: date to timestamptz below a DP aggregate; dates past the ends of the timestamp range become ±infinity';
+CREATE FUNCTION dp.total_timestamp_to_date(timestamp) RETURNS date LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_timestamp_to_date';
+CREATE FUNCTION dp.total_timestamptz_to_date(timestamptz) RETURNS date LANGUAGE c STABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_timestamp_to_date';
+COMMENT ON FUNCTION dp.total_timestamp_to_date(timestamp) IS 'pg_dp internal: timestamp to date below a DP aggregate; values within 2 days of the ends of the range become ±infinity';
+COMMENT ON FUNCTION dp.total_timestamptz_to_date(timestamptz) IS 'pg_dp internal: timestamptz to date below a DP aggregate; values within 2 days of the ends of the range become ±infinity';
+
+-- Statistics of relations without protected data, for roles restricted by pg_dp (src/query/statistics_mask.rs):
+-- the statistics columns of pg_class and the size functions are rewritten into these, NULL for relations that
+-- hold protected data (a protected table, its partitions, indexes and TOAST table).
+CREATE FUNCTION dp.class_stat(oid, anyelement) RETURNS anyelement LANGUAGE c STABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_class_stat';
+COMMENT ON FUNCTION dp.class_stat(oid, anyelement) IS 'pg_dp internal: a statistics column of pg_class (reltuples, relpages, relallvisible), NULL for relations that hold protected data';
+CREATE FUNCTION dp.masked_relation_size(regclass) RETURNS bigint LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_masked_size';
+CREATE FUNCTION dp.masked_relation_size(regclass, text) RETURNS bigint LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_masked_size';
+CREATE FUNCTION dp.masked_table_size(regclass) RETURNS bigint LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_masked_size';
+CREATE FUNCTION dp.masked_total_relation_size(regclass) RETURNS bigint LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_masked_size';
+CREATE FUNCTION dp.masked_indexes_size(regclass) RETURNS bigint LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_masked_size';
+CREATE FUNCTION dp.masked_database_size(name) RETURNS bigint LANGUAGE c VOLATILE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_masked_null';
+CREATE FUNCTION dp.masked_database_size(oid) RETURNS bigint LANGUAGE c VOLATILE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_masked_null';
+CREATE FUNCTION dp.masked_tablespace_size(name) RETURNS bigint LANGUAGE c VOLATILE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_masked_null';
+CREATE FUNCTION dp.masked_tablespace_size(oid) RETURNS bigint LANGUAGE c VOLATILE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_masked_null';
+COMMENT ON FUNCTION dp.masked_relation_size(regclass) IS 'pg_dp internal: pg_relation_size for roles restricted by pg_dp, NULL for relations that hold protected data';
+COMMENT ON FUNCTION dp.masked_relation_size(regclass, text) IS 'pg_dp internal: pg_relation_size for roles restricted by pg_dp, NULL for relations that hold protected data';
+COMMENT ON FUNCTION dp.masked_table_size(regclass) IS 'pg_dp internal: pg_table_size for roles restricted by pg_dp, NULL for relations that hold protected data';
+COMMENT ON FUNCTION dp.masked_total_relation_size(regclass) IS 'pg_dp internal: pg_total_relation_size for roles restricted by pg_dp, NULL for relations that hold protected data';
+COMMENT ON FUNCTION dp.masked_indexes_size(regclass) IS 'pg_dp internal: pg_indexes_size for roles restricted by pg_dp, NULL for relations that hold protected data';
+COMMENT ON FUNCTION dp.masked_database_size(name) IS 'pg_dp internal: pg_database_size for roles restricted by pg_dp: NULL (a database with protected tables counts their bytes)';
+COMMENT ON FUNCTION dp.masked_database_size(oid) IS 'pg_dp internal: pg_database_size for roles restricted by pg_dp: NULL (a database with protected tables counts their bytes)';
+COMMENT ON FUNCTION dp.masked_tablespace_size(name) IS 'pg_dp internal: pg_tablespace_size for roles restricted by pg_dp: NULL';
+COMMENT ON FUNCTION dp.masked_tablespace_size(oid) IS 'pg_dp internal: pg_tablespace_size for roles restricted by pg_dp: NULL';

@@ -490,7 +490,15 @@ pub fn exempt(relid: Oid) -> bool {
 /// True if statistics about protected data must be hidden from the current role: the database
 /// has a protected table and the role is neither a superuser nor trusted.
 pub fn statistics_restricted() -> bool {
-    unsafe { any_protected() && !is_trusted(pg_sys::GetUserId()) }
+    unsafe { any_protected() && !is_trusted(pg_sys::GetUserId()) && !reads_all_stats() }
+}
+
+/// True if the current role has the privileges of pg_read_all_stats (pg_monitor is a member):
+/// PostgreSQL's role for reading every statistic, which pg_dp trusts with the statistics of
+/// protected tables too (not with their rows).
+unsafe fn reads_all_stats() -> bool {
+    let r = pg_sys::get_role_oid(c"pg_read_all_stats".as_ptr(), true);
+    r != pg_sys::InvalidOid && pg_sys::has_privs_of_role(pg_sys::GetUserId(), r)
 }
 
 /// True if the current role is a superuser or a member of dp_admin.

@@ -96,6 +96,77 @@ pub fn refusal(what: &str) -> Refusal {
         message: format!(
             "permission denied for {what}: this database holds tables protected by pg_dp, and statistics of their data are hidden from roles that are not trusted"
         ),
-        hint: Some("a superuser or a member of dp_admin can trust a role with dp.trust_role".into()),
+        hint: Some("sizes and pg_class's row and page counts of relations without protected data are readable; for the rest ask a DBA (members of pg_read_all_stats read every statistic)".into()),
     }
 }
+
+/// True if a relation holds data of a protected table: the table itself (or a partition or child
+/// of one), one of its indexes, or its TOAST table.
+pub unsafe fn holds_protected_data(relid: Oid) -> bool {
+    if crate::catalog::protect::is_protected(relid) {
+        return true;
+    }
+    match pg_sys::get_rel_relkind(relid) as u8 {
+        pg_sys::RELKIND_INDEX | pg_sys::RELKIND_PARTITIONED_INDEX => {
+            let table = pg_sys::IndexGetRelation(relid, true);
+            table != pg_sys::InvalidOid && crate::catalog::protect::is_protected(table)
+        }
+        pg_sys::RELKIND_TOASTVALUE => {
+            // pg_toast.pg_toast_<table oid>
+            let name = pg_sys::get_rel_name(relid);
+            if name.is_null() {
+                return true;
+            }
+            let n = CStr::from_ptr(name).to_string_lossy();
+            n.strip_prefix("pg_toast_").and_then(|t| t.parse::<u32>().ok()).is_none_or(|t| crate::catalog::protect::is_protected(Oid::from(t)))
+        }
+        _ => false,
+    }
+}
+
+use crate::pg::fmgr::pg_v1;
+
+fn null(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    unsafe { (*fcinfo).isnull = true };
+    pg_sys::Datum::from(0)
+}
+
+// dp.class_stat(oid, anyelement): pg_class.reltuples, relpages or relallvisible of a relation, or
+// NULL when it holds protected data (query/statistics_mask.rs wraps the columns in it)
+pg_v1!(pg_finfo_dp_class_stat, dp_class_stat, |fcinfo| {
+    let args = (*fcinfo).args.as_slice(2);
+    if args[0].isnull || args[1].isnull || holds_protected_data(Oid::from(args[0].value.value() as u32)) {
+        return null(fcinfo);
+    }
+    args[1].value
+});
+
+// dp.masked_relation_size, _table_size, _total_relation_size, _indexes_size: PostgreSQL's function of
+// the same name (same arguments), or NULL when the relation holds protected data
+pg_v1!(pg_finfo_dp_masked_size, dp_masked_size, |fcinfo| {
+    let nargs = (*fcinfo).nargs as usize;
+    let args = (*fcinfo).args.as_slice(nargs);
+    if args.iter().any(|a| a.isnull) || holds_protected_data(Oid::from(args[0].value.value() as u32)) {
+        return null(fcinfo);
+    }
+    let name = pg_sys::get_func_name((*(*fcinfo).flinfo).fn_oid);
+    let name = if name.is_null() { String::new() } else { CStr::from_ptr(name).to_string_lossy().into_owned() };
+    let f = match name.as_str() {
+        "masked_relation_size" if nargs == 2 => pg_sys::pg_relation_size,
+        "masked_relation_size" => {
+            // the main fork, as pg_relation_size(regclass) (a SQL function calling the two-argument one)
+            let main = pgrx::IntoDatum::into_datum("main").unwrap();
+            return pgrx::direct_function_call_as_datum(pg_sys::pg_relation_size, &[Some(args[0].value), Some(main)]).unwrap_or_else(|| null(fcinfo));
+        }
+        "masked_table_size" => pg_sys::pg_table_size,
+        "masked_total_relation_size" => pg_sys::pg_total_relation_size,
+        "masked_indexes_size" => pg_sys::pg_indexes_size,
+        _ => return null(fcinfo),
+    };
+    let call: Vec<Option<pg_sys::Datum>> = args.iter().map(|a| Some(a.value)).collect();
+    pgrx::direct_function_call_as_datum(f, &call).unwrap_or_else(|| null(fcinfo))
+});
+
+// dp.masked_database_size and dp.masked_tablespace_size: NULL for roles restricted by pg_dp (a
+// database with protected tables counts their bytes)
+pg_v1!(pg_finfo_dp_masked_null, dp_masked_null, |fcinfo| { null(fcinfo) });

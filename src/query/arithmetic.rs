@@ -272,7 +272,7 @@ unsafe extern "C-unwind" fn swap_all(node: *mut pg_sys::Node, ctx: *mut std::ffi
         }
         pg_sys::NodeTag::T_FuncExpr => {
             let f = node as *mut pg_sys::FuncExpr;
-            if let Some(total) = crate::query::datetime::total_trunc(f) {
+            if let Some(total) = crate::query::datetime::total_trunc(f).or_else(|| crate::query::datetime::total_cast(f)) {
                 (*f).funcid = total;
             }
         }
@@ -291,7 +291,8 @@ pub unsafe fn has_total_form(e: *mut pg_sys::Node) -> bool {
             let op = *n as *mut pg_sys::OpExpr;
             matches!(total_form(op), Some(Some(_))) || crate::query::datetime::operator_form(op).is_some()
         } else {
-            crate::query::datetime::total_trunc(*n as *mut pg_sys::FuncExpr).is_some()
+            let f = *n as *mut pg_sys::FuncExpr;
+            crate::query::datetime::total_trunc(f).is_some() || crate::query::datetime::total_cast(f).is_some()
         }
     })
 }

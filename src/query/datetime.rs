@@ -39,6 +39,9 @@ const YEAR_US: i128 = 366 * DAY_US;
 /// now, from the query text.
 pub unsafe fn function_form(f: *mut pg_sys::FuncExpr) -> Result<Option<Option<Oid>>, Refusal> {
     let id = (*f).funcid.to_u32();
+    if let Some(total) = total_cast(f) {
+        return Ok(Some(Some(total)));
+    }
     let (trunc, extract) = match id {
         pg_sys::F_DATE_TRUNC_TEXT_TIMESTAMP | pg_sys::F_DATE_TRUNC_TEXT_TIMESTAMPTZ => (true, false),
         pg_sys::F_EXTRACT_TEXT_TIMESTAMP
@@ -72,6 +75,23 @@ pub unsafe fn function_form(f: *mut pg_sys::FuncExpr) -> Result<Option<Option<Oi
         return Ok(Some(None));
     }
     Ok(total_trunc(f).map(Some))
+}
+
+/// The total form of a cast between date and timestamp or timestamptz (implicit in `date_trunc('month',
+/// visit_date)`): dates past the end of the timestamp range become infinity, and timestamps within
+/// 2 days of the ends of the range (where a time zone could carry them out) the infinity of their
+/// side, instead of an error.
+pub unsafe fn total_cast(f: *mut pg_sys::FuncExpr) -> Option<Oid> {
+    let (name, from) = match (*f).funcid.to_u32() {
+        pg_sys::F_TIMESTAMP_DATE => ("total_date_to_timestamp", pg_sys::DATEOID),
+        pg_sys::F_TIMESTAMPTZ_DATE => ("total_date_to_timestamptz", pg_sys::DATEOID),
+        pg_sys::F_DATE_TIMESTAMP => ("total_timestamp_to_date", pg_sys::TIMESTAMPOID),
+        pg_sys::F_DATE_TIMESTAMPTZ => ("total_timestamptz_to_date", pg_sys::TIMESTAMPTZOID),
+        _ => return None,
+    };
+    let types = [from];
+    let total = pg_sys::LookupFuncName(crate::pg::build::name_list(Some("dp"), name), 1, types.as_ptr(), true);
+    (total != pg_sys::InvalidOid).then_some(total)
 }
 
 /// The total form of a `date_trunc(unit, timestamp[tz])` call, if it is one.
@@ -249,4 +269,44 @@ pg_v1!(pg_finfo_dp_total_datetime, dp_total_datetime, |fcinfo| {
             pgrx::direct_function_call_as_datum(f, &[Some(t), Some(iv)]).unwrap_or_else(|| null(fcinfo))
         }
     }
+});
+
+/// Days from 2000-01-01 of the end of the timestamp range (294277-01-01).
+const END_TIMESTAMP_DAYS: i64 = 109_203_528 - 2_451_545;
+
+// dp.total_date_to_timestamp(date) and dp.total_date_to_timestamptz(date): infinity past the ends
+// of the timestamp range (within 2 days of them, for time zones), else PostgreSQL's own cast
+pg_v1!(pg_finfo_dp_total_date_to_timestamp, dp_total_date_to_timestamp, |fcinfo| {
+    let args = (*fcinfo).args.as_slice(1);
+    if args[0].isnull {
+        return null(fcinfo);
+    }
+    let d = args[0].value.value() as i32;
+    if d == i32::MIN || (d as i64) < MIN_DATE + 2 {
+        return pg_sys::Datum::from(i64::MIN as usize);
+    }
+    if d == i32::MAX || (d as i64) > END_TIMESTAMP_DAYS - 2 {
+        return pg_sys::Datum::from(i64::MAX as usize);
+    }
+    let tz = pg_sys::get_func_rettype((*(*fcinfo).flinfo).fn_oid) == pg_sys::TIMESTAMPTZOID;
+    let f = if tz { pg_sys::date_timestamptz } else { pg_sys::date_timestamp };
+    pgrx::direct_function_call_as_datum(f, &[Some(args[0].value)]).unwrap_or_else(|| null(fcinfo))
+});
+
+// dp.total_timestamp_to_date(timestamp) and dp.total_timestamptz_to_date(timestamptz)
+pg_v1!(pg_finfo_dp_total_timestamp_to_date, dp_total_timestamp_to_date, |fcinfo| {
+    let args = (*fcinfo).args.as_slice(1);
+    if args[0].isnull {
+        return null(fcinfo);
+    }
+    let t = args[0].value.value() as i64;
+    if t == i64::MIN || (t as i128) < MIN_TIMESTAMP as i128 + 2 * DAY_US {
+        return pg_sys::Datum::from(i32::MIN as i64 as usize);
+    }
+    if t == i64::MAX || (t as i128) > END_TIMESTAMP as i128 - 2 * DAY_US {
+        return pg_sys::Datum::from(i32::MAX as i64 as usize);
+    }
+    let tz = pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 0) == pg_sys::TIMESTAMPTZOID;
+    let f = if tz { pg_sys::timestamptz_date } else { pg_sys::timestamp_date };
+    pgrx::direct_function_call_as_datum(f, &[Some(args[0].value)]).unwrap_or_else(|| null(fcinfo))
 });

@@ -214,13 +214,16 @@ unsafe extern "C-unwind" fn collect_walker(node: *mut Node, ctx: *mut c_void) ->
                 return c.refuse(crate::query::distributed_level::internal_refusal(f));
             }
             if c.statistics {
-                if let Some(what) = statistics::denied_function(f) {
+                if let Some(masked) = crate::query::statistics_mask::masked_size_function(f) {
+                    // a size: NULL for relations with protected data (statistics_mask.rs)
+                    (*(node as *mut pg_sys::FuncExpr)).funcid = masked;
+                } else if let Some(what) = statistics::denied_function(f) {
                     return c.refuse(statistics::refusal(&what));
                 }
             }
         }
         NodeTag::T_CommonTableExpr => c.ctes.push(node as *mut pg_sys::CommonTableExpr),
-        NodeTag::T_Var if c.statistics => {
+        NodeTag::T_Var if c.statistics && (*(node as *mut pg_sys::Var)).location != crate::query::statistics_mask::MASKED => {
             let v = node as *mut pg_sys::Var;
             let up = (*v).varlevelsup as usize;
             if up < c.stack.len() && (*v).varno > 0 {
@@ -266,6 +269,10 @@ unsafe fn base_column(q: *mut Query, varno: i32, attno: i16) -> Option<(*mut Ran
 pub unsafe fn check_statement(query: *mut Query) -> Check<Option<Admitted>> {
     // dates and times from the clock below a DP aggregate become constants first (clock.rs)
     let clock = crate::query::clock::fold(query);
+    // statistics columns of pg_class are masked for protected relations (statistics_mask.rs)
+    if protect::statistics_restricted() {
+        crate::query::statistics_mask::mask(query);
+    }
     let mut c = Collect {
         stack: Vec::new(),
         aggs: Vec::new(),
@@ -459,7 +466,7 @@ impl Cx {
             "{construct} in the input of {}: only expressions that cannot raise an error for any stored value are allowed there",
             self.func
         ))
-        .hint("SELECT * FROM dp.grammar lists them: comparisons, IN, BETWEEN, LIKE with a literal pattern, IS NULL, CASE, COALESCE, widening casts")
+        .hint("SELECT * FROM dp.grammar lists them: comparisons, IN, BETWEEN, LIKE with a literal pattern, IS NULL, CASE, COALESCE, widening casts, arithmetic, date_trunc and extract")
     }
 }
 

@@ -11,5 +11,6 @@ pub mod grammar;
 pub mod intervals;
 pub mod params;
 pub mod rewrite;
+pub mod statistics_mask;
 pub mod total;
 pub mod tree;

@@ -90,9 +90,9 @@ pub const FAILURE_MODES: &[FailureModes] = &[
         why_it_cannot: "the field is a literal, tried while checking on an ordinary value and on both infinities; for finite values every supported field has a value; date_part of a date (an inlined cast to timestamp that fails past 294276 AD) is refused",
     },
     FailureModes {
-        node: "date ± integer, date − date, timestamp ± interval, date ± interval, timestamp − timestamp (made total)",
+        node: "date ± integer, date − date, timestamp ± interval, date ± interval, timestamp − timestamp, casts between date and timestamp[tz] (made total)",
         could_fail_by: "date out of range, timestamp out of range, subtraction of infinite values",
-        why_it_cannot: "the node calls dp.total_date, dp.total_date_diff, dp.total_timestamp(tz) or dp.total_interval: a date ± integer saturates at ±infinity, a difference with an infinite value is NULL, a timestamp ± interval that could leave the range by the interval's size (months as 31 days, 2 days more for time zones) is NULL; the rest is PostgreSQL's own result",
+        why_it_cannot: "the node calls dp.total_date, dp.total_date_diff, dp.total_timestamp(tz) or dp.total_interval: a date ± integer saturates at ±infinity, a difference with an infinite value is NULL, a timestamp ± interval that could leave the range by the interval's size (months as 31 days, 2 days more for time zones) is NULL; a cast between date and timestamp[tz] gives ±infinity past the ends of the timestamp range (2 days of margin for time zones); the rest is PostgreSQL's own result",
     },
     FailureModes {
         node: "integer / and % by a literal k",

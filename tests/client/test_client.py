@@ -7,6 +7,8 @@ Each check is a function named check_*; the script prints one line per check and
 "client: N passed, M failed" line, and exits non-zero on any failure.
 """
 import argparse
+import os
+import subprocess
 import math
 import threading
 import time
@@ -43,6 +45,14 @@ def setup():
                             (g % 50)::numeric(8, 2) AS price, g % 5 AS quantity
                        FROM generate_series(1, 4000) g""")
         c.execute("SELECT dp.protect_table('visits')")
+        c.execute("CREATE INDEX ON t (i)")
+        c.execute("CREATE INDEX ON visits (visit_date)")
+        c.execute("ANALYZE t")
+        c.execute("ANALYZE visits")
+        c.execute("DROP ROLE IF EXISTS dp_client_backup")
+        c.execute("CREATE ROLE dp_client_backup LOGIN IN ROLE pg_read_all_data, dp_admin")
+        c.execute("DROP ROLE IF EXISTS dp_client_monitor")
+        c.execute("CREATE ROLE dp_client_monitor LOGIN IN ROLE pg_monitor")
 
 
 def expect_error(conn, sql, params, sqlstate_cls, *fragments):
@@ -78,6 +88,47 @@ def check_time_series_filters_read_the_clock_once_and_again_in_each_transaction(
                 plans.append("\n".join(r[0] for r in c.execute("EXPLAIN (COSTS OFF) EXECUTE p")))
                 c.execute("EXECUTE p")
         assert len(set(plans)) == 3, plans
+
+
+def pg_tool(name):
+    path = f"/usr/lib/postgresql/15/bin/{name}"
+    return path if os.path.exists(path) else name
+
+
+def run_tool(args):
+    return subprocess.run(args, capture_output=True, text=True, timeout=60)
+
+
+def check_tools_read_the_statistics_of_relations_without_protected_data():
+    # psql's \dt+, \di+ and \l+ list sizes and counts of every relation: those of relations that hold
+    # protected data are NULL (empty), the others are PostgreSQL's
+    base = [pg_tool("psql"), "-X", "-A", "-t", "-h", ARGS.host, "-p", str(ARGS.port), "-d", "pg_dp_client"]
+    for meta in ["\\dt+", "\\di+", "\\l+"]:
+        r = run_tool(base + ["-U", "dp_client_analyst", "-c", meta])
+        assert r.returncode == 0, (meta, r.stderr)
+    rows = {l.split("|")[1]: l.split("|") for l in run_tool(base + ["-U", "dp_client_analyst", "-c", "\\dt+"]).stdout.splitlines()}
+    assert rows["t"][6].strip() != "" and rows["visits"][6].strip() == "", rows
+    with connect(user="dp_client_analyst") as c:
+        got = dict(c.execute("SELECT relname, reltuples FROM pg_class WHERE relname IN ('t', 'visits', 'visits_visit_date_idx')").fetchall())
+        assert got == {"t": 1000.0, "visits": None, "visits_visit_date_idx": None}, got
+        sizes = c.execute("SELECT pg_total_relation_size('t') > 0, pg_total_relation_size('visits'), pg_relation_size('visits_visit_date_idx'), "
+                          "pg_database_size(current_database())").fetchone()
+        assert sizes == (True, None, None, None), sizes
+        # the planner's statistics of a protected table stay refused, with a hint that does not
+        # suggest exempting the analyst
+        e = None
+        try:
+            c.execute("SELECT * FROM pg_stats WHERE tablename = 'visits'")
+        except E.InsufficientPrivilege as x:
+            e = x
+        assert e is not None and "trust_role" not in (e.diag.message_hint or ""), e
+    # members of pg_read_all_stats (pg_monitor) read statistics as PostgreSQL intends
+    with connect(user="dp_client_monitor") as c:
+        assert c.execute("SELECT reltuples FROM pg_class WHERE relname = 'visits'").fetchone()[0] == 4000.0
+        assert c.execute("SELECT count(*) FROM pg_stats WHERE tablename = 'visits'").fetchone()[0] > 0
+    # pg_dump of a public table by a backup role that is not a superuser
+    r = run_tool([pg_tool("pg_dump"), "-h", ARGS.host, "-p", str(ARGS.port), "-U", "dp_client_backup", "-t", "t", "pg_dp_client"])
+    assert r.returncode == 0 and "CREATE TABLE public.t" in r.stdout, r.stderr
 
 
 def check_epsilon_as_bind_parameter():
@@ -144,7 +195,10 @@ def check_non_superuser():
                                   'current_period_start', 'role_uid', 'distributed_rows', 'interval_bound',
                                   'interval_half_width_final', 'total_int2', 'total_int4', 'total_int8', 'total_float4',
                                   'total_float8', 'total_numeric', 'total_date_trunc_ts', 'total_date_trunc_tstz',
-                                  'total_date', 'total_date_diff', 'total_timestamp', 'total_timestamptz', 'total_interval')
+                                  'total_date', 'total_date_diff', 'total_timestamp', 'total_timestamptz', 'total_interval',
+                                  'total_date_to_timestamp', 'total_date_to_timestamptz', 'total_timestamp_to_date',
+                                  'total_timestamptz_to_date', 'class_stat', 'masked_relation_size', 'masked_table_size',
+                                  'masked_total_relation_size', 'masked_indexes_size', 'masked_database_size', 'masked_tablespace_size')
                             AND NOT (p.prokind = 'a' AND p.proname IN ('interval_half_width', 'unit_sum', 'unit_mean', 'unit_count', 'merge_count',
                                      'merge_sum', 'merge_avg', 'merge_variance', 'merge_stddev', 'merge_keep_group'))""").fetchone()[0]
         # only the table releases and dp.keep_group (charged like the aggregates), the per-unit aggregates

@@ -55,6 +55,9 @@ public class JdbcClient {
             s.execute("CREATE EXTENSION pg_dp");
             s.execute("CREATE TABLE t AS SELECT g AS i, g::float8 AS x, g % 5 AS k FROM generate_series(1, 1000) g");
             s.execute("SELECT dp.protect_table('t')");
+            s.execute("CREATE INDEX ON t (k)");
+            s.execute("CREATE TABLE pub (id int PRIMARY KEY, v text)");
+            s.execute("GRANT SELECT ON pub TO PUBLIC");
             s.execute("SELECT dp.set_domain('t', 'k', ARRAY[0, 1, 2, 3, 4])");
             s.execute("DROP ROLE IF EXISTS dp_jdbc_analyst");
             s.execute("CREATE ROLE dp_jdbc_analyst LOGIN");
@@ -158,6 +161,14 @@ public class JdbcClient {
                 require(cols.equals(List.of("i:int4", "x:float8", "k:int4")), "getColumns: " + cols);
                 try (ResultSet rs = md.getPrimaryKeys(null, "public", "t")) {
                     require(!rs.next(), "t has no primary key");
+                }
+                // index listings read pg_class's page counts: real for a public table, NULL for
+                // the protected one's index
+                try (ResultSet rs = md.getIndexInfo(null, "public", "pub", false, true)) {
+                    require(rs.next() && rs.getString("INDEX_NAME").equals("pub_pkey"), "getIndexInfo lists pub_pkey");
+                }
+                try (ResultSet rs = md.getIndexInfo(null, "public", "t", false, true)) {
+                    require(rs.next(), "getIndexInfo lists the index of t");
                 }
                 // a prepared statement's columns, described before it runs
                 try (PreparedStatement ps = c.prepareStatement("SELECT k, dp_sum(x, 0, 1000, 0.5) AS s FROM t GROUP BY k")) {
