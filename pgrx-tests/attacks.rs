@@ -302,12 +302,15 @@ fn attack_statistics_functions_behind_an_operator_or_a_domain() {
         );
         Spi::run("CREATE DOMAIN pg_temp.live AS bigint CHECK (VALUE = pg_stat_get_live_tuples('patients'::regclass))").unwrap();
         refused("SELECT 1000::pg_temp.live", "permission denied for function pg_stat_get_live_tuples");
-        refused("SELECT pg_relation_size('regions')", "permission denied");
+        // named in a query, a size is masked: the real one for a public table, NULL for a protected
+        // one (statistics_mask.rs); the function itself stays revoked (the domain above)
+        assert!(one_i64("SELECT pg_relation_size('regions')") > 0);
+        assert_eq!(column("SELECT pg_relation_size('patients')::text"), vec![None]);
     });
     // members of pg_read_all_stats keep them
     Spi::run(&format!("GRANT pg_read_all_stats TO {ANALYST}")).unwrap();
-    Spi::run(&format!("SELECT dp.trust_role('{ANALYST}')")).unwrap();
-    as_analyst(|| one_i64("SELECT pg_relation_size('regions')"));
+    as_analyst(|| one_i64("SELECT pg_stat_get_live_tuples('patients'::regclass)"));
+    as_analyst(|| one_i64("SELECT pg_relation_size('patients')"));
 }
 
 // Deep expressions: pg_dp's checks recurse over the query tree; too deep a tree must end in an

@@ -235,17 +235,30 @@ fn statistics_of_the_data_are_hidden_from_dp_only_roles() {
         "SELECT * FROM pg_stats WHERE tablename = 'patients'",
         "SELECT histogram_bounds FROM pg_stats WHERE attname = 'income'",
         "SELECT * FROM pg_stats_ext",
-        "SELECT reltuples FROM pg_class WHERE relname = 'patients'",
-        "SELECT * FROM pg_class WHERE relname = 'patients'",
+        "SELECT c FROM pg_class c WHERE relname = 'patients'",
         "SELECT n_live_tup FROM pg_stat_user_tables WHERE relname = 'patients'",
         "SELECT pg_stat_get_tuples_returned('patients'::regclass)",
         "SELECT pg_stat_get_xact_tuples_returned('patients'::regclass)",
         "SELECT tup_returned FROM pg_stat_database",
-        "SELECT pg_relation_size('patients')",
-        "SELECT pg_total_relation_size('regions')",
     ] {
         refused_as_analyst(sql, "statistics of their data are hidden from roles that are not trusted");
     }
+    // pg_class's counts and the sizes are masked, not refused: NULL for the protected table and its
+    // index, the real value for the public table (psql's \dt+, JDBC metadata, pg_dump)
+    assert_eq!(as_analyst(|| column("SELECT reltuples::text FROM pg_class WHERE relname IN ('patients', 'patients_pkey') ORDER BY 1")), vec![None, None]);
+    assert_eq!(as_analyst(|| column("SELECT pg_relation_size('patients')::text")), vec![None]);
+    assert_eq!(as_analyst(|| column("SELECT (x).reltuples::text FROM (SELECT * FROM pg_class WHERE relname = 'patients') x")), vec![None]);
+    assert!(as_analyst(|| one_i64("SELECT pg_total_relation_size('regions')")) > 0);
+    assert!(as_analyst(|| one_i64("SELECT relpages::int8 FROM pg_class WHERE relname = 'regions'")) >= 0);
+    // in a join too
+    assert_eq!(
+        as_analyst(|| column("SELECT relpages::text FROM pg_class JOIN pg_namespace ON pg_namespace.oid = relnamespace WHERE relname = 'patients'")),
+        vec![None]
+    );
+    // members of pg_read_all_stats (pg_monitor) read statistics as PostgreSQL intends
+    Spi::run(&format!("GRANT pg_read_all_stats TO {ANALYST}")).unwrap();
+    as_analyst(|| one_i64("SELECT count(*) FROM pg_stats WHERE tablename = 'patients'"));
+    Spi::run(&format!("REVOKE pg_read_all_stats FROM {ANALYST}")).unwrap();
     // the catalog itself stays readable, and so does session activity
     assert_eq!(as_analyst(|| one_text("SELECT relname::text FROM pg_class WHERE relname = 'patients'")), "patients");
     as_analyst(|| one_i64("SELECT count(*) FROM pg_stat_activity"));

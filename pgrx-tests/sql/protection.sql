@@ -27,7 +27,7 @@ SELECT (SELECT dp_count(id, 1e6) FROM patients WHERE smoker) * 100 / (SELECT dp_
 SELECT * FROM patients WHERE name = 'Bob';
 SELECT count(*) FROM patients;
 SELECT dp_avg(b, 0, 2000000, 0.01) FROM (SELECT max(CASE WHEN name = 'Bob' THEN income END) OVER () AS b FROM patients) s;
-SELECT dp_count(id, 1e-9) FROM patients WHERE 1/(CASE WHEN name = 'Bob' AND income > 100000 THEN 0 ELSE 1 END) = 1;
+SELECT dp_count(id, 1e-9) FROM patients WHERE (CASE WHEN name = 'Bob' AND income > 100000 THEN 100000 ELSE 1 END)::int2 > 0;
 SELECT dp_count(id, 1e-9) FROM patients WHERE EXISTS (SELECT 1 FROM patients p WHERE p.name = 'Bob' AND p.income > 100000);
 SELECT dp_count(id, 0.1) FROM (SELECT id FROM patients ORDER BY income DESC LIMIT 1) s;
 SELECT dp_count(p.id, 0.1) FROM patients p JOIN patients q ON q.id = p.id;
