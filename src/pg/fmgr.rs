@@ -98,3 +98,11 @@ pub unsafe fn cstr_or(p: *const std::ffi::c_char, default: &str) -> String {
         CStr::from_ptr(p).to_string_lossy().into_owned()
     }
 }
+
+/// Returns SQL NULL from a version-1 function.
+#[inline]
+pub fn return_null(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is the call's own, valid for the call
+    unsafe { (*fcinfo).isnull = true };
+    pg_sys::Datum::from(0)
+}

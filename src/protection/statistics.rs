@@ -126,10 +126,7 @@ pub unsafe fn holds_protected_data(relid: Oid) -> bool {
 
 use crate::pg::fmgr::pg_v1;
 
-fn null(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    unsafe { (*fcinfo).isnull = true };
-    pg_sys::Datum::from(0)
-}
+use crate::pg::fmgr::return_null as null;
 
 // dp.class_stat(oid, anyelement): pg_class.reltuples, relpages or relallvisible of a relation, or
 // NULL when it holds protected data (query/statistics_mask.rs wraps the columns in it)

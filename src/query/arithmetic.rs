@@ -137,10 +137,7 @@ unsafe fn float_of(d: pg_sys::Datum, t: Oid) -> f64 {
     }
 }
 
-unsafe fn null(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    (*fcinfo).isnull = true;
-    pg_sys::Datum::from(0)
-}
+use crate::pg::fmgr::return_null as null;
 
 unsafe fn numeric_sign(n: pg_sys::Datum) -> i32 {
     let zero = pg_sys::Datum::from(pg_sys::int64_to_numeric(0));

@@ -153,10 +153,7 @@ pub unsafe fn operator_form(op: *mut pg_sys::OpExpr) -> Option<Oid> {
     (f != pg_sys::InvalidOid).then_some(f)
 }
 
-fn null(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    unsafe { (*fcinfo).isnull = true };
-    pg_sys::Datum::from(0)
-}
+use crate::pg::fmgr::return_null as null;
 
 /// A bound on how far an interval moves a timestamp, in microseconds (months as 31 days, plus 2
 /// days for time zones).
