@@ -481,6 +481,74 @@ fn attack_a_group_by_key_with_arithmetic_recomputed_from_a_raw_row() {
     assert!(e.contains("permission denied") || e.contains("not a GROUP BY key") || e.contains("GROUP BY"), "{e}");
 }
 
+// ----- the eighth round: statistics masking and the total forms, attacked
+
+#[pg_test]
+fn attack_pg_class_statistics_through_a_join_alias_a_sql_function_toast_and_partitions() {
+    protected_setup();
+    Spi::run("ANALYZE patients").unwrap();
+    // FULL JOIN … USING merges pg_class's column into a join alias: COALESCE(c.reltuples, …)
+    let q = "SELECT reltuples::text FROM pg_class c FULL JOIN (SELECT -1::real AS reltuples) x USING (reltuples) WHERE relname = 'patients'";
+    assert_eq!(as_analyst(|| column(q)), vec![None]);
+    // a SQL function the planner inlines: its body was never masked, so the plan is refused
+    as_analyst(|| {
+        Spi::run("CREATE FUNCTION pg_temp.cls() RETURNS SETOF pg_class LANGUAGE sql STABLE AS 'SELECT * FROM pg_catalog.pg_class'").unwrap();
+        refused("SELECT reltuples FROM pg_temp.cls() WHERE relname = 'patients'", "pg_class read through a SQL function");
+        Spi::run("CREATE FUNCTION pg_temp.st() RETURNS SETOF pg_stats LANGUAGE sql STABLE AS 'SELECT * FROM pg_catalog.pg_stats'").unwrap();
+        refused("SELECT histogram_bounds::text FROM pg_temp.st() WHERE tablename = 'patients'", "pg_stats");
+    });
+    // the TOAST table of a protected table and its index hold its data too
+    let toast = one_i64("SELECT reltoastrelid::int8 FROM pg_class WHERE relname = 'patients'");
+    let toast_index = one_i64(&format!("SELECT indexrelid::int8 FROM pg_index WHERE indrelid = {toast}"));
+    for oid in [toast, toast_index] {
+        assert_eq!(as_analyst(|| column(&format!("SELECT reltuples::text FROM pg_class WHERE oid = {oid}"))), vec![None]);
+    }
+    // a public partitioned parent counts its protected partition's rows
+    Spi::run("CREATE TABLE parts (k int, v int) PARTITION BY LIST (k)").unwrap();
+    Spi::run("CREATE TABLE parts_a PARTITION OF parts FOR VALUES IN (1)").unwrap();
+    Spi::run("CREATE TABLE parts_b PARTITION OF parts FOR VALUES IN (2)").unwrap();
+    Spi::run("INSERT INTO parts SELECT 1 + g % 2, g FROM generate_series(1, 100) g").unwrap();
+    Spi::run("ANALYZE parts").unwrap();
+    Spi::run("SELECT dp.protect_table('parts_a')").unwrap();
+    let shown = as_analyst(|| column("SELECT relname || ':' || coalesce(reltuples::text, 'null') FROM pg_class WHERE relname LIKE 'parts%' ORDER BY 1"));
+    assert_eq!(shown, vec![Some("parts:null".into()), Some("parts_a:null".into()), Some("parts_b:50".into())]);
+}
+
+#[pg_test]
+fn attack_having_without_an_aggregate_runs_on_raw_rows() {
+    // a HAVING condition without an aggregate is moved below the aggregation (by the planner, and by
+    // the rewrite of public keys into the level's WHERE): it is made total whole, never an error
+    protected_setup();
+    Spi::run("SELECT dp.set_domain('patients', 'region', ARRAY[0, 1, 2, 3, 4])").unwrap();
+    for q in [
+        "SELECT r.id, dp_count(true, 1e6) FROM patients p JOIN regions r ON r.id = p.region GROUP BY r.id HAVING r.id * 1000000000 > 0",
+        "SELECT region, dp_count(true, 1e6) FROM patients GROUP BY region HAVING region * 1000000000 > 0",
+    ] {
+        assert_eq!(as_analyst(|| row_count(q)), 4, "{q}");
+    }
+}
+
+#[pg_test]
+fn attack_a_time_zone_of_167_hours_moves_dates_past_the_range() {
+    protected_setup();
+    Spi::run("UPDATE patients SET born = '294276-12-25' WHERE name = 'Bob'").unwrap();
+    Spi::run("SET TimeZone = '<-167>+167'").unwrap();
+    as_analyst(|| one_i64("SELECT dp_count(date_trunc('month', born), 1e6) FROM patients"));
+    as_analyst(|| one_i64("SELECT dp_count(born::timestamptz, 1e6) FROM patients"));
+    Spi::run("RESET TimeZone").unwrap();
+}
+
+#[pg_test]
+fn total_arithmetic_with_bound_parameters_is_folded_nowhere() {
+    // bound parameters make `$1 + $2` constant in a custom plan: the planner must not evaluate the
+    // total function outside its operator node (it refuses to run there)
+    protected_setup();
+    as_analyst(|| {
+        Spi::run("PREPARE p(int, int) AS SELECT dp_count(true, 1e6) FROM patients WHERE id > $1 + $2").unwrap();
+        assert_eq!(one_i64("EXECUTE p(1, 2)"), 997);
+    });
+}
+
 #[pg_test]
 fn schema_probes_release_nothing_and_are_free() {
     // BI tools and drivers learn a query's columns by running it under a constant-false condition

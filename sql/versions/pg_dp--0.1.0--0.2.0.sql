@@ -1171,16 +1171,17 @@ COMMENT ON FUNCTION dp.interval_bound(anyelement, float8, bool) IS 'pg_dp intern
 
 -- Arithmetic that cannot fail, below a DP aggregate (src/query/arithmetic.rs): the grammar makes the
 -- operator nodes of + - * / % it admits there call these instead of their own functions. Each reads
--- its operator and operand types from its node; called directly, it refuses.
-CREATE FUNCTION dp.total_int2("any", "any") RETURNS int2 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
-CREATE FUNCTION dp.total_int4("any", "any") RETURNS int4 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
-CREATE FUNCTION dp.total_int8("any", "any") RETURNS int8 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
-CREATE FUNCTION dp.total_float4("any", "any") RETURNS float4 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
-CREATE FUNCTION dp.total_float8("any", "any") RETURNS float8 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
-CREATE FUNCTION dp.total_numeric("any", "any") RETURNS numeric LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
-CREATE FUNCTION dp.total_int2("any") RETURNS int2 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
-CREATE FUNCTION dp.total_int4("any") RETURNS int4 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
-CREATE FUNCTION dp.total_int8("any") RETURNS int8 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
+-- its operator and operand types from its node; called directly, it refuses. VOLATILE: the planner
+-- never evaluates them outside their node (folding bound parameters, estimating selectivity).
+CREATE FUNCTION dp.total_int2("any", "any") RETURNS int2 LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
+CREATE FUNCTION dp.total_int4("any", "any") RETURNS int4 LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
+CREATE FUNCTION dp.total_int8("any", "any") RETURNS int8 LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
+CREATE FUNCTION dp.total_float4("any", "any") RETURNS float4 LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
+CREATE FUNCTION dp.total_float8("any", "any") RETURNS float8 LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
+CREATE FUNCTION dp.total_numeric("any", "any") RETURNS numeric LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
+CREATE FUNCTION dp.total_int2("any") RETURNS int2 LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
+CREATE FUNCTION dp.total_int4("any") RETURNS int4 LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
+CREATE FUNCTION dp.total_int8("any") RETURNS int8 LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_arith';
 COMMENT ON FUNCTION dp.total_int2("any", "any") IS 'pg_dp internal: smallint + - * / % below a DP aggregate, saturated at the smallint range; division or remainder by 0 gives NULL';
 COMMENT ON FUNCTION dp.total_int4("any", "any") IS 'pg_dp internal: integer + - * / % below a DP aggregate, saturated at the integer range; division or remainder by 0 gives NULL';
 COMMENT ON FUNCTION dp.total_int8("any", "any") IS 'pg_dp internal: bigint + - * / % below a DP aggregate, saturated at the bigint range; division or remainder by 0 gives NULL';
@@ -1202,13 +1203,13 @@ GRANT SELECT ON dp.clock TO PUBLIC;
 -- constant unit, and the operators date ± integer, date − date, timestamp ± interval, timestamp − timestamp.
 CREATE FUNCTION dp.total_date_trunc_ts(text, timestamp) RETURNS timestamp LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_date_trunc';
 CREATE FUNCTION dp.total_date_trunc_tstz(text, timestamptz) RETURNS timestamptz LANGUAGE c STABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_date_trunc';
-CREATE FUNCTION dp.total_date("any", "any") RETURNS date LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_datetime';
-CREATE FUNCTION dp.total_date_diff("any", "any") RETURNS int4 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_datetime';
-CREATE FUNCTION dp.total_timestamp("any", "any") RETURNS timestamp LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_datetime';
-CREATE FUNCTION dp.total_timestamptz("any", "any") RETURNS timestamptz LANGUAGE c STABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_datetime';
-CREATE FUNCTION dp.total_interval("any", "any") RETURNS interval LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_datetime';
-COMMENT ON FUNCTION dp.total_date_trunc_ts(text, timestamp) IS 'pg_dp internal: date_trunc below a DP aggregate: infinities stay, values within 1,001 years of the start of the range or 2 days of its end give NULL';
-COMMENT ON FUNCTION dp.total_date_trunc_tstz(text, timestamptz) IS 'pg_dp internal: date_trunc below a DP aggregate: infinities stay, values within 1,001 years of the start of the range or 2 days of its end give NULL';
+CREATE FUNCTION dp.total_date("any", "any") RETURNS date LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_datetime';
+CREATE FUNCTION dp.total_date_diff("any", "any") RETURNS int4 LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_datetime';
+CREATE FUNCTION dp.total_timestamp("any", "any") RETURNS timestamp LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_datetime';
+CREATE FUNCTION dp.total_timestamptz("any", "any") RETURNS timestamptz LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_datetime';
+CREATE FUNCTION dp.total_interval("any", "any") RETURNS interval LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_datetime';
+COMMENT ON FUNCTION dp.total_date_trunc_ts(text, timestamp) IS 'pg_dp internal: date_trunc below a DP aggregate: infinities stay, values within 1,001 years of the start of the range or 8 days of its end give NULL';
+COMMENT ON FUNCTION dp.total_date_trunc_tstz(text, timestamptz) IS 'pg_dp internal: date_trunc below a DP aggregate: infinities stay, values within 1,001 years of the start of the range or 8 days of its end give NULL';
 COMMENT ON FUNCTION dp.total_date("any", "any") IS 'pg_dp internal: date ± integer below a DP aggregate, saturated at ±infinity';
 COMMENT ON FUNCTION dp.total_date_diff("any", "any") IS 'pg_dp internal: date − date below a DP aggregate; NULL when one is infinite';
 COMMENT ON FUNCTION dp.total_timestamp("any", "any") IS 'pg_dp internal: timestamp (or date) ± interval below a DP aggregate; NULL when the result could leave the range';
@@ -1220,8 +1221,8 @@ COMMENT ON FUNCTION dp.total_date_to_timestamp(date) IS 'pg_dp internal: date to
 COMMENT ON FUNCTION dp.total_date_to_timestamptz(date) IS 'pg_dp internal: date to timestamptz below a DP aggregate; dates past the ends of the timestamp range become ±infinity';
 CREATE FUNCTION dp.total_timestamp_to_date(timestamp) RETURNS date LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_timestamp_to_date';
 CREATE FUNCTION dp.total_timestamptz_to_date(timestamptz) RETURNS date LANGUAGE c STABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_total_timestamp_to_date';
-COMMENT ON FUNCTION dp.total_timestamp_to_date(timestamp) IS 'pg_dp internal: timestamp to date below a DP aggregate; values within 2 days of the ends of the range become ±infinity';
-COMMENT ON FUNCTION dp.total_timestamptz_to_date(timestamptz) IS 'pg_dp internal: timestamptz to date below a DP aggregate; values within 2 days of the ends of the range become ±infinity';
+COMMENT ON FUNCTION dp.total_timestamp_to_date(timestamp) IS 'pg_dp internal: timestamp to date below a DP aggregate; values within 8 days of the ends of the range become ±infinity';
+COMMENT ON FUNCTION dp.total_timestamptz_to_date(timestamptz) IS 'pg_dp internal: timestamptz to date below a DP aggregate; values within 8 days of the ends of the range become ±infinity';
 
 -- Statistics of relations without protected data, for roles restricted by pg_dp (src/query/statistics_mask.rs):
 -- the statistics columns of pg_class and the size functions are rewritten into these, NULL for relations that

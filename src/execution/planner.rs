@@ -37,9 +37,26 @@ unsafe extern "C-unwind" fn planner(
     cursor_options: c_int,
     bound: pg_sys::ParamListInfo,
 ) -> *mut pg_sys::PlannedStmt {
+    // statistics of protected relations: what the statement names is masked by the grammar; what
+    // the planner adds by inlining SQL functions is checked after planning
+    let stats_restricted = crate::catalog::protect::statistics_restricted();
+    let any_protected = stats_restricted || crate::catalog::protect::any_protected();
+    let named = if any_protected { crate::query::statistics_mask::catalog_entries(parse) } else { 0 };
+    let checked = |stmt: *mut pg_sys::PlannedStmt| {
+        if stats_restricted {
+            if let Some(r) = crate::query::statistics_mask::refusal_after_planning(stmt, named) {
+                raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, r.message, r.hint.as_deref());
+            }
+        }
+        if named > 0 {
+            // masked for one role, not for another: a cached plan is planned again for another role
+            (*stmt).dependsOnRole = true;
+        }
+        stmt
+    };
     let admitted = match grammar::check_statement(parse) {
         Ok(Some(a)) => a,
-        Ok(None) => return plan_with_next(parse, query_string, cursor_options, bound),
+        Ok(None) => return checked(plan_with_next(parse, query_string, cursor_options, bound)),
         Err(r) => raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, r.message, r.hint.as_deref()),
     };
     let plan = |parse, query_string, cursor_options, bound| {
@@ -79,7 +96,7 @@ unsafe extern "C-unwind" fn planner(
         // who may read a protected table, and how, depends on the role: plan again for another
         (*stmt).dependsOnRole = true;
     }
-    stmt
+    checked(stmt)
 }
 
 /// True if a query level computes tagged (admitted) pg_dp aggregates.

@@ -100,16 +100,22 @@ pub fn refusal(what: &str) -> Refusal {
     }
 }
 
-/// True if a relation holds data of a protected table: the table itself (or a partition or child
-/// of one), one of its indexes, or its TOAST table.
+/// True if a relation holds data of a protected table: the table itself, a parent whose
+/// partitions or children include one (its counts add theirs up), one of their indexes, or
+/// their TOAST tables and TOAST indexes.
 pub unsafe fn holds_protected_data(relid: Oid) -> bool {
-    if crate::catalog::protect::is_protected(relid) {
+    holds(relid, 0)
+}
+
+unsafe fn holds(relid: Oid, depth: u32) -> bool {
+    if depth > 4 || crate::catalog::protect::reads_protected(relid, true) {
         return true;
     }
     match pg_sys::get_rel_relkind(relid) as u8 {
         pg_sys::RELKIND_INDEX | pg_sys::RELKIND_PARTITIONED_INDEX => {
+            // an index of a table, of a partitioned table, or of a TOAST table
             let table = pg_sys::IndexGetRelation(relid, true);
-            table != pg_sys::InvalidOid && crate::catalog::protect::is_protected(table)
+            table != pg_sys::InvalidOid && holds(table, depth + 1)
         }
         pg_sys::RELKIND_TOASTVALUE => {
             // pg_toast.pg_toast_<table oid>
@@ -118,7 +124,7 @@ pub unsafe fn holds_protected_data(relid: Oid) -> bool {
                 return true;
             }
             let n = CStr::from_ptr(name).to_string_lossy();
-            n.strip_prefix("pg_toast_").and_then(|t| t.parse::<u32>().ok()).is_none_or(|t| crate::catalog::protect::is_protected(Oid::from(t)))
+            n.strip_prefix("pg_toast_").and_then(|t| t.parse::<u32>().ok()).is_none_or(|t| holds(Oid::from(t), depth + 1))
         }
         _ => false,
     }

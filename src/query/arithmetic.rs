@@ -232,7 +232,17 @@ pub unsafe fn swap_level(q: *mut pg_sys::Query) {
     }
     let ctx = &keys as *const Vec<*mut pg_sys::Node> as *mut std::ffi::c_void;
     search((*q).targetList as *mut pg_sys::Node, ctx);
-    search((*q).havingQual, ctx);
+    // a HAVING condition without an aggregate is moved below the aggregation (by the planner, or
+    // by rewrite.rs into the level's WHERE): it runs on every row, so it is made total whole
+    let mut having = Vec::new();
+    crate::query::tree::split_and((*q).havingQual, &mut having);
+    for h in having {
+        if pg_sys::contain_agg_clause(h) {
+            search(h, ctx);
+        } else {
+            swap_all(h, std::ptr::null_mut());
+        }
+    }
 }
 
 /// Above the aggregates: swaps inside aggregate calls and inside copies of GROUP BY keys only.

@@ -16,7 +16,7 @@
 //! - the operators above call `dp.total_datetime`: a date ± integer saturates at ±infinity, the
 //!   difference of two dates or timestamps is NULL when one is infinite, a timestamp ± interval (or
 //!   date ± interval) is NULL when the result could leave the range by the interval's size (months
-//!   counted as 31 days, 2 days more for time zones), the rest PostgreSQL's own result.
+//!   counted as 31 days, 8 days more for time zones), the rest PostgreSQL's own result.
 use crate::pg::error::{raise_with, Refusal};
 use crate::pg::fmgr::pg_v1;
 use pgrx::pg_sys::{self, Node, NodeTag, Oid};
@@ -32,6 +32,9 @@ const MIN_DATE: i64 = -2_451_545;
 const END_DATE: i64 = 2_147_483_494 - 2_451_545;
 const DAY_US: i128 = 86_400_000_000;
 const YEAR_US: i128 = 366 * DAY_US;
+/// What a time zone can move a value by: PostgreSQL accepts offsets of up to 167 hours
+/// (`SET TimeZone = '<-167>+167'`), so 8 days.
+const TZ_MARGIN_US: i128 = 8 * DAY_US;
 
 /// How a function call below a DP aggregate is made total, if it is a date or time function pg_dp
 /// admits: `Some(Some(f))`: it calls `f` instead; `Some(None)`: its own, now that its constant
@@ -79,7 +82,7 @@ pub unsafe fn function_form(f: *mut pg_sys::FuncExpr) -> Result<Option<Option<Oi
 
 /// The total form of a cast between date and timestamp or timestamptz (implicit in `date_trunc('month',
 /// visit_date)`): dates past the end of the timestamp range become infinity, and timestamps within
-/// 2 days of the ends of the range (where a time zone could carry them out) the infinity of their
+/// 8 days of the ends of the range (where a time zone could carry them out) the infinity of their
 /// side, instead of an error.
 pub unsafe fn total_cast(f: *mut pg_sys::FuncExpr) -> Option<Oid> {
     let (name, from) = match (*f).funcid.to_u32() {
@@ -159,7 +162,7 @@ use crate::pg::fmgr::return_null as null;
 /// days for time zones).
 unsafe fn reach(iv: pg_sys::Datum) -> i128 {
     let i = iv.cast_mut_ptr::<pg_sys::Interval>();
-    ((*i).month as i128).abs() * 31 * DAY_US + ((*i).day as i128).abs() * DAY_US + ((*i).time as i128).abs() + 2 * DAY_US
+    ((*i).month as i128).abs() * 31 * DAY_US + ((*i).day as i128).abs() * DAY_US + ((*i).time as i128).abs() + TZ_MARGIN_US
 }
 
 fn ts_finite(t: i64) -> bool {
@@ -186,7 +189,7 @@ pg_v1!(pg_finfo_dp_total_date_trunc, dp_total_date_trunc, |fcinfo| {
         return args[1].value;
     }
     // truncation moves a value back by at most a millennium (and a time zone's offset)
-    if (t as i128) < MIN_TIMESTAMP as i128 + 1001 * YEAR_US || (t as i128) > END_TIMESTAMP as i128 - 2 * DAY_US {
+    if (t as i128) < MIN_TIMESTAMP as i128 + 1001 * YEAR_US || (t as i128) > END_TIMESTAMP as i128 - TZ_MARGIN_US {
         return null(fcinfo);
     }
     let ty = pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 1);
@@ -272,17 +275,17 @@ pg_v1!(pg_finfo_dp_total_datetime, dp_total_datetime, |fcinfo| {
 const END_TIMESTAMP_DAYS: i64 = 109_203_528 - 2_451_545;
 
 // dp.total_date_to_timestamp(date) and dp.total_date_to_timestamptz(date): infinity past the ends
-// of the timestamp range (within 2 days of them, for time zones), else PostgreSQL's own cast
+// of the timestamp range (within 8 days of them, for time zones), else PostgreSQL's own cast
 pg_v1!(pg_finfo_dp_total_date_to_timestamp, dp_total_date_to_timestamp, |fcinfo| {
     let args = (*fcinfo).args.as_slice(1);
     if args[0].isnull {
         return null(fcinfo);
     }
     let d = args[0].value.value() as i32;
-    if d == i32::MIN || (d as i64) < MIN_DATE + 2 {
+    if d == i32::MIN || (d as i64) < MIN_DATE + 8 {
         return pg_sys::Datum::from(i64::MIN as usize);
     }
-    if d == i32::MAX || (d as i64) > END_TIMESTAMP_DAYS - 2 {
+    if d == i32::MAX || (d as i64) > END_TIMESTAMP_DAYS - 8 {
         return pg_sys::Datum::from(i64::MAX as usize);
     }
     let tz = pg_sys::get_func_rettype((*(*fcinfo).flinfo).fn_oid) == pg_sys::TIMESTAMPTZOID;
@@ -297,10 +300,10 @@ pg_v1!(pg_finfo_dp_total_timestamp_to_date, dp_total_timestamp_to_date, |fcinfo|
         return null(fcinfo);
     }
     let t = args[0].value.value() as i64;
-    if t == i64::MIN || (t as i128) < MIN_TIMESTAMP as i128 + 2 * DAY_US {
+    if t == i64::MIN || (t as i128) < MIN_TIMESTAMP as i128 + TZ_MARGIN_US {
         return pg_sys::Datum::from(i32::MIN as i64 as usize);
     }
-    if t == i64::MAX || (t as i128) > END_TIMESTAMP as i128 - 2 * DAY_US {
+    if t == i64::MAX || (t as i128) > END_TIMESTAMP as i128 - TZ_MARGIN_US {
         return pg_sys::Datum::from(i32::MAX as i64 as usize);
     }
     let tz = pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 0) == pg_sys::TIMESTAMPTZOID;

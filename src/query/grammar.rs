@@ -371,6 +371,13 @@ pub unsafe fn check_statement(query: *mut Query) -> Check<Option<Admitted>> {
             crate::query::distributed_level::rewrite(*q, level)?;
         }
     }
+    // the rewrites copy conditions into new places (HAVING into the per-unit level's WHERE): the
+    // total forms again, over the rewritten levels
+    for (q, d) in dp_levels.iter().zip(&distributed) {
+        if !*d {
+            crate::query::arithmetic::swap_level(*q);
+        }
+    }
     // The planner may move a condition of an outer query into a DP level (a subquery in FROM, a
     // view, a branch of a UNION, an inlined WITH query), below its aggregates, where it would run on
     // every input row. A security barrier lets only leakproof conditions move; WITH queries that

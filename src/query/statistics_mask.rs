@@ -41,7 +41,8 @@ unsafe extern "C-unwind" fn mutator(node: *mut Node, ctx: *mut c_void) -> *mut N
         std::mem::transmute(mutator as unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> *mut Node);
     if (*node).type_ == NodeTag::T_Query {
         cx.stack.push(node as *mut Query);
-        let flags = (pg_sys::QTW_DONT_COPY_QUERY | pg_sys::QTW_IGNORE_JOINALIASES) as i32;
+        // join alias lists too: a merged column of a FULL JOIN … USING is COALESCE(c.reltuples, …)
+        let flags = pg_sys::QTW_DONT_COPY_QUERY as i32;
         pg_sys::query_tree_mutator(node as *mut Query, Some(m), ctx, flags);
         cx.stack.pop();
         return node;
@@ -97,4 +98,54 @@ pub unsafe fn masked_size_function(funcid: pg_sys::Oid) -> Option<pg_sys::Oid> {
     pg_sys::get_func_signature(funcid, &mut types, &mut n);
     let f = pg_sys::LookupFuncName(crate::pg::build::name_list(Some("dp"), masked), n, types, true);
     (f != pg_sys::InvalidOid).then_some(f)
+}
+
+/// The catalog relations whose statistics the mask covers, as a statement names them: the number of
+/// `pg_class` entries in its range tables (all levels), and whether it names pg_statistic or
+/// pg_statistic_ext_data.
+pub unsafe fn catalog_entries(query: *mut Query) -> usize {
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walker(node: *mut Node, ctx: *mut c_void) -> bool {
+        if node.is_null() || pg_sys::stack_is_too_deep() {
+            return false;
+        }
+        match (*node).type_ {
+            NodeTag::T_Query => {
+                return pg_sys::query_tree_walker(node as *mut Query, Some(walker), ctx, pg_sys::QTW_EXAMINE_RTES_BEFORE as i32)
+            }
+            NodeTag::T_RangeTblEntry => {
+                let rte = node as *mut pg_sys::RangeTblEntry;
+                if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION && (*rte).relid == pg_sys::RelationRelationId {
+                    *(ctx as *mut usize) += 1;
+                }
+                return false;
+            }
+            _ => {}
+        }
+        pg_sys::expression_tree_walker(node, Some(walker), ctx)
+    }
+    let mut n = 0usize;
+    walker(query as *mut Node, &mut n as *mut usize as *mut c_void);
+    n
+}
+
+/// After planning, for a role whose statistics are restricted: the planner inlines SQL functions
+/// (`CREATE FUNCTION pg_temp.f() RETURNS SETOF pg_class LANGUAGE sql AS 'SELECT * FROM pg_class'`),
+/// whose bodies the mask never saw. A plan that reads more `pg_class` entries than its statement
+/// named, or reads pg_statistic or pg_statistic_ext_data at all, is refused.
+pub unsafe fn refusal_after_planning(stmt: *mut pg_sys::PlannedStmt, named: usize) -> Option<crate::pg::error::Refusal> {
+    let mut classes = 0usize;
+    for rte in crate::pg::nodes::list_iter::<pg_sys::RangeTblEntry>((*stmt).rtable) {
+        if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+            continue;
+        }
+        if (*rte).relid == pg_sys::RelationRelationId {
+            classes += 1;
+        } else if let Some(what) = crate::protection::statistics::denied_relation((*rte).relid) {
+            return Some(crate::protection::statistics::refusal(what));
+        }
+    }
+    (classes > named).then(|| {
+        crate::protection::statistics::refusal("pg_class read through a SQL function: the statistics of its rows would not be masked")
+    })
 }

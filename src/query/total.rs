@@ -82,7 +82,7 @@ pub const FAILURE_MODES: &[FailureModes] = &[
     FailureModes {
         node: "date_trunc with a literal unit (made total)",
         could_fail_by: "an unknown unit; a result before the start of the timestamp range (4714 BC truncated to its millennium); time zone conversion at the ends of the range",
-        why_it_cannot: "the unit is a literal, tried while checking on an ordinary value and both infinities; the node calls dp.total_date_trunc_ts/_tstz: infinities stay, values within 1,001 years of the start of the range or 2 days of its end give NULL (skipped)",
+        why_it_cannot: "the unit is a literal, tried while checking on an ordinary value and both infinities; the node calls dp.total_date_trunc_ts/_tstz: infinities stay, values within 1,001 years of the start of the range or 8 days of its end give NULL (skipped)",
     },
     FailureModes {
         node: "extract, date_part with a literal field (timestamp, timestamptz; extract of date)",
@@ -92,7 +92,7 @@ pub const FAILURE_MODES: &[FailureModes] = &[
     FailureModes {
         node: "date ± integer, date − date, timestamp ± interval, date ± interval, timestamp − timestamp, casts between date and timestamp[tz] (made total)",
         could_fail_by: "date out of range, timestamp out of range, subtraction of infinite values",
-        why_it_cannot: "the node calls dp.total_date, dp.total_date_diff, dp.total_timestamp(tz) or dp.total_interval: a date ± integer saturates at ±infinity, a difference with an infinite value is NULL, a timestamp ± interval that could leave the range by the interval's size (months as 31 days, 2 days more for time zones) is NULL; a cast between date and timestamp[tz] gives ±infinity past the ends of the timestamp range (2 days of margin for time zones); the rest is PostgreSQL's own result",
+        why_it_cannot: "the node calls dp.total_date, dp.total_date_diff, dp.total_timestamp(tz) or dp.total_interval: a date ± integer saturates at ±infinity, a difference with an infinite value is NULL, a timestamp ± interval that could leave the range by the interval's size (months as 31 days, 8 days more for time zones) is NULL; a cast between date and timestamp[tz] gives ±infinity past the ends of the timestamp range (8 days of margin for time zones: PostgreSQL accepts offsets of up to 167 hours); the rest is PostgreSQL's own result",
     },
     FailureModes {
         node: "integer / and % by a literal k",
