@@ -475,6 +475,11 @@ fn attack_a_group_by_key_with_arithmetic_recomputed_from_a_raw_row() {
         );
         as_analyst(|| row_count(&h));
     }
+    // GROUP BY a table's primary key and another of its columns: the planner drops the other from
+    // the grouping (functionally dependent) and passes it up beside the key, which is admitted
+    let q = "SELECT r.id, r.rname, dp_count(true, 1e6) FROM patients p JOIN regions r ON r.id = p.region GROUP BY r.id, r.rname";
+    // (keys of a public table: every combination of their values is a group, 5 × 5)
+    assert_eq!(as_analyst(|| row_count(q)), 25);
     // a column that is not a GROUP BY key never leaves the aggregation, whatever the planner makes
     // of the query (here: functionally dependent on the primary key)
     let e = as_analyst(|| error_of("SELECT id, name, dp_count(true, 0.5) FROM patients GROUP BY id")).unwrap();

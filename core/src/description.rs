@@ -48,6 +48,11 @@ pub struct DpLevel {
     /// admitted; any other scan of a protected table in the statement is a raw read.
     #[serde(default)]
     pub reads: Vec<u32>,
+    /// The GROUP BY keys that are plain columns of a table, as (table OID, column number): the
+    /// planner drops from the grouping a column whose table's primary key is grouped too (it is
+    /// functionally dependent), and passes it up beside the keys; only these may pass so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key_columns: Vec<(u32, i16)>,
 }
 
 /// The privacy unit of a level's source: the column that identifies a person, reached from the

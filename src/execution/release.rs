@@ -99,6 +99,8 @@ struct Inserter<'a> {
     statement_key: *mut std::ffi::c_char,
     next_id: c_int,
     inserted: usize,
+    /// the statement's final range table (what a Var's syntactic referent indexes)
+    rtable: *mut pg_sys::List,
 }
 
 /// Wraps every finalizing Agg that computes tagged aggregates in a DP Release node. Returns the
@@ -107,7 +109,7 @@ pub unsafe fn insert(stmt: *mut pg_sys::PlannedStmt, levels: &[DpLevel], stateme
     let mut max_id = 0;
     for_each_plan(stmt, &mut |p| max_id = max_id.max((*p).plan_node_id));
     let statement_key = if statement_key.is_null() { pg_sys::pstrdup(c"".as_ptr()) } else { statement_key };
-    let mut ins = Inserter { levels, statement_key, next_id: max_id + 1, inserted: 0 };
+    let mut ins = Inserter { levels, statement_key, next_id: max_id + 1, inserted: 0, rtable: (*stmt).rtable };
     ins.visit(&mut (*stmt).planTree);
     let subplans = (*stmt).subplans;
     if !subplans.is_null() {
@@ -142,7 +144,7 @@ impl Inserter<'_> {
                 if tags.iter().any(|t| level.aggregate(*t).is_none()) {
                     raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: one aggregation computes two DP levels".into(), None);
                 }
-                *slot = make_release(p, level, self.next_id, self.statement_key);
+                *slot = make_release(p, level, self.next_id, self.statement_key, self.rtable);
                 self.next_id += 1;
                 self.inserted += 1;
             }
@@ -250,7 +252,13 @@ unsafe fn grouping_columns(agg: *mut pg_sys::Plan) -> std::collections::HashSet<
 /// therefore comes from the level's input or its aggregates, which the grammar holds total: the
 /// node treats it as an attack (fail_closed.rs). An error in the post-processing of released
 /// values (`1 / dp_count(*)` when the noisy count is 0) is raised above it, and is no leak.
-unsafe fn make_release(agg: *mut pg_sys::Plan, level: &DpLevel, id: c_int, statement_key: *mut std::ffi::c_char) -> *mut pg_sys::Plan {
+unsafe fn make_release(
+    agg: *mut pg_sys::Plan,
+    level: &DpLevel,
+    id: c_int,
+    statement_key: *mut std::ffi::c_char,
+    rtable: *mut pg_sys::List,
+) -> *mut pg_sys::Plan {
     let cs = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomScan>()) as *mut pg_sys::CustomScan;
     let plan = &mut (*cs).scan.plan;
     plan.type_ = NodeTag::T_CustomScan;
@@ -282,7 +290,19 @@ unsafe fn make_release(agg: *mut pg_sys::Plan, level: &DpLevel, id: c_int, state
     // above the aggregation from raw columns when it no longer matches a key)
     let keys = grouping_columns(agg);
     for n in &atoms.nodes {
-        if (**n).type_ == NodeTag::T_Var && !keys.contains(&(*(*n as *mut pg_sys::Var)).varattno) {
+        if (**n).type_ != NodeTag::T_Var {
+            continue;
+        }
+        let v = *n as *mut pg_sys::Var;
+        // a GROUP BY column the planner dropped from the grouping because its table's primary key is
+        // grouped too: functionally dependent on the group, it is the group's own key value
+        let dropped_key = (*v).varnosyn > 0 && {
+            let rte = crate::query::tree::rt_fetch_list(rtable, (*v).varnosyn as i32);
+            !rte.is_null()
+                && (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
+                && level.key_columns.contains(&((*rte).relid.to_u32(), (*v).varattnosyn))
+        };
+        if !keys.contains(&(*v).varattno) && !dropped_key {
             raise_with(
                 PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
                 format!("a DP query on {} passes a column that is not a GROUP BY key above its aggregates", level.source.name),
