@@ -634,7 +634,7 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
     Ok(LevelChecked { level, reads: source.reads, distributed })
 }
 
-/// The GROUP BY keys of a level that are plain columns of a table (through one row source).
+/// The GROUP BY keys of a level that are plain columns of a table (through nested row sources).
 unsafe fn key_columns(q: *mut Query) -> Vec<(u32, i16)> {
     let mut out = Vec::new();
     for (e, _) in crate::query::tree::group_keys(q) {
@@ -645,7 +645,7 @@ unsafe fn key_columns(q: *mut Query) -> Vec<(u32, i16)> {
             e = (*(e as *mut pg_sys::RelabelType)).arg as *mut Node;
         }
         let mut query = q;
-        for _ in 0..2 {
+        for _ in 0..8 {
             if e.is_null() || (*e).type_ != NodeTag::T_Var || (*(e as *mut pg_sys::Var)).varlevelsup != 0 {
                 break;
             }
