@@ -499,6 +499,15 @@ fn attack_pg_class_statistics_through_a_join_alias_a_sql_function_toast_and_part
     as_analyst(|| {
         Spi::run("CREATE FUNCTION pg_temp.cls() RETURNS SETOF pg_class LANGUAGE sql STABLE AS 'SELECT * FROM pg_catalog.pg_class'").unwrap();
         refused("SELECT reltuples FROM pg_temp.cls() WHERE relname = 'patients'", "pg_class read through a SQL function");
+        // a pg_class the statement names, which the planner then drops, does not cover it (round 9)
+        refused(
+            "WITH unused AS (SELECT 1 FROM pg_class) SELECT reltuples FROM pg_temp.cls() WHERE relname = 'patients'",
+            "pg_class read through a SQL function",
+        );
+        refused(
+            "SELECT reltuples, CASE WHEN false THEN (SELECT 1 FROM pg_class LIMIT 1) END FROM pg_temp.cls() WHERE relname = 'patients'",
+            "pg_class read through a SQL function",
+        );
         Spi::run("CREATE FUNCTION pg_temp.st() RETURNS SETOF pg_stats LANGUAGE sql STABLE AS 'SELECT * FROM pg_catalog.pg_stats'").unwrap();
         refused("SELECT histogram_bounds::text FROM pg_temp.st() WHERE tablename = 'patients'", "pg_stats");
     });

@@ -44,7 +44,7 @@ unsafe extern "C-unwind" fn planner(
     let named = if any_protected { crate::query::statistics_mask::catalog_entries(parse) } else { 0 };
     let checked = |stmt: *mut pg_sys::PlannedStmt| {
         if stats_restricted {
-            if let Some(r) = crate::query::statistics_mask::refusal_after_planning(stmt, named) {
+            if let Some(r) = crate::query::statistics_mask::refusal_after_planning(stmt) {
                 raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, r.message, r.hint.as_deref());
             }
         }
