@@ -14,6 +14,8 @@
 //! PostgreSQL's own operators raise an error in each of these cases; pg_dp swaps them for these
 //! functions in the levels it admits, and nowhere else.
 
+use std::ops::{Add, Div, Mul, Neg, Sub};
+
 /// The arithmetic operators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -67,33 +69,25 @@ pub fn int(op: Op, a: i64, b: i64, min: i64, max: i64) -> Option<i64> {
 
 /// A floating-point operation (IEEE): None means NULL (division by 0).
 pub fn float(op: Op, a: f64, b: f64) -> Option<f64> {
-    Some(match op {
-        Op::Add => a + b,
-        Op::Sub => a - b,
-        Op::Mul => a * b,
-        Op::Div => {
-            if b == 0.0 {
-                return None;
-            }
-            a / b
-        }
-        Op::Mod => return None,
-        Op::Neg => -a,
-    })
+    ieee(op, a, b)
 }
 
 /// The same in single precision (both operands `real`).
 pub fn float4(op: Op, a: f32, b: f32) -> Option<f32> {
+    ieee(op, a, b)
+}
+
+fn ieee<T>(op: Op, a: T, b: T) -> Option<T>
+where
+    T: Copy + PartialEq + Default + Add<Output = T> + Sub<Output = T> + Mul<Output = T> + Div<Output = T> + Neg<Output = T>,
+{
     Some(match op {
         Op::Add => a + b,
         Op::Sub => a - b,
         Op::Mul => a * b,
-        Op::Div => {
-            if b == 0.0 {
-                return None;
-            }
-            a / b
-        }
+        // -0.0 == 0.0: a division by either zero is NULL
+        Op::Div if b == T::default() => return None,
+        Op::Div => a / b,
         Op::Mod => return None,
         Op::Neg => -a,
     })

@@ -934,31 +934,6 @@ LANGUAGE sql STABLE SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $$
     SELECT pg_catalog.to_jsonb(l) FROM dp.ledger l
      WHERE l.charged_at >= coalesce(since, '-infinity') AND l.charged_at < coalesce(until, 'infinity') ORDER BY l.id;
 $$;
-CREATE OR REPLACE FUNCTION dp.pin_privacy_level(role regrole, level text) RETURNS SETOF dp.budgets
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    u uuid;
-BEGIN
-    PERFORM dp.refuse_nulls('dp.pin_privacy_level', ARRAY['role'], ARRAY[role IS NULL]);
-    IF level IS NOT NULL THEN
-        PERFORM dp.privacy_level_epsilon(level);  -- an unknown level: an error that lists the valid ones
-    END IF;
-    u := dp.ensure_role_uid(role);
-    INSERT INTO dp.role_budget AS b (role_uid, role_name, privacy_level)
-    VALUES (u, (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid = role), level)
-    ON CONFLICT ON CONSTRAINT role_budget_pkey DO UPDATE
-       SET privacy_level = EXCLUDED.privacy_level,
-           role_name     = EXCLUDED.role_name,
-           updated_at    = pg_catalog.now();
-    -- the role's sessions in this database start at its level (from their next connection)
-    IF level IS NULL THEN
-        EXECUTE pg_catalog.format('ALTER ROLE %s IN DATABASE %I RESET dp.privacy_level', role, pg_catalog.current_database());
-    ELSE
-        EXECUTE pg_catalog.format('ALTER ROLE %s IN DATABASE %I SET dp.privacy_level = %L', role, pg_catalog.current_database(), level);
-    END IF;
-    RETURN QUERY SELECT * FROM dp.budgets b WHERE b.role_uid = u;
-END
-$$;
 CREATE OR REPLACE FUNCTION dp.protect_table(tbl regclass, privacy_unit name DEFAULT NULL, max_groups_contributed int DEFAULT 1,
                                  max_count_per_unit int DEFAULT 1) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$

@@ -29,10 +29,7 @@ pg_v1!(pg_finfo_dp_interval_half_width, dp_interval_half_width, |fcinfo| {
     };
     match found {
         Some(h) if h.is_finite() => pg_sys::Float8GetDatum(h),
-        _ => {
-            (*fcinfo).isnull = true;
-            pg_sys::Datum::from(0)
-        }
+        _ => crate::pg::fmgr::return_null(fcinfo),
     }
 });
 
@@ -53,8 +50,7 @@ unsafe fn list_holds(l: *mut pg_sys::List, p: usize) -> bool {
 pg_v1!(pg_finfo_dp_interval_bound, dp_interval_bound, |fcinfo| {
     let args = (*fcinfo).args.as_slice(3);
     if args[0].isnull || args[1].isnull || args[2].isnull {
-        (*fcinfo).isnull = true;
-        return pg_sys::Datum::from(0);
+        return crate::pg::fmgr::return_null(fcinfo);
     }
     let ty = pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 0);
     let v = value_as_f64(args[0].value, ty);

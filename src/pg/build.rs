@@ -27,6 +27,13 @@ pub unsafe fn function(schema: Option<&str>, name: &str, args: &[Oid]) -> Oid {
     pg_sys::LookupFuncName(name_list(schema, name), args.len() as i32, args.as_ptr(), false)
 }
 
+/// The function `schema.name(args)`, or None if there is none (a database on an earlier version's
+/// schema).
+pub unsafe fn function_if_exists(schema: Option<&str>, name: &str, args: &[Oid]) -> Option<Oid> {
+    let f = pg_sys::LookupFuncName(name_list(schema, name), args.len() as i32, args.as_ptr(), true);
+    (f != pg_sys::InvalidOid).then_some(f)
+}
+
 pub unsafe fn oid_list(oids: &[Oid]) -> *mut pg_sys::List {
     oids.iter().fold(std::ptr::null_mut(), |l, o| pg_sys::lappend_oid(l, *o))
 }

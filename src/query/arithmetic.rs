@@ -15,7 +15,6 @@ use crate::pg::fmgr::pg_v1;
 use pg_dp_core::total_arith::{self, Op};
 use pgrx::pg_sys::{self, Oid};
 use pgrx::IntoDatum;
-use std::ffi::CStr;
 
 /// The largest numeric operand of total arithmetic, in bytes of digits (base 10,000, two bytes each:
 /// about 1,000 decimal digits).
@@ -26,16 +25,8 @@ const FLOATS: &[Oid] = &[pg_sys::FLOAT4OID, pg_sys::FLOAT8OID];
 
 /// The operator and the operand kinds of a built-in arithmetic operator that pg_dp makes total.
 unsafe fn arithmetic(opno: Oid, nargs: usize) -> Option<(Op, Oid, Oid)> {
-    if opno.to_u32() >= pg_sys::FirstNormalObjectId {
-        return None;
-    }
-    let name = pg_sys::get_opname(opno);
-    if name.is_null() {
-        return None;
-    }
-    let op = Op::from_name(&CStr::from_ptr(name).to_string_lossy(), nargs == 1)?;
-    let (mut l, mut r) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
-    pg_sys::op_input_types(opno, &mut l, &mut r);
+    let (name, l, r) = crate::query::total::operator(opno)?;
+    let op = Op::from_name(&name, nargs == 1)?;
     let l = if nargs == 1 { r } else { l };
     let kinds_ok = (INTS.contains(&l) && INTS.contains(&r))
         || (FLOATS.contains(&l) && FLOATS.contains(&r) && op != Op::Mod)
@@ -64,24 +55,14 @@ pub unsafe fn total_form(op: *mut pg_sys::OpExpr) -> Option<Option<Oid>> {
         pg_sys::NUMERICOID => "total_numeric",
         _ => return None,
     };
-    let args = vec![pg_sys::ANYOID; nargs];
-    // missing_ok: a database on an earlier version's schema has no total functions (refused)
-    let f = pg_sys::LookupFuncName(crate::pg::build::name_list(Some("dp"), name), args.len() as i32, args.as_ptr(), true);
-    (f != pg_sys::InvalidOid).then_some(Some(f))
+    // a database on an earlier version's schema has no total functions (refused)
+    crate::pg::build::function_if_exists(Some("dp"), name, &vec![pg_sys::ANYOID; nargs]).map(Some)
 }
 
 /// A built-in unary `+` of a numeric type (the identity).
 unsafe fn unary_plus(opno: Oid) -> bool {
-    if opno.to_u32() >= pg_sys::FirstNormalObjectId {
-        return false;
-    }
-    let name = pg_sys::get_opname(opno);
-    if name.is_null() || CStr::from_ptr(name).to_bytes() != b"+" {
-        return false;
-    }
-    let (mut l, mut r) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
-    pg_sys::op_input_types(opno, &mut l, &mut r);
-    l == pg_sys::InvalidOid && (INTS.contains(&r) || FLOATS.contains(&r) || r == pg_sys::NUMERICOID)
+    matches!(crate::query::total::operator(opno), Some((name, l, r))
+        if name == "+" && l == pg_sys::InvalidOid && (INTS.contains(&r) || FLOATS.contains(&r) || r == pg_sys::NUMERICOID))
 }
 
 /// What one call site computes: the operator, the operand types, the result type.

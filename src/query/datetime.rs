@@ -21,7 +21,6 @@ use crate::pg::error::{raise_with, Refusal};
 use crate::pg::fmgr::pg_v1;
 use pgrx::pg_sys::{self, Node, NodeTag, Oid};
 use pgrx::{IntoDatum, PgSqlErrorCode};
-use std::ffi::CStr;
 
 /// Microseconds from 2000-01-01 of the first valid timestamp (4714-11-24 BC) and of the end of
 /// the range (294277-01-01), as PostgreSQL defines them (MIN_TIMESTAMP, END_TIMESTAMP).
@@ -92,9 +91,7 @@ pub unsafe fn total_cast(f: *mut pg_sys::FuncExpr) -> Option<Oid> {
         pg_sys::F_DATE_TIMESTAMPTZ => ("total_timestamptz_to_date", pg_sys::TIMESTAMPTZOID),
         _ => return None,
     };
-    let types = [from];
-    let total = pg_sys::LookupFuncName(crate::pg::build::name_list(Some("dp"), name), 1, types.as_ptr(), true);
-    (total != pg_sys::InvalidOid).then_some(total)
+    crate::pg::build::function_if_exists(Some("dp"), name, &[from])
 }
 
 /// The total form of a `date_trunc(unit, timestamp[tz])` call, if it is one.
@@ -104,9 +101,7 @@ pub unsafe fn total_trunc(f: *mut pg_sys::FuncExpr) -> Option<Oid> {
         pg_sys::F_DATE_TRUNC_TEXT_TIMESTAMPTZ => ("total_date_trunc_tstz", pg_sys::TIMESTAMPTZOID),
         _ => return None,
     };
-    let types = [pg_sys::TEXTOID, typ];
-    let total = pg_sys::LookupFuncName(crate::pg::build::name_list(Some("dp"), name), 2, types.as_ptr(), true);
-    (total != pg_sys::InvalidOid).then_some(total)
+    crate::pg::build::function_if_exists(Some("dp"), name, &[pg_sys::TEXTOID, typ])
 }
 
 unsafe fn input(typ: Oid, text: &str) -> pg_sys::Datum {
@@ -118,20 +113,15 @@ unsafe fn input(typ: Oid, text: &str) -> pg_sys::Datum {
 
 /// The operators on dates and times pg_dp makes total: (operator, left type, right type).
 unsafe fn datetime_operator(opno: Oid, nargs: usize) -> Option<(char, Oid, Oid)> {
-    if nargs != 2 || opno.to_u32() >= pg_sys::FirstNormalObjectId {
+    if nargs != 2 {
         return None;
     }
-    let name = pg_sys::get_opname(opno);
-    if name.is_null() {
-        return None;
-    }
-    let op = match CStr::from_ptr(name).to_bytes() {
-        b"+" => '+',
-        b"-" => '-',
+    let (name, l, r) = crate::query::total::operator(opno)?;
+    let op = match name.as_str() {
+        "+" => '+',
+        "-" => '-',
         _ => return None,
     };
-    let (mut l, mut r) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
-    pg_sys::op_input_types(opno, &mut l, &mut r);
     use pg_sys::{DATEOID as D, INT4OID as I, INTERVALOID as V, TIMESTAMPOID as T, TIMESTAMPTZOID as Z};
     let ok = matches!(
         (op, l, r),
@@ -151,9 +141,7 @@ pub unsafe fn operator_form(op: *mut pg_sys::OpExpr) -> Option<Oid> {
         pg_sys::INTERVALOID => "total_interval",
         _ => return None,
     };
-    let args = [pg_sys::ANYOID, pg_sys::ANYOID];
-    let f = pg_sys::LookupFuncName(crate::pg::build::name_list(Some("dp"), name), 2, args.as_ptr(), true);
-    (f != pg_sys::InvalidOid).then_some(f)
+    crate::pg::build::function_if_exists(Some("dp"), name, &[pg_sys::ANYOID, pg_sys::ANYOID])
 }
 
 use crate::pg::fmgr::return_null as null;

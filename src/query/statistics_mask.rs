@@ -22,13 +22,13 @@ struct Cx {
 
 /// Wraps the statistics columns of `pg_class` in every query of the statement.
 pub unsafe fn mask(query: *mut Query) {
-    mark(query);
-    let ty = [pg_sys::OIDOID, pg_sys::ANYELEMENTOID];
-    let f = pg_sys::LookupFuncName(crate::pg::build::name_list(Some("dp"), "class_stat"), 2, ty.as_ptr(), true);
-    if f == pg_sys::InvalidOid {
+    if mark(query) == 0 {
+        return; // no pg_class: nothing to mask, and no copy of the statement's expressions
+    }
+    let Some(f) = crate::pg::build::function_if_exists(Some("dp"), "class_stat", &[pg_sys::OIDOID, pg_sys::ANYELEMENTOID]) else {
         // an earlier version's schema: the grammar refuses the statistics columns instead
         return;
-    }
+    };
     let mut cx = Cx { stack: Vec::new(), class_stat: f };
     mutator(query as *mut Node, &mut cx as *mut Cx as *mut c_void);
 }
@@ -36,7 +36,7 @@ pub unsafe fn mask(query: *mut Query) {
 /// Marks every `pg_class` entry of the statement's range tables as one the mask covered
 /// (`self_reference`, a field PostgreSQL reads only for WITH queries, carried into the plan's range
 /// table): after planning, an unmarked one came from a SQL function the planner inlined.
-unsafe fn mark(query: *mut Query) {
+unsafe fn mark(query: *mut Query) -> usize {
     #[pgrx::pg_guard]
     unsafe extern "C-unwind" fn walker(node: *mut Node, ctx: *mut c_void) -> bool {
         if node.is_null() || pg_sys::stack_is_too_deep() {
@@ -50,6 +50,7 @@ unsafe fn mark(query: *mut Query) {
                 let rte = node as *mut pg_sys::RangeTblEntry;
                 if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION && (*rte).relid == pg_sys::RelationRelationId {
                     (*rte).self_reference = true;
+                    *(ctx as *mut usize) += 1;
                 }
                 return false;
             }
@@ -57,7 +58,9 @@ unsafe fn mark(query: *mut Query) {
         }
         pg_sys::expression_tree_walker(node, Some(walker), ctx)
     }
-    walker(query as *mut Node, std::ptr::null_mut());
+    let mut n = 0usize;
+    walker(query as *mut Node, &mut n as *mut usize as *mut c_void);
+    n
 }
 
 #[pgrx::pg_guard]
@@ -125,8 +128,8 @@ pub unsafe fn masked_size_function(funcid: pg_sys::Oid) -> Option<pg_sys::Oid> {
     let mut types: *mut pg_sys::Oid = std::ptr::null_mut();
     let mut n = 0i32;
     pg_sys::get_func_signature(funcid, &mut types, &mut n);
-    let f = pg_sys::LookupFuncName(crate::pg::build::name_list(Some("dp"), masked), n, types, true);
-    (f != pg_sys::InvalidOid).then_some(f)
+    let types: Vec<pg_sys::Oid> = (0..n as usize).map(|i| *types.add(i)).collect();
+    crate::pg::build::function_if_exists(Some("dp"), masked, &types)
 }
 
 /// The catalog relations whose statistics the mask covers, as a statement names them: the number of

@@ -260,8 +260,8 @@ fn builtin(oid: Oid) -> bool {
     oid.to_u32() < pg_sys::FirstNormalObjectId
 }
 
-/// (name, left type, right type) of a built-in binary operator.
-unsafe fn operator(opno: Oid) -> Option<(String, Oid, Oid)> {
+/// (name, left type, right type) of a built-in operator (left type InvalidOid for a prefix one).
+pub(crate) unsafe fn operator(opno: Oid) -> Option<(String, Oid, Oid)> {
     if !builtin(opno) {
         return None;
     }
