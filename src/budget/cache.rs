@@ -393,13 +393,14 @@ unsafe fn versions_for(relids: &[Oid], snap: pg_sys::Snapshot) -> Option<Version
     Some(Versions(out))
 }
 
-/// A statement that may use the cache: its versions, read before it runs.
+/// A statement that may use the cache: its snapshot and the values its releases depend on beside
+/// their levels (bind parameters, session settings).
 pub struct Statement {
-    versions: Versions,
+    snap: pg_sys::Snapshot,
     params: Vec<u8>,
 }
 
-/// Whether this statement may reuse and store releases, and the versions it depends on.
+/// Whether this statement may reuse and store releases.
 pub unsafe fn statement(qd: *mut pg_sys::QueryDesc) -> Option<Statement> {
     if !available() || !RELEASE_CACHE.get() || (*SHARED).arena_size == 0 || transaction_wrote() || crate::settings::guc::seeded() {
         return None;
@@ -413,27 +414,34 @@ pub unsafe fn statement(qd: *mut pg_sys::QueryDesc) -> Option<Statement> {
     if snap.is_null() || (*snap).snapshot_type != pg_sys::SnapshotType::SNAPSHOT_MVCC {
         return None;
     }
-    let params = param_image((*qd).params)?;
-    let mut relids = Vec::new();
-    for rte in crate::pg::nodes::list_iter::<pg_sys::RangeTblEntry>((*(*qd).plannedstmt).rtable) {
-        if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
-            continue;
-        }
-        let k = (*rte).relkind as u8;
-        if ![pg_sys::RELKIND_RELATION, pg_sys::RELKIND_PARTITIONED_TABLE, pg_sys::RELKIND_MATVIEW, pg_sys::RELKIND_VIEW].contains(&k) {
-            return None;
-        }
-        // a partition is stale when written through its parent: the parent's version counts too
-        for r in std::iter::once((*rte).relid).chain(crate::catalog::protect::ancestors((*rte).relid)) {
-            if crate::catalog::protect::release_cache_off_here(r) {
+    let mut params = param_image((*qd).params)?;
+    params.extend_from_slice(session_settings().as_bytes());
+    Some(Statement { snap, params })
+}
+
+impl Statement {
+    /// The versions a level's releases depend on, read before it runs: of the relations it reads
+    /// (`relids`), their ancestors (a partition is written through its parent) and their
+    /// inheritance children (a table read with its partitions), and of the database. None when the
+    /// level may not use the cache now (a relation that is not a table, materialized view or view,
+    /// the cache turned off for one, a pending or unseen commit).
+    pub unsafe fn versions(&self, relids: &[Oid]) -> Option<Versions> {
+        let mut all: Vec<Oid> = Vec::new();
+        for r in relids {
+            let k = pg_sys::get_rel_relkind(*r) as u8;
+            if ![pg_sys::RELKIND_RELATION, pg_sys::RELKIND_PARTITIONED_TABLE, pg_sys::RELKIND_MATVIEW, pg_sys::RELKIND_VIEW].contains(&k) {
                 return None;
             }
-            relids.push(r);
+            let below = crate::pg::nodes::list_oids(crate::pg::ffi::find_all_inheritors(*r));
+            for x in std::iter::once(*r).chain(below).chain(crate::catalog::protect::ancestors(*r)) {
+                if crate::catalog::protect::release_cache_off_here(x) {
+                    return None;
+                }
+                all.push(x);
+            }
         }
+        versions_for(&all, self.snap)
     }
-    let mut params = params;
-    params.extend_from_slice(session_settings().as_bytes());
-    Some(Statement { versions: versions_for(&relids, snap)?, params })
 }
 
 /// True if this database's pg_dp schema is of a version with the release cache.
@@ -478,10 +486,11 @@ unsafe fn param_image(p: pg_sys::ParamListInfo) -> Option<Vec<u8>> {
 }
 
 impl Statement {
-    /// The key of one release: the statement's text form, the level, its receipts, the parameters.
-    pub fn key(&self, statement: &str, level: &str, receipts: &str) -> Vec<u8> {
-        let mut k = Vec::with_capacity(statement.len() + level.len() + receipts.len() + self.params.len() + 3);
-        for part in [statement.as_bytes(), level.as_bytes(), receipts.as_bytes()] {
+    /// The key of one release: its level's key (query/release_key.rs), who may reuse it, its
+    /// receipts, the parameters.
+    pub fn key(&self, level: &str, reuser: &str, receipts: &str) -> Vec<u8> {
+        let mut k = Vec::with_capacity(level.len() + reuser.len() + receipts.len() + self.params.len() + 3);
+        for part in [level.as_bytes(), reuser.as_bytes(), receipts.as_bytes()] {
             k.extend_from_slice(part);
             k.push(0);
         }
@@ -525,7 +534,7 @@ unsafe fn live(e: &Entry) -> bool {
 }
 
 /// The release stored under `key` at these versions, if any.
-pub unsafe fn lookup(st: &Statement, key: &[u8]) -> Option<Hit> {
+pub unsafe fn lookup(versions: &Versions, key: &[u8]) -> Option<Hit> {
     let h = hash_of(key);
     let db = pg_sys::MyDatabaseId.to_u32();
     let _l = Locked::new(false);
@@ -535,7 +544,7 @@ pub unsafe fn lookup(st: &Statement, key: &[u8]) -> Option<Hit> {
             continue;
         }
         let n = e.nslots as usize;
-        if n != st.versions.0.len() || st.versions.0.iter().enumerate().any(|(i, (s, v))| e.slots[i] != *s || e.versions[i] != *v) {
+        if n != versions.0.len() || versions.0.iter().enumerate().any(|(i, (s, v))| e.slots[i] != *s || e.versions[i] != *v) {
             continue;
         }
         let at = arena().add(e.start as usize % size);
@@ -608,7 +617,7 @@ enum Action {
     /// return these rows (a reused release) instead of running the aggregation
     Replay(Vec<u8>),
     /// collect the rows and store them under this key when the aggregation has run to the end
-    Store { key: Vec<u8>, versions: Versions, execution: String, rows: Vec<u8>, ok: bool, layout: Vec<u8> },
+    Store { key: Vec<u8>, versions: Versions, execution: String, rows: Vec<u8>, ok: bool, columns: String },
 }
 
 thread_local! {
@@ -624,8 +633,8 @@ pub unsafe fn replay(estate: *mut pg_sys::EState, node: *mut pg_sys::Plan, rows:
     ACTIONS.with(|a| a.borrow_mut().insert((estate as usize, node as usize), (sub, Action::Replay(rows))));
 }
 
-pub unsafe fn store_when_done(estate: *mut pg_sys::EState, node: *mut pg_sys::Plan, st: &Statement, key: Vec<u8>, execution: &str) {
-    let act = Action::Store { key, versions: st.versions.clone(), execution: execution.to_string(), rows: Vec::new(), ok: true, layout: Vec::new() };
+pub unsafe fn store_when_done(estate: *mut pg_sys::EState, node: *mut pg_sys::Plan, versions: Versions, key: Vec<u8>, columns: String, execution: &str) {
+    let act = Action::Store { key, versions, execution: execution.to_string(), rows: Vec::new(), ok: true, columns };
     let sub = pg_sys::GetCurrentSubTransactionId();
     ACTIONS.with(|a| a.borrow_mut().insert((estate as usize, node as usize), (sub, act)));
 }
@@ -652,12 +661,9 @@ pub fn storing(estate: usize, node: usize) -> bool {
 pub unsafe fn collect(estate: usize, node: usize, slot: *mut pg_sys::TupleTableSlot) {
     ACTIONS.with(|a| {
         let mut a = a.borrow_mut();
-        let Some((_, Action::Store { rows, ok, layout, .. })) = a.get_mut(&(estate, node)) else { return };
+        let Some((_, Action::Store { rows, ok, .. })) = a.get_mut(&(estate, node)) else { return };
         if !*ok {
             return;
-        }
-        if layout.is_empty() {
-            *layout = layout_of((*slot).tts_tupleDescriptor);
         }
         let mut should_free = false;
         let mt = pg_sys::ExecFetchSlotMinimalTuple(slot, &mut should_free);
@@ -679,34 +685,44 @@ pub unsafe fn collect(estate: usize, node: usize, slot: *mut pg_sys::TupleTableS
 /// The node's aggregation ran to the end: store what it released.
 pub unsafe fn finished(estate: usize, node: usize) {
     let act = ACTIONS.with(|a| a.borrow_mut().remove(&(estate, node)));
-    if let Some((_, Action::Store { key, versions, execution, rows, ok: true, layout })) = act {
-        // the rows carry the layout they were released in, checked when they are replayed
-        let mut blob = Vec::with_capacity(4 + layout.len() + rows.len());
-        blob.extend_from_slice(&(layout.len() as u32).to_ne_bytes());
-        blob.extend_from_slice(&layout);
+    if let Some((_, Action::Store { key, versions, execution, rows, ok: true, columns })) = act {
+        // the rows carry the names and types of their columns, matched when they are replayed
+        let mut blob = Vec::with_capacity(4 + columns.len() + rows.len());
+        blob.extend_from_slice(&(columns.len() as u32).to_ne_bytes());
+        blob.extend_from_slice(columns.as_bytes());
         blob.extend_from_slice(&rows);
         store(&versions, &key, &blob, &execution);
     }
 }
 
-/// The layout of a release node's rows: its column count, and each column's type and length.
-unsafe fn layout_of(desc: pg_sys::TupleDesc) -> Vec<u8> {
-    let n = (*desc).natts as usize;
-    let mut out = Vec::with_capacity(4 + 6 * n);
-    out.extend_from_slice(&(n as u32).to_ne_bytes());
-    for a in (*desc).attrs.as_slice(n) {
-        out.extend_from_slice(&a.atttypid.to_u32().to_ne_bytes());
-        out.extend_from_slice(&a.attlen.to_ne_bytes());
-    }
-    out
+/// The columns a stored release holds (names and types, release.rs `columns_of`) and its rows.
+fn split_blob(blob: &[u8]) -> Option<(&str, &[u8])> {
+    let n = u32::from_ne_bytes(blob.get(..4)?.try_into().ok()?) as usize;
+    let columns = std::str::from_utf8(blob.get(4..4 + n)?).ok()?;
+    Some((columns, &blob[4 + n..]))
 }
 
-/// Puts stored rows back into a tuplestore, through `slot`, after checking that they have the layout
-/// of the node that replays them and hold no pointer out of the row: a release that does not fit the
-/// query it is replayed for is refused, never read (it is never charged either: the query fails).
-pub unsafe fn restore_rows(rows: &[u8], store: *mut pg_sys::Tuplestorestate, slot: *mut pg_sys::TupleTableSlot) {
-    let desc = (*slot).tts_tupleDescriptor;
-    let mine = layout_of(desc);
+/// For each column a release node releases (`columns`), the stored release's column with the same
+/// name and type; None if one is missing (the node's plan computes something the stored release
+/// did not keep).
+fn column_map(stored: &str, columns: &str) -> Option<Vec<usize>> {
+    if columns.is_empty() {
+        return None;
+    }
+    let stored: Vec<&str> = stored.split(',').collect();
+    columns.split(',').map(|c| stored.iter().position(|s| *s == c)).collect()
+}
+
+/// True if a stored release holds every column the node releases.
+pub fn fits(blob: &[u8], columns: &str) -> bool {
+    split_blob(blob).is_some_and(|(stored, _)| column_map(stored, columns).is_some())
+}
+
+/// Puts stored rows back into a tuplestore, through `slot`, each column taken from the stored
+/// column of the same name (`columns`, the node's own), after checking that they hold no pointer
+/// out of the row: a release that does not fit the query it is replayed for is refused, never read
+/// (it is never charged either: the query fails).
+pub unsafe fn restore_rows(blob: &[u8], columns: &str, store: *mut pg_sys::Tuplestorestate, slot: *mut pg_sys::TupleTableSlot) {
     let refuse = || -> ! {
         crate::pg::error::raise_with(
             pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
@@ -714,17 +730,22 @@ pub unsafe fn restore_rows(rows: &[u8], store: *mut pg_sys::Tuplestorestate, slo
             Some("SET dp.release_cache = off (superuser) and report it"),
         )
     };
-    if rows.len() < 4 {
+    let desc = (*slot).tts_tupleDescriptor;
+    let natts = (*desc).natts as usize;
+    let Some((stored, rows)) = split_blob(blob) else { refuse() };
+    let Some(map) = column_map(stored, columns) else { refuse() };
+    let stored_types: Vec<u32> = stored.split(',').map(|c| c.rsplit(':').next().and_then(|t| t.parse().ok()).unwrap_or(0)).collect();
+    let mine: Vec<u32> = (*desc).attrs.as_slice(natts).iter().map(|a| a.atttypid.to_u32()).collect();
+    if map.len() != natts || map.iter().zip(&mine).any(|(j, t)| stored_types[*j] != *t) {
         refuse();
     }
-    let layout_len = u32::from_ne_bytes(rows[..4].try_into().unwrap()) as usize;
-    if rows.len() < 4 + layout_len || (layout_len > 0 && rows[4..4 + layout_len] != mine[..]) {
-        refuse();
+    // the stored rows' own layout, to read them
+    let sdesc = pg_sys::CreateTemplateTupleDesc(stored_types.len() as i32);
+    for (i, t) in stored_types.iter().enumerate() {
+        pg_sys::TupleDescInitEntry(sdesc, (i + 1) as i16, c"".as_ptr(), pg_sys::Oid::from(*t), -1, 0);
     }
-    let rows = &rows[4 + layout_len..];
-    if layout_len == 0 && !rows.is_empty() {
-        refuse();
-    }
+    let src = pg_sys::MakeSingleTupleTableSlot(sdesc, &pg_sys::TTSOpsMinimalTuple);
+    let dst = pg_sys::MakeSingleTupleTableSlot(desc, &pg_sys::TTSOpsVirtual);
     let mut at = 0usize;
     while at + 4 <= rows.len() {
         let len = u32::from_ne_bytes(rows[at..at + 4].try_into().unwrap()) as usize;
@@ -733,19 +754,26 @@ pub unsafe fn restore_rows(rows: &[u8], store: *mut pg_sys::Tuplestorestate, slo
         }
         let mt = pg_sys::palloc(len) as *mut u8;
         std::ptr::copy_nonoverlapping(rows.as_ptr().add(at), mt, len);
-        pg_sys::ExecStoreMinimalTuple(mt.cast(), slot, true);
-        pg_sys::slot_getallattrs(slot);
-        let n = (*desc).natts as usize;
-        for (i, a) in (*desc).attrs.as_slice(n).iter().enumerate() {
-            let isnull = *(*slot).tts_isnull.add(i);
+        pg_sys::ExecStoreMinimalTuple(mt.cast(), src, true);
+        pg_sys::slot_getallattrs(src);
+        for (i, a) in (*sdesc).attrs.as_slice(stored_types.len()).iter().enumerate() {
+            let isnull = *(*src).tts_isnull.add(i);
             // a varlena whose first byte is 0x01 is a pointer (to TOAST, or to memory)
-            if a.attlen == -1 && !isnull && *((*(*slot).tts_values.add(i)).cast_mut_ptr::<u8>()) == 0x01 {
+            if a.attlen == -1 && !isnull && *((*(*src).tts_values.add(i)).cast_mut_ptr::<u8>()) == 0x01 {
                 refuse();
             }
         }
-        pg_sys::tuplestore_puttupleslot(store, slot);
+        pg_sys::ExecClearTuple(dst);
+        for (i, j) in map.iter().enumerate() {
+            *(*dst).tts_values.add(i) = *(*src).tts_values.add(*j);
+            *(*dst).tts_isnull.add(i) = *(*src).tts_isnull.add(*j);
+        }
+        pg_sys::ExecStoreVirtualTuple(dst);
+        pg_sys::tuplestore_puttupleslot(store, dst);
         at += len;
     }
+    pg_sys::ExecDropSingleTupleTableSlot(dst);
+    pg_sys::ExecDropSingleTupleTableSlot(src);
     pg_sys::ExecClearTuple(slot);
 }
 

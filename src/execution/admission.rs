@@ -413,6 +413,8 @@ unsafe fn refuse_leaks_of_protected(relid: pg_sys::Oid, explain: bool) {
 #[pg_guard]
 unsafe extern "C-unwind" fn executor_end(qd: *mut pg_sys::QueryDesc) {
     let q = qd as usize;
+    // releases read only partly are finished for the cache while their tickets are still valid
+    release::finish_for_cache(qd);
     crate::execution::tickets::end_query(q);
     if !(*qd).estate.is_null() {
         crate::budget::cache::forget((*qd).estate as usize);
@@ -536,7 +538,7 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
     // what the release nodes do with the cache is registered only once the ledger has granted the
     // request: a refused charge leaves no replay or store behind for a later statement
     let mut replays: Vec<(*mut pg_sys::Plan, Vec<u8>)> = Vec::new();
-    let mut stores: Vec<(*mut pg_sys::Plan, Vec<u8>)> = Vec::new();
+    let mut stores: Vec<(*mut pg_sys::Plan, Vec<u8>, crate::budget::cache::Versions, String)> = Vec::new();
     for r in releases {
         let single = (*(r.agg as *mut pg_sys::Agg)).aggstrategy == pg_sys::AggStrategy::AGG_PLAIN;
         let mut charged_tags: HashSet<i32> = HashSet::new();
@@ -556,12 +558,17 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
             }
             level_tickets.push((((*qd).estate as usize, aggref as usize), Ticket { query: qd as usize, params, single, releases: 0, twin, sub: 0 }));
         }
-        let key = match (&cache, release::statement_key_of(r.node)) {
-            (Some(c), Some(text)) => Some(c.key(&text, &level_key(&r.level), &serde_json::to_string(&level_records).unwrap_or_default())),
+        // the key: the level's own (whatever the statement does with its rows), who may reuse it,
+        // its receipts in a canonical order, the parameters; at the versions of what it reads
+        let mut receipts: Vec<String> = level_records.iter().map(|x| serde_json::to_string(x).unwrap_or_default()).collect();
+        receipts.sort();
+        let columns = release::columns_of(r.node);
+        let cached = match (&cache, release::cache_key_of(r.node)) {
+            (Some(c), Some(level)) => c.versions(&release::relations_of(r.node)).map(|v| (c.key(&level, &reuser(), &receipts.join("\n")), v)),
             _ => None,
         };
-        match (&cache, &key) {
-            (Some(c), Some(k)) => match crate::budget::cache::lookup(c, k) {
+        if let Some((key, versions)) = cached {
+            match crate::budget::cache::lookup(&versions, &key).filter(|hit| crate::budget::cache::fits(&hit.rows, &columns)) {
                 Some(hit) => {
                     reused.push(Reuse {
                         execution: hit.execution.clone(),
@@ -571,9 +578,8 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
                     replays.push((r.node, hit.rows));
                     continue;
                 }
-                None => stores.push((r.node, key.unwrap())),
-            },
-            _ => {}
+                None => stores.push((r.node, key, versions, columns)),
+            }
         }
         records.extend(level_records);
         tickets.extend(level_tickets);
@@ -585,26 +591,20 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
     for (node, rows) in replays {
         crate::budget::cache::replay(estate, node, rows);
     }
-    if let Some(c) = &cache {
-        for (node, key) in stores {
-            crate::budget::cache::store_when_done(estate, node, c, key, &exec_id);
-        }
+    for (node, key, versions, columns) in stores {
+        crate::budget::cache::store_when_done(estate, node, versions, key, columns, &exec_id);
     }
     crate::execution::tickets::grant(tickets);
 }
 
-/// The level's description for the cache key: everything but the role it was planned for, and,
-/// unless the DBA shares releases across roles (`dp.release_cache_sharing`), the identity of the
-/// role that runs it: by default a role reuses only the releases it paid for itself.
-unsafe fn level_key(level: &DpLevel) -> String {
-    let mut l = level.clone();
-    l.role = 0;
-    let mut key = l.to_json();
-    if !crate::budget::cache::shared_across_roles() {
-        key.push_str("\u{0}role:");
-        key.push_str(&crate::catalog::identity::key_of(pg_sys::GetUserId()));
+/// Who may reuse a release: anyone of the database who could have bought it when the DBA shares
+/// releases across roles (`dp.release_cache_sharing`), else only the role that paid for it.
+unsafe fn reuser() -> String {
+    if crate::budget::cache::shared_across_roles() {
+        String::new()
+    } else {
+        format!("role:{}", crate::catalog::identity::key_of(pg_sys::GetUserId()))
     }
-    key
 }
 
 pub fn init() {

@@ -9,6 +9,8 @@
 //!    parallel-unsafe: a level's values are finalized in the leader, never in a parallel worker
 //!    (parallel aggregation below the level is unaffected). Partitionwise aggregation is off for
 //!    such statements, so each level has one finalizing aggregation.
+//!    Its grouped paths are marked as unordered, since a cached release may be replayed in another
+//!    order than this plan's aggregation would produce.
 //! 3. After planning, release.rs wraps each DP level's aggregation in a DP Release node that carries
 //!    the level's description. A plan that reads a protected table depends on the role.
 use crate::pg::error::raise_with;
@@ -70,15 +72,15 @@ unsafe extern "C-unwind" fn planner(
     let stmt = if admitted.levels.is_empty() {
         plan(parse, query_string, cursor_options, bound)
     } else {
-        // the release cache's key: the admitted statement as analysed (before the planner changes
-        // it); none when row security applied, which depends on the role
-        let statement_key = if (*parse).hasRowSecurity { std::ptr::null_mut() } else { statement_key(parse) };
+        // the release cache's key of each level, from the levels as admitted (before the planner
+        // changes them): none under row security, which depends on the role
+        let keys: Vec<_> = admitted.queries.iter().map(|q| crate::query::release_key::level_key(parse, *q)).collect();
         let saved = pg_sys::enable_partitionwise_aggregate;
         pg_sys::enable_partitionwise_aggregate = false;
         let stmt = pgrx::PgTryBuilder::new(|| plan(parse, query_string, cursor_options, bound))
             .finally(|| pg_sys::enable_partitionwise_aggregate = saved)
             .execute();
-        release::insert(stmt, &admitted.levels, statement_key);
+        release::insert(stmt, &admitted.levels, &keys);
         // the default ε baked in depends on the role's pinned level: pinning one re-plans
         // (dp.invalidate_plans); the session settings re-plan through their assign hooks (guc.rs)
         if let Some(r) = crate::catalog::identity::role_budget_relid() {
@@ -121,7 +123,19 @@ unsafe extern "C-unwind" fn upper_paths(
     if let Some(prev) = PREV_UPPER_PATHS {
         prev(root, stage, input_rel, output_rel, extra);
     }
-    if stage != pg_sys::UpperRelationKind::UPPERREL_FINAL || !is_dp_level((*root).parse) {
+    if !is_dp_level((*root).parse) {
+        return;
+    }
+    if stage == pg_sys::UpperRelationKind::UPPERREL_GROUP_AGG {
+        // a level's rows come in no order: a release the cache replays (query/release_key.rs) may
+        // come from a plan that grouped another way, so every ORDER BY, merge or DISTINCT above a
+        // level sorts for itself
+        for p in crate::pg::nodes::list_iter::<pg_sys::Path>((*output_rel).pathlist) {
+            (*p).pathkeys = std::ptr::null_mut();
+        }
+        return;
+    }
+    if stage != pg_sys::UpperRelationKind::UPPERREL_FINAL {
         return;
     }
     (*output_rel).consider_parallel = false;
@@ -129,32 +143,4 @@ unsafe extern "C-unwind" fn upper_paths(
     for p in crate::pg::nodes::list_iter::<pg_sys::Path>((*output_rel).pathlist) {
         (*p).parallel_safe = false;
     }
-}
-
-/// The release cache's key of an admitted statement: its analysed tree as text, without the
-/// positions of its tokens in the query string (so that layout, or a `DECLARE … CURSOR FOR` around
-/// it, does not matter).
-unsafe fn statement_key(parse: *mut pg_sys::Query) -> *mut std::ffi::c_char {
-    let text = pg_sys::nodeToString(parse.cast());
-    let s = std::ffi::CStr::from_ptr(text).to_string_lossy();
-    let mut out = String::with_capacity(s.len());
-    let mut rest: &str = &s;
-    while let Some(i) = rest.find(" :") {
-        out.push_str(&rest[..i]);
-        let field = &rest[i + 2..];
-        let name_end = field.find(' ').unwrap_or(field.len());
-        let name = &field[..name_end];
-        if matches!(name, "location" | "stmt_location" | "stmt_len") {
-            let value = field[name_end..].trim_start();
-            let skip = value.find(|c: char| !(c == '-' || c.is_ascii_digit())).unwrap_or(value.len());
-            rest = &value[skip..];
-        } else {
-            out.push_str(" :");
-            rest = field;
-        }
-    }
-    out.push_str(rest);
-    pg_sys::pfree(text.cast());
-    let c = std::ffi::CString::new(out).unwrap_or_default();
-    pg_sys::pstrdup(c.as_ptr())
 }

@@ -17,6 +17,7 @@ use pgrx::PgSqlErrorCode;
 use std::ffi::{c_int, CStr};
 
 use crate::pg::nodes::list_iter;
+use crate::query::release_key::LevelKey;
 use crate::pg::error::raise_with;
 
 const NAME: &CStr = c"DP Release";
@@ -55,7 +56,8 @@ pub unsafe fn is_release(plan: *mut pg_sys::Plan) -> bool {
 }
 
 /// The `i`-th string of a release node's private list: 0 the level's description (JSON), 1 the
-/// statement's text form (the release cache's key, empty when not cached).
+/// release cache's key of the level (empty when not cached), 2 the names and types of the columns
+/// it releases, 3 the relations the level reads (OIDs, comma-separated).
 unsafe fn private_str<'a>(plan: *mut pg_sys::Plan, i: usize) -> Option<&'a CStr> {
     let cs = plan as *mut pg_sys::CustomScan;
     let n = list_iter::<Node>((*cs).custom_private).nth(i)?;
@@ -65,11 +67,24 @@ unsafe fn private_str<'a>(plan: *mut pg_sys::Plan, i: usize) -> Option<&'a CStr>
     Some(CStr::from_ptr((*(n as *mut pg_sys::String)).sval))
 }
 
-/// The text form of the admitted statement a release node belongs to (the release cache's key),
-/// or None when its releases are not cached (row security applied).
-pub unsafe fn statement_key_of(plan: *mut pg_sys::Plan) -> Option<String> {
+/// The release cache's key of the level a release node computes (query/release_key.rs and its
+/// normalized description), or None when its releases are not cached (row security applied, or a
+/// column it releases has no canonical name).
+pub unsafe fn cache_key_of(plan: *mut pg_sys::Plan) -> Option<String> {
     let s = private_str(plan, 1)?.to_string_lossy();
     (!s.is_empty()).then(|| s.into_owned())
+}
+
+/// The canonical names and types of the columns a release node's rows hold, in order (the layout
+/// a cached release is stored and replayed in).
+pub unsafe fn columns_of(plan: *mut pg_sys::Plan) -> String {
+    private_str(plan, 2).map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// The relations the level of a release node reads.
+pub unsafe fn relations_of(plan: *mut pg_sys::Plan) -> Vec<pg_sys::Oid> {
+    let Some(s) = private_str(plan, 3) else { return Vec::new() };
+    s.to_string_lossy().split(',').filter_map(|x| x.parse::<u32>().ok()).map(pg_sys::Oid::from).collect()
 }
 
 /// The description a release node carries, or None if it cannot be read (never for nodes made here).
@@ -95,8 +110,8 @@ fn finalizing(plan: *mut pg_sys::Plan) -> bool {
 
 struct Inserter<'a> {
     levels: &'a [DpLevel],
-    /// the statement's text form (the release cache's key), or empty
-    statement_key: *mut std::ffi::c_char,
+    /// each level's release cache key, if its releases may be cached
+    keys: &'a [Option<LevelKey>],
     next_id: c_int,
     inserted: usize,
     /// the statement's final range table (what a Var's syntactic referent indexes)
@@ -105,11 +120,10 @@ struct Inserter<'a> {
 
 /// Wraps every finalizing Agg that computes tagged aggregates in a DP Release node. Returns the
 /// number of nodes inserted.
-pub unsafe fn insert(stmt: *mut pg_sys::PlannedStmt, levels: &[DpLevel], statement_key: *mut std::ffi::c_char) -> usize {
+pub unsafe fn insert(stmt: *mut pg_sys::PlannedStmt, levels: &[DpLevel], keys: &[Option<LevelKey>]) -> usize {
     let mut max_id = 0;
     for_each_plan(stmt, &mut |p| max_id = max_id.max((*p).plan_node_id));
-    let statement_key = if statement_key.is_null() { pg_sys::pstrdup(c"".as_ptr()) } else { statement_key };
-    let mut ins = Inserter { levels, statement_key, next_id: max_id + 1, inserted: 0, rtable: (*stmt).rtable };
+    let mut ins = Inserter { levels, keys, next_id: max_id + 1, inserted: 0, rtable: (*stmt).rtable };
     ins.visit(&mut (*stmt).planTree);
     let subplans = (*stmt).subplans;
     if !subplans.is_null() {
@@ -137,14 +151,15 @@ impl Inserter<'_> {
         if finalizing(p) {
             let tags: Vec<i32> = tagged_aggrefs(p).iter().map(|a| (**a).location).collect();
             if let Some(first) = tags.first() {
-                let level = self.levels.iter().find(|l| l.aggregate(*first).is_some());
-                let Some(level) = level else {
+                let index = self.levels.iter().position(|l| l.aggregate(*first).is_some());
+                let Some(level) = index.map(|i| &self.levels[i]) else {
                     raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: a DP aggregate lost its description while planning".into(), None)
                 };
                 if tags.iter().any(|t| level.aggregate(*t).is_none()) {
                     raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: one aggregation computes two DP levels".into(), None);
                 }
-                *slot = make_release(p, level, self.next_id, self.statement_key, self.rtable);
+                let key = index.and_then(|i| self.keys.get(i)).and_then(|k| k.as_ref());
+                *slot = make_release(p, level, self.next_id, key, self.rtable);
                 self.next_id += 1;
                 self.inserted += 1;
             }
@@ -256,7 +271,7 @@ unsafe fn make_release(
     agg: *mut pg_sys::Plan,
     level: &DpLevel,
     id: c_int,
-    statement_key: *mut std::ffi::c_char,
+    key: Option<&LevelKey>,
     rtable: *mut pg_sys::List,
 ) -> *mut pg_sys::Plan {
     let cs = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomScan>()) as *mut pg_sys::CustomScan;
@@ -326,11 +341,71 @@ unsafe fn make_release(
     (*cs).scan.scanrelid = 0;
     (*cs).flags = pg_sys::CUSTOMPATH_SUPPORT_BACKWARD_SCAN;
     (*cs).methods = &SCAN_METHODS.0;
-    let json = std::ffi::CString::new(level.to_json()).expect("JSON has no NUL byte");
-    let s = pg_sys::makeString(pg_sys::pstrdup(json.as_ptr()));
-    (*cs).custom_private = pg_sys::lappend(std::ptr::null_mut(), s.cast());
-    (*cs).custom_private = pg_sys::lappend((*cs).custom_private, pg_sys::makeString(statement_key).cast());
+    let (cache_key, columns, relations) = match key.and_then(|k| cache_entry(agg, level, &atoms.nodes, k, rtable)) {
+        Some(e) => e,
+        None => Default::default(),
+    };
+    for text in [level.to_json(), cache_key, columns, relations] {
+        let c = std::ffi::CString::new(text).unwrap_or_default();
+        let s = pg_sys::makeString(pg_sys::pstrdup(c.as_ptr()));
+        (*cs).custom_private = pg_sys::lappend((*cs).custom_private, s.cast());
+    }
     cs as *mut pg_sys::Plan
+}
+
+/// What the release cache keys and stores a level's releases by: its key (the level's normalized
+/// text and description), the canonical names and types of the columns the node releases, and the
+/// relations it reads. None when a column has no canonical name: such a level is not cached.
+unsafe fn cache_entry(
+    agg: *mut pg_sys::Plan,
+    level: &DpLevel,
+    atoms: &[*mut Node],
+    key: &LevelKey,
+    rtable: *mut pg_sys::List,
+) -> Option<(String, String, String)> {
+    let mut columns = Vec::with_capacity(atoms.len());
+    for n in atoms {
+        let name = match (**n).type_ {
+            NodeTag::T_Aggref => {
+                let a = *n as *mut pg_sys::Aggref;
+                match key.tags.get(&(*a).location) {
+                    Some(t) => format!("a{t}"),
+                    // dp.interval_half_width(tag), named by the call it reads (query/intervals.rs)
+                    None => format!("i{}", key.tags.get(&crate::query::intervals::tag_argument(a)?)?),
+                }
+            }
+            NodeTag::T_GroupingFunc => {
+                let refs: Vec<String> = crate::pg::nodes::list_ints((*(*n as *mut pg_sys::GroupingFunc)).refs).iter().map(|r| r.to_string()).collect();
+                format!("g{}", refs.join("."))
+            }
+            NodeTag::T_Var => {
+                let v = *n as *mut pg_sys::Var;
+                let input = crate::pg::nodes::list_iter::<pg_sys::TargetEntry>((*(*agg).lefttree).targetlist).nth((*v).varattno as usize - 1)?;
+                match key.refs.get(&(*input).ressortgroupref) {
+                    Some(k) if (*input).ressortgroupref != 0 => format!("k{k}"),
+                    _ => {
+                        // a key column the planner dropped from the grouping (make_release)
+                        let rte = crate::query::tree::rt_fetch_list(rtable, (*v).varnosyn as i32);
+                        if (*v).varnosyn <= 0 || rte.is_null() {
+                            return None;
+                        }
+                        format!("c{}.{}", (*rte).relid.to_u32(), (*v).varattnosyn)
+                    }
+                }
+            }
+            _ => return None,
+        };
+        columns.push(format!("{name}:{}", pg_sys::exprType(*n).to_u32()));
+    }
+    let mut described = level.clone();
+    described.role = 0;
+    for a in described.aggregates.iter_mut() {
+        a.tag = key.tags.get(&a.tag).map_or(a.tag, |n| *n as i32);
+    }
+    described.aggregates.sort_by_key(|a| a.tag);
+    let text = format!("{}\n{}", key.text, described.to_json());
+    let relations: Vec<String> = key.relids.iter().map(|r| r.to_u32().to_string()).collect();
+    Some((text, columns.join(","), relations.join(",")))
 }
 
 // ----- execution ----------------------------------------------------------------------------
@@ -444,7 +519,7 @@ unsafe fn next_released(node: *mut pg_sys::CustomScanState) -> Option<*mut pg_sy
         (*st).store = store;
         if let Some(rows) = crate::budget::cache::take_replay(key.0, key.1) {
             // a reused release: its rows, never its aggregation
-            crate::budget::cache::restore_rows(&rows, store, slot);
+            crate::budget::cache::restore_rows(&rows, &columns_of((*node).ss.ps.plan), store, slot);
             (*st).child_done = true;
         } else {
             (*st).storing = crate::budget::cache::storing(key.0, key.1);
@@ -476,44 +551,94 @@ unsafe fn next_released(node: *mut pg_sys::CustomScanState) -> Option<*mut pg_sy
         }
     }
     if at_end && !(*st).child_done {
-        let child = (*node).ss.ps.lefttree;
-        loop {
-            // a setting turned on after planning (set_config in the same statement, SET between
-            // DECLARE and FETCH) would print the sorts of the level's rows
-            if (*st).forfeiting {
-                if let Some(r) = crate::query::grammar::leaky_setting(false) {
-                    raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, r.message, r.hint.as_deref());
-                }
-            }
-            // the level runs here: an error inside it fails closed
-            let row = crate::execution::fail_closed::run_level((*st).forfeiting, (*st).role, || pg_sys::ExecProcNode(child));
-            if row.is_null() || (*row).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
-                (*st).child_done = true;
-                crate::execution::recent::finished(aggrefs_of(st));
-                if (*st).storing {
-                    crate::budget::cache::finished(key.0, key.1);
-                }
-                return None;
-            }
-            if !passes_having(node, row) {
-                crate::execution::recent::dropped(aggrefs_of(st));
-                let ps = &mut (*node).ss.ps;
-                if !ps.instrument.is_null() {
-                    (*ps.instrument).nfiltered1 += 1.0;
-                }
-                continue;
-            }
-            crate::execution::recent::returned(aggrefs_of(st));
-            if (*st).storing {
-                crate::budget::cache::collect(key.0, key.1, row);
-            }
-            pg_sys::tuplestore_puttupleslot(store, row);
+        if let Some(row) = pull(node, true) {
             pg_sys::ExecCopySlot(slot, row);
             return Some(slot);
         }
+        return None;
     }
     pg_sys::ExecClearTuple(slot);
     None
+}
+
+/// The next row the level releases, computed now: run through HAVING, counted in the session's
+/// releases, collected for the release cache, and kept in the node's store (`keep`). None at the
+/// end of the aggregation, which is then finished (and its release stored in the cache).
+unsafe fn pull(node: *mut pg_sys::CustomScanState, keep: bool) -> Option<*mut pg_sys::TupleTableSlot> {
+    let st = node as *mut ReleaseState;
+    let estate = (*node).ss.ps.state;
+    let key = (estate as usize, (*node).ss.ps.plan as usize);
+    let child = (*node).ss.ps.lefttree;
+    loop {
+        // a setting turned on after planning (set_config in the same statement, SET between
+        // DECLARE and FETCH) would print the sorts of the level's rows
+        if (*st).forfeiting {
+            if let Some(r) = crate::query::grammar::leaky_setting(false) {
+                raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, r.message, r.hint.as_deref());
+            }
+        }
+        // the level runs here: an error inside it fails closed
+        let row = crate::execution::fail_closed::run_level((*st).forfeiting, (*st).role, || pg_sys::ExecProcNode(child));
+        if row.is_null() || (*row).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
+            (*st).child_done = true;
+            crate::execution::recent::finished(aggrefs_of(st));
+            if (*st).storing {
+                crate::budget::cache::finished(key.0, key.1);
+            }
+            return None;
+        }
+        if !passes_having(node, row) {
+            crate::execution::recent::dropped(aggrefs_of(st));
+            let ps = &mut (*node).ss.ps;
+            if !ps.instrument.is_null() {
+                (*ps.instrument).nfiltered1 += 1.0;
+            }
+            continue;
+        }
+        crate::execution::recent::returned(aggrefs_of(st));
+        if (*st).storing {
+            crate::budget::cache::collect(key.0, key.1, row);
+        }
+        if keep {
+            pg_sys::tuplestore_puttupleslot((*st).store, row);
+        }
+        return Some(row);
+    }
+}
+
+/// A statement ends: every release whose rows go to the release cache but whose reader stopped
+/// before its last row (a LIMIT, a cursor closed halfway) is run to its end and stored. It was
+/// paid for whole, so the next page, or the same query without the LIMIT, is free. Only in a
+/// transaction still in progress (a failed one never gets here).
+pub unsafe fn finish_for_cache(qd: *mut pg_sys::QueryDesc) {
+    if (*qd).planstate.is_null() || (*qd).estate.is_null() || !pg_sys::IsTransactionState() {
+        return;
+    }
+    let mut open: Vec<*mut pg_sys::CustomScanState> = Vec::new();
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ffi::c_void) -> bool {
+        if ps.is_null() {
+            return false;
+        }
+        if (*ps).type_ == NodeTag::T_CustomScanState && std::ptr::eq((*(ps as *mut pg_sys::CustomScanState)).methods, &EXEC_METHODS.0) {
+            let st = ps as *mut ReleaseState;
+            if (*st).storing && !(*st).store.is_null() && !(*st).child_done {
+                (*(ctx as *mut Vec<*mut pg_sys::CustomScanState>)).push(ps.cast());
+            }
+        }
+        pg_sys::planstate_tree_walker(ps, Some(walker), ctx)
+    }
+    walker((*qd).planstate, &mut open as *mut Vec<_> as *mut std::ffi::c_void);
+    if open.is_empty() {
+        return;
+    }
+    let old = pg_sys::MemoryContextSwitchTo((*(*qd).estate).es_query_cxt);
+    pg_sys::PushActiveSnapshot((*qd).snapshot);
+    for node in open {
+        while pull(node, false).is_some() {}
+    }
+    pg_sys::PopActiveSnapshot();
+    pg_sys::MemoryContextSwitchTo(old);
 }
 
 #[pgrx::pg_guard]

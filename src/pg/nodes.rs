@@ -26,6 +26,11 @@ pub unsafe fn list_oids(list: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
     (0..list_len(list)).map(|i| (*(*list).elements.add(i)).oid_value).collect()
 }
 
+/// The integers of a PostgreSQL integer list (a NULL list is empty).
+pub unsafe fn list_ints(list: *mut pg_sys::List) -> Vec<i32> {
+    (0..list_len(list)).map(|i| (*(*list).elements.add(i)).int_value).collect()
+}
+
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn collect_walker(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
     if node.is_null() {

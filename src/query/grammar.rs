@@ -91,6 +91,8 @@ pub struct Admitted {
     /// A DP level holds a constant read from the clock (clock.rs): the plan is valid in one
     /// transaction only.
     pub clock: bool,
+    /// The query of each level, in the order of `levels` (after pg_dp's rewrites, before planning).
+    pub queries: Vec<*mut Query>,
 }
 
 // ----- collecting what a statement contains -------------------------------------------------
@@ -403,7 +405,7 @@ pub unsafe fn check_statement(query: *mut Query) -> Check<Option<Admitted>> {
             (**q).limitOption = pg_sys::LimitOption::LIMIT_OPTION_COUNT;
         }
     }
-    Ok(Some(Admitted { levels, waived, reads_protected, restricted: restricted_read, clock }))
+    Ok(Some(Admitted { levels, waived, reads_protected, restricted: restricted_read, clock, queries: dp_levels }))
 }
 
 /// A setting that would print to the client what the planner or the executor computed from the

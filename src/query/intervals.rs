@@ -86,3 +86,14 @@ unsafe extern "C-unwind" fn mutator(n: *mut Node, ctx: *mut std::ffi::c_void) ->
         std::mem::transmute(mutator as unsafe extern "C-unwind" fn(*mut Node, *mut std::ffi::c_void) -> *mut Node);
     pg_sys::expression_tree_mutator(n, Some(m), ctx)
 }
+
+/// The tag written as the constant argument of a `dp.interval_half_width` call, if `a` is one.
+pub unsafe fn tag_argument(a: *mut pg_sys::Aggref) -> Option<i32> {
+    let f = crate::pg::build::function_if_exists(Some("dp"), "interval_half_width", &[pg_sys::INT4OID])?;
+    if (*a).aggfnoid != f {
+        return None;
+    }
+    let te = crate::pg::nodes::list_iter::<pg_sys::TargetEntry>((*a).args).next()?;
+    let c = (*te).expr as *mut pg_sys::Const;
+    ((*c).xpr.type_ == NodeTag::T_Const && !(*c).constisnull).then(|| (*c).constvalue.value() as i32)
+}

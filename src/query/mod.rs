@@ -10,6 +10,7 @@ pub mod distributed_level;
 pub mod grammar;
 pub mod intervals;
 pub mod params;
+pub mod release_key;
 pub mod rewrite;
 pub mod statistics_mask;
 pub mod total;

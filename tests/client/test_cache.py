@@ -286,17 +286,20 @@ def check_the_cache_can_be_turned_off_per_table_and_by_a_superuser():
             c.execute("ALTER ROLE dp_c_bob RESET dp.release_cache")
 
 
-def check_a_cursor_read_halfway_stores_nothing_and_a_full_one_is_replayed():
+def check_a_cursor_read_halfway_stores_the_whole_release_and_a_full_one_is_replayed():
     fresh_release_state()
     unsorted = Q.replace(" ORDER BY k", "")  # rows leave the release one by one (a sort would take them all)
+    before = spent("dp_c_alice")
     with connect("dp_c_alice", autocommit=False) as c:
         cur = c.cursor(name="half")
         cur.execute(unsorted)
-        cur.fetchmany(1)
+        half = cur.fetchmany(1)
         c.commit()
-    before = spent("dp_c_alice")
-    run(unsorted)
-    assert spent("dp_c_alice") - before == Decimal("0.75"), "a release read halfway was stored"
+    assert spent("dp_c_alice") - before == Decimal("0.75")
+    # the release was paid whole: closing the cursor ran it to its end and stored it
+    whole = run(unsorted)
+    assert spent("dp_c_alice") - before == Decimal("0.75"), "a release read halfway was paid again"
+    assert half[0] in whole and len(whole) == 4, (half, whole)
     first = run(Q)
     with connect("dp_c_alice", autocommit=False) as c:
         cur = c.cursor(name="full", scrollable=True)
@@ -306,6 +309,119 @@ def check_a_cursor_read_halfway_stores_nothing_and_a_full_one_is_replayed():
         again = cur.fetchall()
         c.commit()
     assert rows == first == again
+    assert sorted(whole) == first
+
+
+LEVEL = "SELECT k, dp_sum(x, 0, 1000, 0.5) AS s, dp_count(x, 0.25) AS n FROM t GROUP BY k"
+
+
+def check_the_same_level_under_any_post_processing_is_one_release():
+    """The key is the DP level, not the statement: another ORDER BY, LIMIT, alias, outer query,
+    join or BI tool wrapper around the same level reuses its release, free, with the same values."""
+    fresh_release_state()
+    with connect() as c:
+        c.execute("CREATE TABLE IF NOT EXISTS region_names (k int PRIMARY KEY, name text NOT NULL)")
+        c.execute("INSERT INTO region_names SELECT g, 'r' || g FROM generate_series(0, 3) g ON CONFLICT DO NOTHING")
+        c.execute("GRANT SELECT ON region_names TO dp_c_alice")
+    before = spent("dp_c_alice")
+    released = {r[0]: (r[1], r[2]) for r in run(LEVEL)}
+    assert spent("dp_c_alice") - before == Decimal("0.75")
+    variants = {
+        "ORDER BY a key": (LEVEL + " ORDER BY k DESC", lambda r: [(k, s, n) for k, s, n in r]),
+        "ORDER BY a release, LIMIT": (LEVEL + " ORDER BY n DESC, k LIMIT 2", lambda r: r),
+        "aliases": ("SELECT k AS key, dp_sum(x, 0, 1000, 0.5) AS total, dp_count(x, 0.25) FROM t AS rows GROUP BY k",
+                    lambda r: r),
+        "Superset's wrapper": (f"SELECT k AS k, s AS s, n AS n FROM ({LEVEL}) AS virtual_table ORDER BY s DESC LIMIT 10000",
+                               lambda r: r),
+        "an outer filter": (f"SELECT * FROM ({LEVEL}) q WHERE k = 1", lambda r: r),
+        "an outer aggregate": (f"SELECT count(*), 0, 0 FROM ({LEVEL}) q", None),
+        "a join with a public table": (f"SELECT q.k, q.s, q.n, r.name FROM ({LEVEL}) q JOIN region_names r USING (k)",
+                                       lambda r: [x[:3] for x in r]),
+        "a WITH query": (f"WITH q AS ({LEVEL}) SELECT * FROM q ORDER BY s", lambda r: r),
+        "two copies joined": (f"SELECT a.k, a.s, b.n FROM ({LEVEL}) a JOIN ({LEVEL}) b USING (k)", lambda r: r),
+    }
+    for name, (sql, rows_of) in variants.items():
+        b = spent("dp_c_alice")
+        rows = run(sql)
+        assert spent("dp_c_alice") == b, f"{name}: the same level was paid again"
+        if rows_of is None:
+            assert rows == [(4, 0, 0)], (name, rows)
+            continue
+        for k, s, n in rows_of(rows):
+            assert released[k] == (s, n), (name, k, s, n, released)
+    with connect("dp_c_alice", autocommit=False) as c:
+        cur = c.cursor(name="wrapped")
+        b = spent("dp_c_alice")
+        cur.execute(f"SELECT * FROM ({LEVEL}) q ORDER BY k")
+        assert {k: (s, n) for k, s, n in cur.fetchall()} == released
+        c.commit()
+    assert spent("dp_c_alice") == b
+
+
+def check_a_limit_pays_once_and_the_next_page_is_free():
+    fresh_release_state()
+    before = spent("dp_c_alice")
+    page1 = run(LEVEL + " ORDER BY k LIMIT 2")
+    assert spent("dp_c_alice") - before == Decimal("0.75")
+    page2 = run(LEVEL + " ORDER BY k LIMIT 2 OFFSET 2")
+    assert spent("dp_c_alice") - before == Decimal("0.75"), "the next page was paid"
+    assert [r[0] for r in page1 + page2] == [0, 1, 2, 3]
+    assert run(LEVEL + " ORDER BY k") == page1 + page2
+    # a LIMIT that stops a release early (rows leave one by one, unsorted) stores it whole too
+    fresh_release_state()
+    before = spent("dp_c_alice")
+    one = run(LEVEL + " LIMIT 1")
+    allrows = run(LEVEL)
+    assert spent("dp_c_alice") - before == Decimal("0.75"), "LIMIT 1 left the release unstored"
+    assert one[0] in allrows and len(allrows) == 4
+    # Superset's probe of a virtual dataset's columns
+    b = spent("dp_c_alice")
+    run(f"SELECT * FROM ({LEVEL}) AS virtual_table LIMIT 1")
+    assert spent("dp_c_alice") == b
+
+
+def check_rows_replayed_from_another_plan_still_follow_order_by():
+    """A release stored by a hashed aggregation (rows in no order) and replayed under ORDER BY of its
+    keys, where the planner would otherwise have relied on a sorted aggregation's order."""
+    fresh_release_state()
+    with connect("dp_c_alice") as c:
+        c.execute("SET enable_sort = off")  # a hashed aggregation stores the release
+        stored = c.execute(LEVEL).fetchall()
+        b = spent("dp_c_alice")
+        c.execute("RESET enable_sort")
+        c.execute("SET enable_hashagg = off")  # a sorted aggregation would give the order by itself
+        for direction in ("", " DESC"):
+            rows = c.execute(LEVEL + f" ORDER BY k{direction}").fetchall()
+            keys = [r[0] for r in rows]
+            assert keys == sorted(keys, reverse=bool(direction)), (direction, rows)
+            assert sorted(rows) == sorted(stored)
+        rows = c.execute(f"SELECT DISTINCT ON (n > 0) k, n FROM ({LEVEL}) q ORDER BY n > 0, k").fetchall()
+        assert rows == [min((r[0], r[2]) for r in stored)] or len(rows) <= 2, rows
+    assert spent("dp_c_alice") == b, "a replay under another plan was paid"
+
+
+def check_another_level_is_another_release():
+    fresh_release_state()
+    run(LEVEL)
+    for other, cost in (
+        (LEVEL.replace("FROM t", "FROM t WHERE k > 0"), "0.75"),
+        (LEVEL.replace(", dp_count(x, 0.25) AS n", ""), "0.5"),
+        (LEVEL.replace("0, 1000, 0.5", "0, 999, 0.5"), "0.75"),
+        (LEVEL + " HAVING dp_count(x, 0.25) > 0", "0.75"),
+        (LEVEL.replace("dp_count(x, 0.25)", "dp_count(x, 0.3)"), "0.8"),
+    ):
+        b = spent("dp_c_alice")
+        run(other)
+        assert spent("dp_c_alice") - b == Decimal(cost), other
+    # a level that reads a WITH query of its statement (here in HAVING, which decides which rows
+    # it releases) is keyed with the statement
+    for k, rows in ((1, 4), (1000, 0)):
+        q = (f"WITH w AS (SELECT {k} AS v) SELECT * FROM (SELECT k, dp_count(x, 0.5) AS n FROM t GROUP BY k "
+             "HAVING dp_count(x, 0.5) > (SELECT v FROM w)) s")
+        b = spent("dp_c_alice")
+        first = run(q)
+        assert spent("dp_c_alice") - b == Decimal("0.5") and len(first) == rows, (q, first)
+        assert run(q) == first and spent("dp_c_alice") - b == Decimal("0.5"), q
 
 
 def check_a_snapshot_older_than_a_write_neither_reuses_nor_stores():

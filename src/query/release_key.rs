@@ -1,0 +1,270 @@
+//! The release cache's key of an admitted DP level (budget/cache.rs stores and finds releases by it).
+//!
+//! A release is what a level's aggregation returns: its GROUP BY keys and aggregate calls, for the
+//! groups its HAVING keeps. That depends on the level's own query (FROM, WHERE, GROUP BY, HAVING,
+//! the aggregate calls, after pg_dp's rewrites) and on nothing around it: a DP level that is a
+//! subquery gets `LIMIT ALL` and a security barrier (grammar.rs), so no condition of an outer query
+//! moves into it, and it is never run with an outer row's parameters. So the key is the level's
+//! analysed text *without* what only post-processes the released rows:
+//! - its own ORDER BY, LIMIT/OFFSET, FETCH … WITH TIES and DISTINCT (they run above the release),
+//! - output names and table aliases, whether a query sets the command tag, query ids,
+//! - ORDER BY expressions that release nothing (a resjunk entry with no aggregate call),
+//! - the numbering of sort/group references (the parser numbers ORDER BY items first), and the sort
+//!   direction a GROUP BY borrows from a matching ORDER BY item (its equality is what groups),
+//! - the statement-wide numbers of pg_dp's tags (renumbered within the level).
+//!
+//! The same release under another ORDER BY, LIMIT, alias, outer aggregate, join or BI tool wrapper
+//! has the same key. The planner is told that a level's rows come in no order (planner.rs), so a
+//! replayed release in another order than the aggregation produced is read correctly.
+//!
+//! Also from here: a canonical name for each aggregate call (by tag) and GROUP BY key (by
+//! sort/group reference), which name the columns of a stored release (release.rs), and the
+//! relations the level reads, whose version counters it is stored at.
+//!
+//! A level that reads a WITH query of an enclosing statement is keyed with the whole statement's
+//! text (its WITH query is not part of the level's own).
+use crate::pg::build::copy;
+use crate::pg::nodes::list_iter;
+use pg_dp_core::description::is_tag;
+use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query, RangeTblEntry};
+use std::collections::HashMap;
+use std::ffi::c_void;
+
+/// What the release cache needs to know of one admitted level.
+pub struct LevelKey {
+    /// the level's text form, normalized as above
+    pub text: String,
+    /// tag of an aggregate call → its canonical number within the level
+    pub tags: HashMap<i32, usize>,
+    /// sort/group reference of a GROUP BY key → its canonical number (its place in GROUP BY)
+    pub refs: HashMap<u32, usize>,
+    /// the relations the level reads (its own range tables and those of its subqueries)
+    pub relids: Vec<Oid>,
+}
+
+/// The key of `level`, a DP level of `statement`; None when its releases may not be cached (row
+/// security applies somewhere in the statement).
+pub unsafe fn level_key(statement: *mut Query, level: *mut Query) -> Option<LevelKey> {
+    let mut stmt_walk = Walk::default();
+    walk_query(statement, &mut stmt_walk);
+    if stmt_walk.row_security {
+        return None;
+    }
+    let q = copy(level);
+    let mut w = Walk::default();
+    walk_query(q, &mut w);
+    let tags = canonical_tags(q);
+    let raw = !(*q).groupingSets.is_null() || w.grouping_func;
+    let refs = group_refs(q, raw);
+    normalize(q, &refs, raw);
+    renumber_interval_tags(q, &tags);
+    let mut text = text_without_locations(q.cast());
+    let mut relids = w.relids;
+    if w.outer_cte {
+        // the level reads a WITH query of an enclosing statement: keyed with the whole statement
+        text.push('\n');
+        text.push_str(&text_without_locations(statement.cast()));
+        relids = stmt_walk.relids;
+    }
+    relids.sort_unstable_by_key(|r| r.to_u32());
+    relids.dedup();
+    Some(LevelKey { text, tags, refs, relids })
+}
+
+#[derive(Default)]
+struct Walk {
+    depth: u32,
+    relids: Vec<Oid>,
+    row_security: bool,
+    /// a WITH query of a query outside the walked one is read
+    outer_cte: bool,
+    grouping_func: bool,
+}
+
+unsafe fn walk_query(q: *mut Query, w: &mut Walk) {
+    walker(q.cast(), w as *mut Walk as *mut c_void);
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn walker(node: *mut Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    let w = &mut *(ctx as *mut Walk);
+    match (*node).type_ {
+        NodeTag::T_Query => {
+            let q = node as *mut Query;
+            w.row_security |= (*q).hasRowSecurity;
+            w.depth += 1;
+            let flags = (pg_sys::QTW_EXAMINE_RTES_BEFORE | pg_sys::QTW_IGNORE_JOINALIASES) as i32;
+            let r = pg_sys::query_tree_walker(q, Some(walker), ctx, flags);
+            w.depth -= 1;
+            return r;
+        }
+        NodeTag::T_RangeTblEntry => {
+            let rte = node as *mut RangeTblEntry;
+            match (*rte).rtekind {
+                pg_sys::RTEKind::RTE_RELATION => w.relids.push((*rte).relid),
+                // depth counts the walked query itself: a reference that leaves it is outer
+                pg_sys::RTEKind::RTE_CTE if (*rte).ctelevelsup as u32 + 1 > w.depth => w.outer_cte = true,
+                _ => {}
+            }
+            return false;
+        }
+        NodeTag::T_GroupingFunc => w.grouping_func = true,
+        _ => {}
+    }
+    pg_sys::expression_tree_walker(node, Some(walker), ctx)
+}
+
+/// The tags of the level's aggregate calls in order of first appearance (select list, then HAVING).
+unsafe fn canonical_tags(q: *mut Query) -> HashMap<i32, usize> {
+    let mut found: Vec<*mut Node> = Vec::new();
+    for te in list_iter::<pg_sys::TargetEntry>((*q).targetList) {
+        level_aggrefs((*te).expr.cast(), &mut found);
+    }
+    level_aggrefs((*q).havingQual, &mut found);
+    let mut tags = HashMap::new();
+    for a in found {
+        let t = (*(a as *mut pg_sys::Aggref)).location;
+        if is_tag(t) && !tags.contains_key(&t) {
+            tags.insert(t, tags.len());
+        }
+    }
+    tags
+}
+
+/// The aggregate calls of an expression's own level (not of its subqueries).
+unsafe fn level_aggrefs(e: *mut Node, out: &mut Vec<*mut Node>) {
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn w(node: *mut Node, ctx: *mut c_void) -> bool {
+        if node.is_null() || (*node).type_ == NodeTag::T_Query {
+            return false;
+        }
+        let out = &mut *(ctx as *mut Vec<*mut Node>);
+        if (*node).type_ == NodeTag::T_Aggref {
+            out.push(node);
+        }
+        pg_sys::expression_tree_walker(node, Some(w), ctx)
+    }
+    w(e, out as *mut Vec<*mut Node> as *mut c_void);
+}
+
+/// GROUP BY keys' references, numbered in GROUP BY order (or kept as they are, `raw`, for grouping
+/// sets and GROUPING(), whose lists name them).
+unsafe fn group_refs(q: *mut Query, raw: bool) -> HashMap<u32, usize> {
+    let mut refs = HashMap::new();
+    for sgc in list_iter::<pg_sys::SortGroupClause>((*q).groupClause) {
+        let r = (*sgc).tleSortGroupRef;
+        if !refs.contains_key(&r) {
+            let n = if raw { r as usize } else { refs.len() + 1 };
+            refs.insert(r, n);
+        }
+    }
+    refs
+}
+
+/// Removes from a copy of a level what only post-processes its released rows (see the top).
+unsafe fn normalize(q: *mut Query, refs: &HashMap<u32, usize>, raw: bool) {
+    (*q).sortClause = std::ptr::null_mut();
+    (*q).limitCount = std::ptr::null_mut();
+    (*q).limitOffset = std::ptr::null_mut();
+    (*q).limitOption = pg_sys::LimitOption::LIMIT_OPTION_COUNT;
+    (*q).distinctClause = std::ptr::null_mut();
+    (*q).hasDistinctOn = false;
+    let mut tlist: *mut pg_sys::List = std::ptr::null_mut();
+    let mut resno = 0;
+    for te in list_iter::<pg_sys::TargetEntry>((*q).targetList) {
+        let grouped = refs.contains_key(&(*te).ressortgroupref);
+        if (*te).resjunk && !grouped {
+            let mut aggs = Vec::new();
+            level_aggrefs((*te).expr.cast(), &mut aggs);
+            if aggs.is_empty() {
+                continue;
+            }
+        }
+        resno += 1;
+        (*te).resno = resno;
+        (*te).resname = std::ptr::null_mut();
+        if !raw {
+            (*te).ressortgroupref = refs.get(&(*te).ressortgroupref).map_or(0, |n| *n as u32);
+        }
+        tlist = pg_sys::lappend(tlist, te.cast());
+    }
+    (*q).targetList = tlist;
+    for sgc in list_iter::<pg_sys::SortGroupClause>((*q).groupClause) {
+        if !raw {
+            (*sgc).tleSortGroupRef = refs.get(&(*sgc).tleSortGroupRef).map_or(0, |n| *n as u32);
+        }
+        (*sgc).sortop = pg_sys::InvalidOid;
+        (*sgc).nulls_first = false;
+    }
+    // aliases name things; they change nothing that is computed
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn unalias(node: *mut Node, ctx: *mut c_void) -> bool {
+        if node.is_null() {
+            return false;
+        }
+        match (*node).type_ {
+            NodeTag::T_Query => {
+                // whether a query sets the command tag, and its id, depend on where it is written
+                let q = node as *mut Query;
+                (*q).canSetTag = true;
+                (*q).queryId = 0;
+                let flags = (pg_sys::QTW_EXAMINE_RTES_BEFORE | pg_sys::QTW_IGNORE_JOINALIASES) as i32;
+                return pg_sys::query_tree_walker(q, Some(unalias), ctx, flags);
+            }
+            NodeTag::T_RangeTblEntry => {
+                let rte = node as *mut RangeTblEntry;
+                (*rte).alias = std::ptr::null_mut();
+                (*rte).eref = std::ptr::null_mut();
+                return false;
+            }
+            _ => {}
+        }
+        pg_sys::expression_tree_walker(node, Some(unalias), ctx)
+    }
+    unalias(q.cast(), std::ptr::null_mut());
+}
+
+/// `dp.interval_half_width(tag)` names its call by the statement-wide tag: renumbered as the tags.
+unsafe fn renumber_interval_tags(q: *mut Query, tags: &HashMap<i32, usize>) {
+    let mut found: Vec<*mut Node> = Vec::new();
+    for te in list_iter::<pg_sys::TargetEntry>((*q).targetList) {
+        level_aggrefs((*te).expr.cast(), &mut found);
+    }
+    level_aggrefs((*q).havingQual, &mut found);
+    for a in found {
+        let a = a as *mut pg_sys::Aggref;
+        let Some(n) = crate::query::intervals::tag_argument(a).and_then(|t| tags.get(&t)) else { continue };
+        let te = list_iter::<pg_sys::TargetEntry>((*a).args).next().expect("a tag argument");
+        (*((*te).expr as *mut pg_sys::Const)).constvalue = pg_sys::Datum::from(*n as i32);
+    }
+}
+
+/// A node's text form without the positions of its tokens in the query string (so that layout, or
+/// a `DECLARE … CURSOR FOR` around it, does not matter) and without pg_dp's tags (kept in the
+/// positions of aggregate calls).
+pub unsafe fn text_without_locations(node: *mut Node) -> String {
+    let text = pg_sys::nodeToString(node.cast());
+    let s = std::ffi::CStr::from_ptr(text).to_string_lossy();
+    let mut out = String::with_capacity(s.len());
+    let mut rest: &str = &s;
+    while let Some(i) = rest.find(" :") {
+        out.push_str(&rest[..i]);
+        let field = &rest[i + 2..];
+        let name_end = field.find(' ').unwrap_or(field.len());
+        let name = &field[..name_end];
+        if matches!(name, "location" | "stmt_location" | "stmt_len") {
+            let value = field[name_end..].trim_start();
+            let skip = value.find(|c: char| !(c == '-' || c.is_ascii_digit())).unwrap_or(value.len());
+            rest = &value[skip..];
+        } else {
+            out.push_str(" :");
+            rest = field;
+        }
+    }
+    out.push_str(rest);
+    pg_sys::pfree(text.cast());
+    out
+}
