@@ -2,10 +2,12 @@
 //! rows it released before, at no new cost, to any role that may run it.
 //!
 //! What is cached. The rows a DP Release node returned (release.rs), once its aggregation ran to the
-//! end, under a key made of the analysed statement (`nodeToString` of the query tree the grammar
-//! admitted, with the default ε already a constant), the level's description, the receipts the
-//! release was paid with (ε, δ, bounds, p, mechanism) and the values of the bind parameters. Any
-//! difference gives another key, hence a fresh release, paid for.
+//! end (at the end of the statement if its reader stopped early), under a key made of the DP level
+//! (query/release_key.rs: the level's normalized query tree, with the default ε already a constant,
+//! and its description, not the statement around it), who may reuse it, the receipts the release
+//! was paid with (ε, δ, bounds, p, mechanism) and the values of the bind parameters. Any difference
+//! gives another key, hence a fresh release, paid for. The rows carry the canonical names of their
+//! columns, and are replayed by name into the plan that reuses them.
 //!
 //! When it is unchanged ("exact"). Every relation gets a version counter in shared memory (hashed
 //! by database and relation; a collision only invalidates more). A transaction that wrote a
@@ -15,7 +17,7 @@
 //! marks those versions *pending* before it commits (`XACT_EVENT_PRE_COMMIT`, while its writes are
 //! still invisible), and after the commit (visible to every new snapshot) increments them and
 //! records its transaction id. A release is stored or reused only when, for every relation the
-//! statement reads (and their ancestors, and the database):
+//! level reads (and their ancestors and inheritance children, and the database):
 //! - no commit is pending, and
 //! - the statement's snapshot sees every commit counted in the version: the last [`RING`] writers'
 //!   transaction ids are checked against the snapshot, and older ones must precede its xmin.

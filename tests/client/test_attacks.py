@@ -156,8 +156,10 @@ def check_attack_the_size_of_a_cached_release_counts_hidden_groups():
 
     def cached(c, pad, x):
         tag[0] += 1
-        q = (f"SELECT k, n, '{tag[0]:06d}{'x' * pad}' AS pad FROM (SELECT CASE WHEN name = 'Bob' AND income > {x:09d} "
-             "THEN 1 ELSE 0 END AS k, dp_count(id, 1e-9) AS n FROM patients GROUP BY 1) s")
+        # the padding is in the level's select list, so in the key of its release (a constant outside
+        # the level would not be)
+        q = (f"SELECT k, n, pad FROM (SELECT CASE WHEN name = 'Bob' AND income > {x:09d} THEN 1 ELSE 0 END AS k, "
+             f"dp_count(id, 1e-9) AS n, '{tag[0]:06d}{'x' * pad}' AS pad FROM patients GROUP BY 1) s")
         before = c.execute("SELECT epsilon_spent FROM dp.my_budget").fetchone()[0]
         c.execute(q).fetchall()
         middle = c.execute("SELECT epsilon_spent FROM dp.my_budget").fetchone()[0]
