@@ -11,7 +11,8 @@
 #      release cache, role identities across renames, DROP ROLE, several databases and pg_dumpall +
 #      pg_dump/pg_restore into other clusters, the update from the last release (ALTER EXTENSION
 #      pg_dp UPDATE), and a JDBC client (Debian's driver: a prepared statement with epsilon as a
-#      parameter, fetch size with autocommit off, SQLSTATEs)
+#      parameter, fetch size with autocommit off, SQLSTATEs), Apache Superset through its REST API (charts,
+#      pagination, a dashboard, SQL Lab) and Apache Spark's JDBC source
 #   4. Citus (built from the workplace's snapshot): a coordinator and two workers on this machine, and
 #      a third worker added later
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -73,6 +74,17 @@ done
     --datadir "$TEST_DIR/server" --pgbin "$PGBIN" 2>&1 | tee "$LOGS/ledger.log"
 # the release cache: reuse, staleness after writes, snapshots, per-table switch
 "$PYTHON" "$ROOT/tests/client/test_cache.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" 2>&1 | tee "$LOGS/cache.log"
+# BI tools as a DP-only analyst: Apache Superset through its REST API (charts, pages, a dashboard,
+# SQL Lab) and Apache Spark's JDBC source (schema probe, reads, a pushed-down filter)
+source "$ROOT/tests/bi/tools.sh"
+trap 'superset_stop; cluster_stop "$TEST_DIR/server"' EXIT
+bi_install
+if superset_start 25488; then
+    "$BI_VENV/bin/python" "$ROOT/tests/bi/test_superset.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" \
+        --superset http://127.0.0.1:25488 2>&1 | tee "$LOGS/superset.log"
+fi
+superset_stop
+"$BI_VENV/bin/python" "$ROOT/tests/bi/test_spark.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" 2>&1 | tee "$LOGS/spark.log"
 # role identities: a rename and DROP ROLE across two databases, and pg_dumpall + pg_dump/pg_restore
 # into fresh clusters of its own (ports 25440-25442), with a stranger that gets the analyst's OID
 cluster_start "$TEST_DIR/server" "$PSQL_PORT"
@@ -106,7 +118,7 @@ layers_ok=$(grep -c "^layers: ok" "$LOGS/layers.log" || true)
 [ "$layers_ok" = 1 ] || failed=$((failed + 1))
 summary="layers $([ "$layers_ok" = 1 ] && echo ok || echo FAILED), core $core, in-database $pgrx, regression $regress_passed"
 # each client layer prints "<layer>: N passed, M failed"; a layer without that line counts as failed
-for layer in client totality sqlsmith attacks ledger cache roles upgrade citus jdbc; do
+for layer in client totality sqlsmith attacks ledger cache superset spark roles upgrade citus jdbc; do
     line=$(grep -oE "^$layer: [0-9]+ passed, [0-9]+ failed" "$LOGS/$layer.log" 2>/dev/null | tail -1)
     n=$(echo "$line" | awk '{print $2}')
     f=$(echo "$line" | awk '{print $4}')

@@ -609,7 +609,8 @@ unsafe fn pull(node: *mut pg_sys::CustomScanState, keep: bool) -> Option<*mut pg
 /// A statement ends: every release whose rows go to the release cache but whose reader stopped
 /// before its last row (a LIMIT, a cursor closed halfway) is run to its end and stored. It was
 /// paid for whole, so the next page, or the same query without the LIMIT, is free. Only in a
-/// transaction still in progress (a failed one never gets here).
+/// transaction still in progress (a failed one never gets here), and only for levels computed
+/// without parallel workers (a parallel one read partly is not stored).
 pub unsafe fn finish_for_cache(qd: *mut pg_sys::QueryDesc) {
     if (*qd).planstate.is_null() || (*qd).estate.is_null() || !pg_sys::IsTransactionState() {
         return;
@@ -622,11 +623,25 @@ pub unsafe fn finish_for_cache(qd: *mut pg_sys::QueryDesc) {
         }
         if (*ps).type_ == NodeTag::T_CustomScanState && std::ptr::eq((*(ps as *mut pg_sys::CustomScanState)).methods, &EXEC_METHODS.0) {
             let st = ps as *mut ReleaseState;
-            if (*st).storing && !(*st).store.is_null() && !(*st).child_done {
+            if (*st).storing && !(*st).store.is_null() && !(*st).child_done && resumable((*ps).lefttree) {
                 (*(ctx as *mut Vec<*mut pg_sys::CustomScanState>)).push(ps.cast());
             }
         }
         pg_sys::planstate_tree_walker(ps, Some(walker), ctx)
+    }
+    /// Whether a plan can still be run after the executor shut it down (which a statement's run
+    /// does once its top node returned its last row, a LIMIT's included): not a parallel plan, whose
+    /// workers and shared memory are gone, nor another extension's scan (Citus).
+    unsafe fn resumable(ps: *mut pg_sys::PlanState) -> bool {
+        #[pgrx::pg_guard]
+        unsafe extern "C-unwind" fn blocker(ps: *mut pg_sys::PlanState, _ctx: *mut std::ffi::c_void) -> bool {
+            if ps.is_null() {
+                return false;
+            }
+            matches!((*ps).type_, NodeTag::T_GatherState | NodeTag::T_GatherMergeState | NodeTag::T_CustomScanState)
+                || pg_sys::planstate_tree_walker(ps, Some(blocker), std::ptr::null_mut())
+        }
+        !blocker(ps, std::ptr::null_mut())
     }
     walker((*qd).planstate, &mut open as *mut Vec<_> as *mut std::ffi::c_void);
     if open.is_empty() {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Apache Superset, unmodified, over pg_dp as a DP-only analyst, driven through its REST API.
 
-A Superset server (installed by tests/bi/setup_superset.sh in a virtual environment, metadata in
+A Superset server (installed and started by tests/bi/tools.sh in a virtual environment, metadata in
 SQLite, Superset's own caches off) registers the database with the analyst's login, and builds:
 - a bar chart of dp_count and dp_sum by diagnosis (a declared public domain),
 - a time-series chart with a time range and a monthly grain (DATE_TRUNC and TO_DATE, keys kept by
@@ -18,15 +18,17 @@ Run by scripts/test.sh with the virtual environment's Python:
 Prints one line per check and "superset: N passed, M failed".
 """
 import argparse
+import datetime
 import json
 import os
 import sys
 
-import psycopg2
 import requests
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "client"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import run_checks  # noqa: E402
+from database import Database  # noqa: E402
 
 ARGS = None
 DB = "pg_dp_bi"
@@ -35,51 +37,20 @@ EPS = 1000  # large: the answers must equal the exact ones up to rounding
 STATE = {}
 
 
-def pg(user="postgres"):
-    c = psycopg2.connect(host=ARGS.host, port=ARGS.port, dbname=DB if user != "setup" else "postgres",
-                         user="postgres" if user == "setup" else user)
-    c.autocommit = True
-    return c
+def db():
+    return STATE["db_"]
 
 
-def sql(query, args=None, user="postgres"):
-    c = pg(user)
-    try:
-        with c.cursor() as cur:
-            cur.execute(query, args)
-            return cur.fetchall() if cur.description else None
-    finally:
-        c.close()
-
-
-def setup_database():
-    c = pg("setup")
-    with c.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-        cur.execute(f"CREATE DATABASE {DB}")
-        cur.execute(f"DROP ROLE IF EXISTS {ANALYST}")
-        cur.execute(f"CREATE ROLE {ANALYST} LOGIN")
-    c.close()
-    for stmt in (
-        "CREATE EXTENSION pg_dp",
-        "CREATE TABLE visits (id int PRIMARY KEY, visit_date date NOT NULL, diagnosis text NOT NULL, cost float8)",
-        # 3,000 visits over 2023, four diagnoses
-        "INSERT INTO visits SELECT g, date '2023-01-01' + (g * 7 % 365), "
-        "(ARRAY['flu','cold','injury','checkup'])[1 + g % 4], (g % 500)::float8 FROM generate_series(1, 3000) g",
-        "SELECT dp.protect_table('visits')",
-        "SELECT dp.set_domain('visits', 'diagnosis', ARRAY['flu','cold','injury','checkup'])",
-        f"GRANT SELECT ON visits TO {ANALYST}",
-        f"SELECT dp.set_budget('{ANALYST}', 1000000, 0.01)",
-    ):
-        sql(stmt)
+def sql(query, args=None):
+    return db().sql(query, args)
 
 
 def spent():
-    return sql("SELECT epsilon_spent FROM dp.budgets WHERE role = %s::regrole", (ANALYST,))[0][0]
+    return db().spent()
 
 
 def receipts():
-    return sql("SELECT count(*) FROM dp.ledger WHERE role = %s::regrole", (ANALYST,))[0][0]
+    return db().receipts()
 
 
 class Superset:
@@ -136,17 +107,14 @@ def rows_of(result, i=0):
 
 
 def setup():
-    setup_database()
+    STATE["db_"] = Database(ARGS.host, ARGS.port, DB, ANALYST)
+    db().create(budget_delta=0.01)
     ss = Superset(ARGS.superset)
     uri = f"postgresql+psycopg2://{ANALYST}@127.0.0.1:{ARGS.port}/{DB}"
-    db = ss.call("POST", "/api/v1/database/", {"database_name": "pg_dp analyst", "sqlalchemy_uri": uri,
-                                              "expose_in_sqllab": True, "allow_dml": False})
-    ds = ss.call("POST", "/api/v1/dataset/", {"database": db["id"], "schema": "public", "table_name": "visits"})
-    STATE.update(ss=ss, db=db["id"], ds=ds["id"])
-
-
-def exact(query):
-    return sql(query)
+    registered = ss.call("POST", "/api/v1/database/", {"database_name": "pg_dp analyst", "sqlalchemy_uri": uri,
+                                                      "expose_in_sqllab": True, "allow_dml": False})
+    ds = ss.call("POST", "/api/v1/dataset/", {"database": registered["id"], "schema": "public", "table_name": "visits"})
+    STATE.update(ss=ss, db=registered["id"], ds=ds["id"])
 
 
 def close(a, b, tol):
@@ -182,7 +150,7 @@ def check_2_a_bar_chart_is_paid_once_and_exact_at_a_large_epsilon():
     STATE["bar"] = cid
     data = rows_of(render(cid))
     assert spent() - before == 2 * EPS, (spent(), before)
-    truth = {d: (n, s) for d, n, s in exact("SELECT diagnosis, count(*), sum(cost) FROM visits GROUP BY 1")}
+    truth = {d: (n, s) for d, n, s in sql("SELECT diagnosis, count(*), sum(cost) FROM visits GROUP BY 1")}
     assert {r["diagnosis"] for r in data} == set(truth), data
     for r in data:
         n, s = truth[r["diagnosis"]]
@@ -201,13 +169,12 @@ def check_3_a_time_series_with_a_range_and_a_monthly_grain():
     text = result["result"][0]["query"]
     assert "DATE_TRUNC" in text.upper() and "2023-07-01" in text, text
     data = rows_of(result)
-    truth = dict(exact("SELECT date_trunc('month', visit_date)::date, count(*) FROM visits "
+    truth = dict(sql("SELECT date_trunc('month', visit_date)::date, count(*) FROM visits "
                        "WHERE visit_date >= '2023-01-01' AND visit_date < '2023-07-01' GROUP BY 1"))
     got = {}
     for r in data:
         ts = r["visit_date"]
         # Superset returns epoch milliseconds for temporal columns
-        import datetime
         day = datetime.datetime.fromtimestamp(ts / 1000, datetime.timezone.utc).date() if isinstance(ts, (int, float)) else ts
         got[day] = r["visits"]
     assert set(got) == set(truth), (got, truth)
@@ -235,8 +202,7 @@ def check_4_a_table_with_server_pagination_pays_for_the_first_page_only():
     page2 = rows_of(second, 0)
     assert spent() - before == EPS, "the second page was charged"
     assert len(page2) == 2 and not {r["diagnosis"] for r in page1} & {r["diagnosis"] for r in page2}, (page1, page2)
-    # the pages are one release: the bar chart's counts (another statement, same DP level? no: the
-    # bar chart also releases dp_sum, another level) agree with the pages among themselves
+    # the pages are one release, in one order
     counts = [r["visits"] for r in page1 + page2]
     assert counts == sorted(counts, reverse=True), counts
 

@@ -380,6 +380,24 @@ def check_a_limit_pays_once_and_the_next_page_is_free():
     assert spent("dp_c_alice") == b
 
 
+def check_a_limit_over_a_parallel_level_ends_cleanly():
+    """A statement's run shuts its plan down once its top node is done (a LIMIT's included): parallel
+    workers and their shared memory are gone. A release read partly through a parallel plan is not
+    resumed to be stored (it would scan through freed memory): it ends, and the next query pays."""
+    fresh_release_state()
+    with connect("dp_c_alice") as c:
+        for s in ("max_parallel_workers_per_gather = 2", "parallel_setup_cost = 0", "parallel_tuple_cost = 0",
+                  "min_parallel_table_scan_size = 0", "enable_hashagg = off", "parallel_leader_participation = on"):
+            c.execute("SET " + s)
+        b = spent("dp_c_alice")
+        first = c.execute(LEVEL + " LIMIT 1").fetchall()
+        assert len(first) == 1 and spent("dp_c_alice") - b == Decimal("0.75")
+        rows = c.execute(LEVEL + " ORDER BY k").fetchall()
+        assert [r[0] for r in rows] == [0, 1, 2, 3], rows
+        assert spent("dp_c_alice") - b in (Decimal("0.75"), Decimal("1.5")), spent("dp_c_alice") - b
+        print(f"    parallel LIMIT 1, then the whole release: {spent('dp_c_alice') - b} spent")
+
+
 def check_rows_replayed_from_another_plan_still_follow_order_by():
     """A release stored by a hashed aggregation (rows in no order) and replayed under ORDER BY of its
     keys, where the planner would otherwise have relied on a sorted aggregation's order."""
