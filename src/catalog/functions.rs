@@ -146,11 +146,7 @@ pub fn special_function(oid: pg_sys::Oid) -> Option<&'static str> {
         return c;
     }
     let found = unsafe {
-        let ext = pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, oid);
-        let ours = ext != pg_sys::InvalidOid && {
-            let n = pg_sys::get_extension_name(ext);
-            !n.is_null() && std::ffi::CStr::from_ptr(n).to_bytes() == b"pg_dp"
-        };
+        let ours = of_pg_dp(oid);
         let name = if ours { pg_sys::get_func_name(oid) } else { std::ptr::null_mut() };
         if name.is_null() {
             None
@@ -165,4 +161,24 @@ pub fn special_function(oid: pg_sys::Oid) -> Option<&'static str> {
     };
     SPECIAL.with(|s| s.borrow_mut().insert(oid, found));
     found
+}
+
+/// True for a function of extension pg_dp (looked up once per backend and function).
+pub fn of_pg_dp(oid: pg_sys::Oid) -> bool {
+    thread_local! {
+        static OURS: std::cell::RefCell<std::collections::HashMap<pg_sys::Oid, bool>> =
+            std::cell::RefCell::new(std::collections::HashMap::new());
+    }
+    if let Some(c) = OURS.with(|s| s.borrow().get(&oid).copied()) {
+        return c;
+    }
+    let ours = unsafe {
+        let ext = pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, oid);
+        ext != pg_sys::InvalidOid && {
+            let n = pg_sys::get_extension_name(ext);
+            !n.is_null() && std::ffi::CStr::from_ptr(n).to_bytes() == b"pg_dp"
+        }
+    };
+    OURS.with(|s| s.borrow_mut().insert(oid, ours));
+    ours
 }

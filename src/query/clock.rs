@@ -17,10 +17,22 @@ use std::ffi::c_void;
 /// Folds the clock expressions of every DP level of a statement (before the grammar checks it).
 /// Returns true if one was folded.
 pub unsafe fn fold(query: *mut Query) -> bool {
-    let mut folded = false;
-    find_levels(query as *mut Node, &mut folded as *mut bool as *mut c_void);
-    folded
+    let mut walk = Walk { found: false, depth: 0 };
+    find_levels(query as *mut Node, &mut walk as *mut Walk as *mut c_void);
+    walk.found
 }
+
+/// The state of a walk that looks for (or folds) clock expressions: whether one was found (or
+/// folded), and how deep in the expression the walk is. Expressions are looked at down to
+/// [`MAX_DEPTH`] levels only: the checks of each candidate walk it again, and near the end of the
+/// stack they would fail (a clock expression is a handful of nodes near the top of a condition).
+struct Walk {
+    found: bool,
+    depth: u32,
+}
+
+/// Deepest level of an expression at which a clock expression is looked for.
+const MAX_DEPTH: u32 = 64;
 
 /// True if a query level computes pg_dp aggregates.
 unsafe fn is_dp_level(q: *mut Query) -> bool {
@@ -60,47 +72,64 @@ unsafe extern "C-unwind" fn find_levels(node: *mut Node, ctx: *mut c_void) -> bo
 unsafe fn has_foldable(q: *mut Query) -> bool {
     #[pgrx::pg_guard]
     unsafe extern "C-unwind" fn walker(node: *mut Node, ctx: *mut c_void) -> bool {
-        if node.is_null() || pg_sys::stack_is_too_deep() {
+        let w = &mut *(ctx as *mut Walk);
+        if node.is_null() || w.depth > MAX_DEPTH || pg_sys::stack_is_too_deep() {
             return false;
         }
         if (*node).type_ == NodeTag::T_Query {
-            return pg_sys::query_tree_walker(node as *mut Query, Some(walker), ctx, 0);
+            let saved = std::mem::replace(&mut w.depth, 0);
+            let r = pg_sys::query_tree_walker(node as *mut Query, Some(walker), ctx, 0);
+            w.depth = saved;
+            return r;
         }
         if foldable(node) {
-            *(ctx as *mut bool) = true;
+            w.found = true;
             return true;
         }
-        pg_sys::expression_tree_walker(node, Some(walker), ctx)
+        w.depth += 1;
+        let r = pg_sys::expression_tree_walker(node, Some(walker), ctx);
+        w.depth -= 1;
+        r
     }
-    let mut found = false;
-    pg_sys::query_tree_walker(q, Some(walker), &mut found as *mut bool as *mut c_void, 0);
-    found
+    let mut walk = Walk { found: false, depth: 0 };
+    pg_sys::query_tree_walker(q, Some(walker), &mut walk as *mut Walk as *mut c_void, 0);
+    walk.found
 }
 
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn fold_mutator(node: *mut Node, ctx: *mut c_void) -> *mut Node {
-    if node.is_null() {
+    let w = &mut *(ctx as *mut Walk);
+    if node.is_null() || w.depth > MAX_DEPTH {
         return node;
-    }
-    if (*node).type_ == NodeTag::T_Query {
-        let m: unsafe extern "C-unwind" fn() -> *mut Node =
-            std::mem::transmute(fold_mutator as unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> *mut Node);
-        pg_sys::query_tree_mutator(node as *mut Query, Some(m), ctx, pg_sys::QTW_DONT_COPY_QUERY as i32);
-        return node;
-    }
-    if !pg_sys::stack_is_too_deep() && foldable(node) {
-        *(ctx as *mut bool) = true;
-        return evaluate(node);
     }
     let m: unsafe extern "C-unwind" fn() -> *mut Node =
         std::mem::transmute(fold_mutator as unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> *mut Node);
-    pg_sys::expression_tree_mutator(node, Some(m), ctx)
+    if (*node).type_ == NodeTag::T_Query {
+        let saved = std::mem::replace(&mut w.depth, 0);
+        pg_sys::query_tree_mutator(node as *mut Query, Some(m), ctx, pg_sys::QTW_DONT_COPY_QUERY as i32);
+        w.depth = saved;
+        return node;
+    }
+    if !pg_sys::stack_is_too_deep() && foldable(node) {
+        w.found = true;
+        return evaluate(node);
+    }
+    w.depth += 1;
+    let out = pg_sys::expression_tree_mutator(node, Some(m), ctx);
+    w.depth -= 1;
+    out
 }
 
 /// A column-free expression of built-in functions, at least one of them stable, none volatile,
 /// evaluable on its own (no CASE placeholder, parameter, aggregate or subquery).
+///
+/// Only expressions of at most [`MAX_FOLDABLE_NODES`] nodes are looked at: the checks walk the whole
+/// expression (a clock expression is a handful of nodes).
 unsafe fn foldable(node: *mut Node) -> bool {
     use NodeTag::*;
+    if !within(node, MAX_FOLDABLE_NODES) {
+        return false;
+    }
     let expression = matches!(
         (*node).type_,
         T_FuncExpr | T_OpExpr | T_SQLValueFunction | T_CoerceViaIO | T_CaseExpr | T_CoalesceExpr | T_MinMaxExpr
@@ -111,6 +140,29 @@ unsafe fn foldable(node: *mut Node) -> bool {
         return false;
     }
     !not_standalone(node, std::ptr::null_mut())
+}
+
+/// Largest expression, in nodes, that may be folded into a constant.
+const MAX_FOLDABLE_NODES: usize = 64;
+
+/// Whether an expression has at most `limit` nodes (the walk stops at the first one more).
+unsafe fn within(node: *mut Node, limit: usize) -> bool {
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn count(node: *mut Node, ctx: *mut c_void) -> bool {
+        if node.is_null() {
+            return false;
+        }
+        let left = &mut *(ctx as *mut usize);
+        // near the stack's end the expression is not looked at (a deeper walk would fail there)
+        if *left == 0 || (*node).type_ == NodeTag::T_Query || pg_sys::stack_is_too_deep() {
+            *left = 0;
+            return true;
+        }
+        *left -= 1;
+        pg_sys::expression_tree_walker(node, Some(count), ctx)
+    }
+    let mut left = limit;
+    !count(node, &mut left as *mut usize as *mut c_void)
 }
 
 #[pgrx::pg_guard]

@@ -43,11 +43,12 @@ pub struct LevelKey {
 }
 
 /// The key of `level`, a DP level of `statement`; None when its releases may not be cached (row
-/// security applies somewhere in the statement).
+/// security applies somewhere in the statement, or the level's HAVING calls a function whose value
+/// may change while the relations it reads do not).
 pub unsafe fn level_key(statement: *mut Query, level: *mut Query) -> Option<LevelKey> {
     let mut stmt_walk = Walk::default();
     walk_query(statement, &mut stmt_walk);
-    if stmt_walk.row_security {
+    if stmt_walk.row_security || !having_is_pure((*level).havingQual) {
         return None;
     }
     let q = copy(level);
@@ -115,6 +116,41 @@ unsafe extern "C-unwind" fn walker(node: *mut Node, ctx: *mut c_void) -> bool {
         _ => {}
     }
     pg_sys::expression_tree_walker(node, Some(walker), ctx)
+}
+
+/// Whether a level's HAVING, which decides which groups are released (and stored) before anything
+/// above the level runs, depends on nothing but the released values and the relations it reads
+/// itself: every function it calls above the aggregates (in its subqueries too) is a built-in
+/// immutable one or pg_dp's own. A user-defined or a stable function may read tables the key does not know of, or the role
+/// or the clock (`HAVING allowed(k)`, where `allowed` reads `current_user`): such a level is never
+/// cached.
+unsafe fn having_is_pure(having: *mut Node) -> bool {
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn impure(oid: Oid, _ctx: *mut c_void) -> bool {
+        let builtin = oid.to_u32() < pg_sys::FirstNormalObjectId && pg_sys::func_volatile(oid) == pg_sys::PROVOLATILE_IMMUTABLE as std::ffi::c_char;
+        !builtin && !crate::catalog::functions::of_pg_dp(oid)
+    }
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walker(node: *mut Node, ctx: *mut c_void) -> bool {
+        if node.is_null() {
+            return false;
+        }
+        if pg_sys::stack_is_too_deep() {
+            return true;
+        }
+        match (*node).type_ {
+            NodeTag::T_Query => return pg_sys::query_tree_walker(node as *mut Query, Some(walker), ctx, 0),
+            NodeTag::T_SQLValueFunction | NodeTag::T_NextValueExpr | NodeTag::T_CurrentOfExpr => return true,
+            // an aggregate's input is below the level, held to the grammar's total functions
+            NodeTag::T_Aggref => return impure((*(node as *mut pg_sys::Aggref)).aggfnoid, ctx),
+            _ => {}
+        }
+        if pg_sys::check_functions_in_node(node, Some(impure), ctx) {
+            return true;
+        }
+        pg_sys::expression_tree_walker(node, Some(walker), ctx)
+    }
+    !walker(having, std::ptr::null_mut())
 }
 
 /// The tags of the level's aggregate calls in order of first appearance (select list, then HAVING).

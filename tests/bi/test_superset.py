@@ -15,7 +15,8 @@ first render is paid once, refreshes, pages and the same query in SQL Lab are fr
 
 Run by scripts/test.sh with the virtual environment's Python:
     $VENV/bin/python tests/bi/test_superset.py --host /tmp --port 25433 --superset http://127.0.0.1:25488
-Prints one line per check and "superset: N passed, M failed".
+Prints one line per check and "superset: N passed, M failed". It expects a Superset started afresh
+(tools.sh superset_start), whose metadata holds nothing of an earlier run.
 """
 import argparse
 import datetime
@@ -111,7 +112,7 @@ def setup():
     db().create(budget_delta=0.01)
     ss = Superset(ARGS.superset)
     uri = f"postgresql+psycopg2://{ANALYST}@127.0.0.1:{ARGS.port}/{DB}"
-    registered = ss.call("POST", "/api/v1/database/", {"database_name": "pg_dp analyst", "sqlalchemy_uri": uri,
+    registered = ss.call("POST", "/api/v1/database/", {"database_name": f"pg_dp analyst {os.getpid()}", "sqlalchemy_uri": uri,
                                                       "expose_in_sqllab": True, "allow_dml": False})
     ds = ss.call("POST", "/api/v1/dataset/", {"database": registered["id"], "schema": "public", "table_name": "visits"})
     STATE.update(ss=ss, db=registered["id"], ds=ds["id"])

@@ -398,6 +398,30 @@ def check_a_limit_over_a_parallel_level_ends_cleanly():
         print(f"    parallel LIMIT 1, then the whole release: {spent('dp_c_alice') - b} spent")
 
 
+def check_a_having_that_calls_a_user_function_is_never_cached():
+    """HAVING decides which groups a level releases, before they are stored: a function there that
+    reads a table (or the role, or the clock) would make a stored release stale, or hand one role's
+    filtered release to another. Such a level is released afresh each time; a HAVING of built-in
+    immutable functions is cached as any level."""
+    with connect() as c:
+        c.execute("DROP TABLE IF EXISTS mine CASCADE")
+        c.execute("CREATE TABLE mine (k int PRIMARY KEY, ok bool NOT NULL)")
+        c.execute("INSERT INTO mine VALUES (0, true), (1, false), (2, false), (3, false)")
+        c.execute("CREATE FUNCTION okk(int) RETURNS bool STABLE LANGUAGE sql AS 'SELECT ok FROM mine WHERE k = $1'")
+        c.execute("GRANT SELECT ON mine TO dp_c_alice")
+    q = "SELECT k, dp_count(x, 0.5) FROM t GROUP BY k HAVING okk(k) OR dp_count(x, 0.5) < -1000000"
+    b = spent("dp_c_alice")
+    assert [r[0] for r in run(q)] == [0]
+    with connect() as c:
+        c.execute("UPDATE mine SET ok = NOT ok")
+    assert sorted(r[0] for r in run(q)) == [1, 2, 3], "a stale HAVING was replayed"
+    assert spent("dp_c_alice") - b == Decimal("1.0")
+    pure = "SELECT k, dp_count(x, 0.5) FROM t GROUP BY k HAVING abs(dp_count(x, 0.5)) > 0"
+    first = run(pure)
+    b = spent("dp_c_alice")
+    assert run(pure) == first and spent("dp_c_alice") == b, "a HAVING of built-in functions was not cached"
+
+
 def check_rows_replayed_from_another_plan_still_follow_order_by():
     """A release stored by a hashed aggregation (rows in no order) and replayed under ORDER BY of its
     keys, where the planner would otherwise have relied on a sorted aggregation's order."""
