@@ -1,7 +1,8 @@
 // Automatic bounds (src/aggregates/autobounds.rs, docs/privacy/automatic-bounds.md): dp_sum, dp_avg,
 // dp_median and dp_percentile without bounds on a column without declared ones choose DP bounds
-// with a share of ε, charge the whole ε before running, work in parallel plans, and give a clear
-// error on too little data (after the charge: the error is a function of the noisy histogram).
+// with a share of ε, charge the whole ε before running, work in parallel plans, and release a value
+// whatever the data (on too little data, bounds from the largest noisy count of a default range, listed
+// by dp.last_releases).
 
 /// 100,000 rows: ages 17..=90 (`age`, int4) and a skewed income (`income`, float8, 20·e^(…) up to
 /// about 2.9 million).
@@ -54,15 +55,30 @@ fn automatic_bounds_charge_the_whole_epsilon_before_running() {
 }
 
 #[pg_test]
-fn too_little_data_is_a_clear_error_after_the_charge() {
+fn too_little_data_still_releases_a_value_at_the_charged_epsilon() {
     Spi::run("CREATE TABLE few AS SELECT g::float8 AS x FROM generate_series(1, 5) g").unwrap();
+    Spi::run("CREATE TABLE same AS SELECT 7::float8 AS x FROM generate_series(1, 300) g").unwrap();
     Spi::run("SET dp.require_budget = off").unwrap();
-    let before = one_i64("SELECT count(*) FROM dp.ledger");
-    let e = error_of("SELECT dp_sum(x, 0.1) FROM few").unwrap();
-    assert!(e.contains("bounds") && e.contains("given explicitly"), "{e}");
-    assert_eq!(one_i64("SELECT count(*) FROM dp.ledger"), before + 1, "charged before it ran");
-    // an empty table too
-    assert!(error_of("SELECT dp_avg(x) FROM few WHERE false").is_some());
+    for (sql, table) in [
+        ("SELECT dp_sum(x, 0.1) FROM few", "few"),
+        ("SELECT dp_avg(x, 0.1) FROM few", "few"),
+        ("SELECT dp_median(x, 0.1) FROM few", "few"),
+        ("SELECT dp_avg(x, 0.01) FROM few WHERE false", "an empty table"),
+        ("SELECT dp_sum(x, 0.01) FROM same", "all values equal"),
+        ("SELECT dp_percentile(x, 0.9, 0.01) FROM same", "all values equal"),
+    ] {
+        let before = one_i64("SELECT count(*) FROM dp.ledger");
+        assert!(error_of(sql).is_none(), "{table}: {sql} failed: {:?}", error_of(sql));
+        assert_eq!(one_i64("SELECT count(*) FROM dp.ledger"), before + 1, "{table}: charged once");
+        // the bounds it used: 0 or a power of two within the default range, one side at most
+        let lower = one_f64("SELECT lower FROM dp.last_releases(1)");
+        let upper = one_f64("SELECT upper FROM dp.last_releases(1)");
+        assert!(lower <= 0.0 && upper >= 0.0 && (lower == 0.0 || upper == 0.0), "{table}: [{lower}, {upper}]");
+        assert!(upper <= 2f64.powi(32) && lower >= -(2f64.powi(32)), "{table}: [{lower}, {upper}]");
+    }
+    // a call with bounds lists none
+    Spi::run("SELECT dp_sum(x, 0, 10, 0.1) FROM few").unwrap();
+    assert_eq!(one_i64("SELECT count(*) FROM dp.last_releases(1) WHERE lower IS NULL AND upper IS NULL"), 1);
 }
 
 #[pg_test]

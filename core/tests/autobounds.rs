@@ -9,7 +9,7 @@ use common::*;
 use pg_dp_core::accounting::charge::mechanism_epsilon;
 use pg_dp_core::mechanisms::autobounds::{
     extension_threshold, threshold, AutoBoundsSpec, ChosenBounds, MagnitudeHistogram, AUTO_BOUNDS_MECHANISM, AUTO_BOUNDS_SHARE,
-    MAX_SERIALIZED_BYTES,
+    DEFAULT_MAX_EXP, DEFAULT_MIN_EXP, MAX_SERIALIZED_BYTES,
 };
 use pg_dp_core::noise::grid::pow2;
 use pg_dp_core::mechanisms::{AvgSpec, FloatSumSpec};
@@ -140,7 +140,7 @@ fn clamped_sums_are_exact() {
         let h = hist(&xs);
         for _ in 0..5 {
             let pick = |rng: &mut DpRng| if rng.random_range(0..5) == 0 { None } else { Some(rng.random_range(-40..60)) };
-            let b = ChosenBounds { lower_exp: pick(&mut rng), upper_exp: pick(&mut rng), epsilon: 1.0, threshold: 1 };
+            let b = ChosenBounds { lower_exp: pick(&mut rng), upper_exp: pick(&mut rng), epsilon: 1.0, threshold: 1, fallback: false };
             let (lo, up) = (b.lower(), b.upper());
             let exact: i128 = xs.iter().map(|&x| (x.clamp(lo, up) * pow2(40)) as i128).sum();
             for g in [-45, -40, -12, 0, 7, 30, 70] {
@@ -152,7 +152,7 @@ fn clamped_sums_are_exact() {
     assert!(checked > 10_000);
     // values below 2^-64 count as 0; ±Infinity and values beyond 2^99 are clamped like the rest
     let h = hist(&[pow2(-65), -pow2(-70), f64::INFINITY, f64::NEG_INFINITY, 1e300, 3.0]);
-    let b = ChosenBounds { lower_exp: Some(1), upper_exp: Some(3), epsilon: 1.0, threshold: 1 };
+    let b = ChosenBounds { lower_exp: Some(1), upper_exp: Some(3), epsilon: 1.0, threshold: 1, fallback: false };
     assert_eq!(h.clamped_sum_steps(&b, 0), 8 - 2 + 8 + 3);
 }
 
@@ -172,6 +172,7 @@ fn one_row_moves_the_rounded_clamped_sum_by_at_most_the_charged_sensitivity() {
             upper_exp: Some(rng.random_range(-64..100)),
             epsilon: 1.0,
             threshold: 1,
+            fallback: false,
         };
         let sum = FloatSumSpec::new(b.lower(), b.upper(), 1.0).unwrap();
         let ab = b.aligned_for_average();
@@ -200,11 +201,13 @@ fn one_row_moves_the_rounded_clamped_sum_by_at_most_the_charged_sensitivity() {
     }
 }
 
-/// The choice as one integer per outcome: error, or (lower, upper) exponents.
+/// The choice as one integer per outcome: error, or (fallback, lower, upper exponents).
 fn outcome(r: Result<ChosenBounds, DpError>) -> i64 {
     match r {
         Err(_) => -1,
-        Ok(b) => (b.lower_exp.map_or(0, |a| a + 200) as i64) * 1000 + b.upper_exp.map_or(0, |a| a + 200) as i64,
+        Ok(b) => {
+            (b.fallback as i64) * 1_000_000 + (b.lower_exp.map_or(0, |a| a + 200) as i64) * 1000 + b.upper_exp.map_or(0, |a| a + 200) as i64
+        }
     }
 }
 
@@ -268,32 +271,73 @@ fn choose_bounds_is_private_empirically_with_a_negative_control() {
 }
 
 #[test]
-fn small_data_gives_a_clear_error_suggesting_explicit_bounds() {
+fn small_and_degenerate_data_always_get_a_release_at_the_charged_epsilon() {
+    // no bin can reach the threshold: the bounds come from the largest noisy count of the default
+    // range (or the zero bin), never an error
     let mut rng = seeded_rng(7500);
     let spec = AutoBoundsSpec::new(0.1).unwrap();
-    let h = hist(&[3.0, 17.5, 240.0, 99.0, 1.0]);
-    let values = [3.0, 17.5, 240.0, 99.0, 1.0];
-    let (mut errors, mut message) = (0, String::new());
-    let trials = 2000;
-    for i in 0..trials {
-        let r = match i % 3 {
-            0 => spec.release_sum(&mut rng, &h).map(|_| ()),
-            1 => spec.release_avg(&mut rng, &h).map(|_| ()),
-            _ => spec.quantile_bounds(&mut rng, &values).map(|_| ()),
-        };
-        if let Err(e) = r {
-            errors += 1;
-            assert!(matches!(e, DpError::InvalidParameter { arg: "lower and upper", .. }), "{e:?}");
-            message = e.to_string();
+    let tables: Vec<Vec<f64>> = vec![
+        vec![],
+        vec![42.0],
+        vec![3.0, 17.5, 240.0, 99.0, 1.0],
+        vec![7.0; 300],
+        vec![0.0; 300],
+        vec![1e300, -1e300, f64::INFINITY],
+        (0..300).map(|i| i as f64 * 1e-9).collect(),
+    ];
+    let trials = 300;
+    let (mut fallbacks, mut zeros) = (0, 0);
+    for xs in &tables {
+        let h = hist(xs);
+        for i in 0..trials {
+            let (bounds, value) = match i % 3 {
+                0 => spec.release_sum(&mut rng, &h).map(|r| (r.bounds, r.value)).unwrap(),
+                1 => spec.release_avg(&mut rng, &h).map(|r| (r.bounds, r.value)).unwrap(),
+                _ => {
+                    let (b, e) = spec.quantile_bounds(&mut rng, xs).unwrap();
+                    let q = QuantileSpec::exponential(0.5, b.lower(), b.upper(), e).unwrap();
+                    (b, q.release(&mut rng, &mut xs.clone()))
+                }
+            };
+            assert!(value.is_finite(), "{xs:?}: {value}");
+            assert!(bounds.lower() <= 0.0 && bounds.upper() >= 0.0, "{bounds:?}");
+            if bounds.fallback {
+                fallbacks += 1;
+                // one side at most, within the default range
+                assert!(bounds.lower_exp.is_none() || bounds.upper_exp.is_none(), "{bounds:?}");
+                for a in [bounds.lower_exp, bounds.upper_exp].into_iter().flatten() {
+                    assert!((DEFAULT_MIN_EXP + 1..=DEFAULT_MAX_EXP + 1).contains(&a), "{bounds:?}");
+                }
+                zeros += (bounds.lower_exp.is_none() && bounds.upper_exp.is_none()) as usize;
+            }
         }
     }
-    eprintln!("{errors} of {trials} errors: {message}");
-    assert_eq!(errors, trials);
-    assert!(message.starts_with("lower and upper must be given explicitly") && message.contains("rows"), "{message}");
+    eprintln!("{} releases on tiny tables: {fallbacks} with fallback bounds, {zeros} of them [0, 0]", tables.len() * trials);
+    assert_eq!(fallbacks, tables.len() * trials, "a tiny table passed the threshold at epsilon 0.02");
+    // a table with many rows in one bin still passes the threshold, without the fallback
+    let big = hist(&vec![300.0; 5000]);
+    let r = AutoBoundsSpec::new(1.0).unwrap().release_sum(&mut rng, &big).unwrap();
+    assert!(!r.bounds.fallback && r.bounds.upper() == 512.0, "{:?}", r.bounds);
     // a column of zeros is fine: its bounds are [0, 0] and its sum is exactly 0
     let zeros = hist(&vec![0.0; 5000]);
     let r = AutoBoundsSpec::new(1.0).unwrap().release_sum(&mut rng, &zeros).unwrap();
-    assert_eq!((r.value, r.bounds.lower(), r.bounds.upper()), (0.0, 0.0, 0.0));
+    assert_eq!((r.value, r.bounds.lower(), r.bounds.upper(), r.bounds.fallback), (0.0, 0.0, 0.0, false));
+}
+
+#[test]
+fn the_fallback_finds_a_small_table_at_a_large_epsilon() {
+    // 40 rows in [64, 128) at a bound ε of 0.2 (threshold about 100 rows): below the threshold, but
+    // far above the noise, so the largest noisy count is that bin nearly always
+    let mut rng = seeded_rng(7510);
+    let h = hist(&vec![100.0; 40]);
+    let (mut found, n) = (0, 400);
+    for _ in 0..n {
+        let b = h.choose_bounds(&mut rng, 0.2).unwrap();
+        assert!(b.fallback, "{b:?}");
+        found += (b.upper() == 128.0 && b.lower() == 0.0) as usize;
+    }
+    eprintln!("fallback found the data's bin in {found} of {n} choices");
+    assert!(found >= n * 95 / 100, "{found} of {n}");
 }
 
 #[test]

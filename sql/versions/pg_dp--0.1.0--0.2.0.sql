@@ -1222,3 +1222,11 @@ COMMENT ON FUNCTION dp.masked_database_size(name) IS 'pg_dp internal: pg_databas
 COMMENT ON FUNCTION dp.masked_database_size(oid) IS 'pg_dp internal: pg_database_size for roles restricted by pg_dp: NULL (a database with protected tables counts their bytes)';
 COMMENT ON FUNCTION dp.masked_tablespace_size(name) IS 'pg_dp internal: pg_tablespace_size for roles restricted by pg_dp: NULL';
 COMMENT ON FUNCTION dp.masked_tablespace_size(oid) IS 'pg_dp internal: pg_tablespace_size for roles restricted by pg_dp: NULL';
+
+-- dp.last_releases lists the bounds a call without bounds chose
+DROP FUNCTION dp.last_releases(int);
+CREATE FUNCTION dp.last_releases(n int DEFAULT 10, OUT released_at timestamptz, OUT aggregate text, OUT value float8,
+                                 OUT epsilon float8, OUT delta float8, OUT mechanism text, OUT noise_scale float8,
+                                 OUT interval_95 float8, OUT lower float8, OUT upper float8)
+    RETURNS SETOF record LANGUAGE c VOLATILE ROWS 10 AS 'MODULE_PATHNAME', 'dp_last_releases';
+COMMENT ON FUNCTION dp.last_releases(int) IS 'pg_dp: the n (at most 100) newest releases this session received, newest first: value (as float8), epsilon, delta, mechanism, noise scale and a 95% interval half-width of the noise (for dp_avg, dp_variance and dp_stddev an approximate one of the result, from its own noisy statistics; for smooth-sensitivity quantiles at the largest possible scale; NULL for the exponential mechanism), and for a call without bounds the bounds it chose (automatic bounds; NULL otherwise). Releases of groups that HAVING dropped are not listed';

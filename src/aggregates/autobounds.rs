@@ -184,7 +184,8 @@ unsafe fn release(fcinfo: pg_sys::FunctionCallInfo) -> (Kind, f64) {
     let spec = AutoBoundsSpec::new(f64::from_bits(epsilon)).or_raise(func);
     match with_rng(|rng| if kind == Kind::Avg { spec.release_avg(rng, hist) } else { spec.release_sum(rng, hist) }) {
         Ok(r) => {
-            crate::execution::recent::pending(fcinfo, func, r.value, &r.info, r.info.interval95);
+            let bounds = Some((r.bounds.lower(), r.bounds.upper()));
+            crate::execution::recent::pending_with_bounds(fcinfo, func, r.value, &r.info, r.info.interval95, bounds);
             (kind, r.value)
         }
         Err(e) => {

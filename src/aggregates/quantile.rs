@@ -174,7 +174,8 @@ unsafe fn auto_finish(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::D
     let mut info = spec.describe();
     info.mechanism = pg_dp_core::mechanisms::autobounds::AUTO_BOUNDS_MECHANISM;
     info.epsilon = auto.epsilon;
-    crate::execution::recent::pending(fcinfo, func, value, &info, info.interval95);
+    let chosen = Some((bounds.lower(), bounds.upper()));
+    crate::execution::recent::pending_with_bounds(fcinfo, func, value, &info, info.interval95, chosen);
     value.into_datum().unwrap()
 }
 

@@ -35,6 +35,8 @@ struct Entry {
     mechanism: &'static str,
     noise_scale: f64,
     interval95: Option<f64>,
+    /// the bounds a call without bounds chose (automatic bounds), as (lower, upper)
+    bounds: Option<(f64, f64)>,
 }
 
 thread_local! {
@@ -45,6 +47,18 @@ thread_local! {
 /// Called by a final function with the value it returns and its receipt; `interval95` is the
 /// half-width of this release (for a mean or a variance, computed from its own noisy statistics).
 pub unsafe fn pending(fcinfo: pg_sys::FunctionCallInfo, aggregate: &'static str, value: f64, info: &ReleaseInfo, interval95: Option<f64>) {
+    pending_with_bounds(fcinfo, aggregate, value, info, interval95, None)
+}
+
+/// [`pending`] for a release whose bounds were chosen (automatic bounds): they are listed with it.
+pub unsafe fn pending_with_bounds(
+    fcinfo: pg_sys::FunctionCallInfo,
+    aggregate: &'static str,
+    value: f64,
+    info: &ReleaseInfo,
+    interval95: Option<f64>,
+    bounds: Option<(f64, f64)>,
+) {
     let e = Entry {
         sub: pg_sys::GetCurrentSubTransactionId(),
         role: pg_sys::GetUserId(),
@@ -58,6 +72,7 @@ pub unsafe fn pending(fcinfo: pg_sys::FunctionCallInfo, aggregate: &'static str,
         mechanism: info.mechanism,
         noise_scale: info.scale,
         interval95,
+        bounds,
     };
     PENDING.with(|p| {
         let mut p = p.borrow_mut();
@@ -86,6 +101,7 @@ pub unsafe fn defer_error(fcinfo: pg_sys::FunctionCallInfo, aggregate: &'static 
         mechanism: "",
         noise_scale: 0.0,
         interval95: None,
+        bounds: None,
     };
     PENDING.with(|p| p.borrow_mut().push(e));
 }
@@ -173,8 +189,11 @@ crate::pg::fmgr::pg_v1!(pg_finfo_dp_last_releases, dp_last_releases, |fcinfo| {
             e.mechanism.into_datum().unwrap(),
             e.noise_scale.into_datum().unwrap(),
             e.interval95.unwrap_or(0.0).into_datum().unwrap(),
+            e.bounds.map_or(0.0, |b| b.0).into_datum().unwrap(),
+            e.bounds.map_or(0.0, |b| b.1).into_datum().unwrap(),
         ];
-        let mut nulls = [false, false, false, false, false, false, false, e.interval95.is_none()];
+        let nb = e.bounds.is_none();
+        let mut nulls = [false, false, false, false, false, false, false, e.interval95.is_none(), nb, nb];
         pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
     }
     pg_sys::Datum::from(0usize)

@@ -198,34 +198,50 @@ impl MagnitudeHistogram {
     /// add/remove neighbours: a row changes one bin count by 1, so the noisy histogram is ε-DP and
     /// the rest is post-processing.
     ///
-    /// Fails with a [`DpError::InvalidParameter`] suggesting explicit bounds when no bin reaches the
-    /// threshold (too few rows for the noise at this ε): a function of the noisy histogram, hence
-    /// covered by the same guarantee. When only the zero bin does, the bounds are [0, 0].
+    /// When no bin reaches the threshold (too few rows for the noise at this ε), the bounds come from
+    /// the same noisy counts, so at no further cost: the bin with the largest noisy count among the
+    /// zero bin and the bins of the public default range [2^[`DEFAULT_MIN_EXP`], 2^([`DEFAULT_MAX_EXP`]+1))
+    /// of each sign gives the bound of its sign (the other is 0; the zero bin gives [0, 0]). The
+    /// choice never fails: a call without bounds always releases a value at its charged ε, and
+    /// `fallback` says that the bounds are this rule's.
     pub fn choose_bounds<R: Rng + ?Sized>(&self, rng: &mut R, epsilon: f64) -> DpResult<ChosenBounds> {
         let epsilon = check_epsilon("epsilon", epsilon)?;
         let (t, s) = laplace_scale(1, epsilon);
         let tau = threshold(epsilon);
         let mut noisy = |c: i64| c as i128 + discrete_laplace(rng, t, s);
         // every bin is noised, in a fixed order, whatever the data
-        let zero_passes = noisy(self.zeros) >= tau as i128;
+        let zero_count = noisy(self.zeros);
+        let zero_passes = zero_count >= tau as i128;
         let tau_ext = extension_threshold(epsilon) as i128;
         let mut top = [None, None];
+        let mut counts: [Vec<i128>; 2] = [Vec::new(), Vec::new()];
         for side in [POS, NEG] {
-            let counts: Vec<i128> = (0..=EXPONENTS).map(|i| noisy(self.counts[side][i])).collect();
+            counts[side] = (0..=EXPONENTS).map(|i| noisy(self.counts[side][i])).collect();
+            let c = &counts[side];
             // the largest bin reaching τ, then up through the bins above it that reach τ_ext
-            if let Some(mut i) = (0..=EXPONENTS).rev().find(|&i| counts[i] >= tau as i128) {
-                while i < EXPONENTS && counts[i + 1] >= tau_ext {
+            if let Some(mut i) = (0..=EXPONENTS).rev().find(|&i| c[i] >= tau as i128) {
+                while i < EXPONENTS && c[i + 1] >= tau_ext {
                     i += 1;
                 }
                 top[side] = Some(i);
             }
         }
-        let exp = |i: Option<usize>| i.map(|i| (MAG_EXP_MIN + i as i32 + 1).min(MAG_EXP_MAX + 1));
-        let chosen = ChosenBounds { lower_exp: exp(top[NEG]), upper_exp: exp(top[POS]), epsilon, threshold: tau };
-        if chosen.lower_exp.is_none() && chosen.upper_exp.is_none() && !zero_passes {
-            return Err(too_few_rows(epsilon, tau));
+        let fallback = top[POS].is_none() && top[NEG].is_none() && !zero_passes;
+        if fallback {
+            let mut best = zero_count;
+            for side in [POS, NEG] {
+                for e in DEFAULT_MIN_EXP..=DEFAULT_MAX_EXP {
+                    let i = (e - MAG_EXP_MIN) as usize;
+                    if counts[side][i] > best {
+                        best = counts[side][i];
+                        top = [None, None];
+                        top[side] = Some(i);
+                    }
+                }
+            }
         }
-        Ok(chosen)
+        let exp = |i: Option<usize>| i.map(|i| (MAG_EXP_MIN + i as i32 + 1).min(MAG_EXP_MAX + 1));
+        Ok(ChosenBounds { lower_exp: exp(top[NEG]), upper_exp: exp(top[POS]), epsilon, threshold: tau, fallback })
     }
 
     /// The exact bin counts, for tests (not private: never release them).
@@ -293,17 +309,11 @@ pub fn threshold(epsilon: f64) -> i64 {
     (b * (BINS as f64 / AUTO_BOUNDS_MISS).ln()).ceil().min(i64::MAX as f64 / 4.0) as i64
 }
 
-fn too_few_rows(epsilon: f64, tau: i64) -> DpError {
-    DpError::invalid(
-        "lower and upper",
-        format!(
-            "given explicitly for this query: automatic bounds spend epsilon {} on a noisy histogram of magnitudes and need \
-             about {tau} or more rows in one binary order of magnitude (between 2^k and 2^(k+1)), which this data did not show",
-            fmt_f64(epsilon)
-        ),
-        "no bounds",
-    )
-}
+/// Smallest binary exponent of the public default range the fallback of
+/// [`MagnitudeHistogram::choose_bounds`] chooses from: 2^-16 ≈ 1.5e-5.
+pub const DEFAULT_MIN_EXP: i32 = -16;
+/// Largest binary exponent of that range: its bins end at 2^32 ≈ 4.3e9.
+pub const DEFAULT_MAX_EXP: i32 = 31;
 
 /// Bounds chosen by [`MagnitudeHistogram::choose_bounds`]: each 0 or a power of two. Releasing them
 /// is fine: they are the output of an ε-DP mechanism.
@@ -317,6 +327,8 @@ pub struct ChosenBounds {
     pub epsilon: f64,
     /// The threshold τ, in rows, a noisy bin count had to reach.
     pub threshold: i64,
+    /// No bin reached it: the bounds are those of the largest noisy count in the default range.
+    pub fallback: bool,
 }
 
 impl ChosenBounds {
@@ -344,7 +356,11 @@ impl ChosenBounds {
         serde_json::json!({
             "lower": self.lower(), "upper": self.upper(), "epsilon": self.epsilon,
             "threshold_rows": self.threshold,
-            "method": "noisy histogram of binary magnitudes (discrete Laplace), largest bin of each sign at or above the threshold",
+            "method": if self.fallback {
+                "noisy histogram of binary magnitudes (discrete Laplace): no bin reached the threshold, the bin with the largest noisy count in the default range"
+            } else {
+                "noisy histogram of binary magnitudes (discrete Laplace), largest bin of each sign at or above the threshold"
+            },
         })
     }
 }
