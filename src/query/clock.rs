@@ -50,7 +50,8 @@ unsafe fn is_dp_level(q: *mut Query) -> bool {
 
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn find_levels(node: *mut Node, ctx: *mut c_void) -> bool {
-    if node.is_null() {
+    let w = &mut *(ctx as *mut Walk);
+    if node.is_null() || w.depth > MAX_DEPTH {
         return false;
     }
     if pg_sys::stack_is_too_deep() {
@@ -58,14 +59,20 @@ unsafe extern "C-unwind" fn find_levels(node: *mut Node, ctx: *mut c_void) -> bo
     }
     if (*node).type_ == NodeTag::T_Query {
         let q = node as *mut Query;
+        let saved = std::mem::replace(&mut w.depth, 0);
         if is_dp_level(q) && has_foldable(q) {
             let m: unsafe extern "C-unwind" fn() -> *mut Node =
                 std::mem::transmute(fold_mutator as unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> *mut Node);
             pg_sys::query_tree_mutator(q, Some(m), ctx, pg_sys::QTW_DONT_COPY_QUERY as i32);
         }
-        return pg_sys::query_tree_walker(q, Some(find_levels), ctx, 0);
+        let r = pg_sys::query_tree_walker(q, Some(find_levels), ctx, 0);
+        w.depth = saved;
+        return r;
     }
-    pg_sys::expression_tree_walker(node, Some(find_levels), ctx)
+    w.depth += 1;
+    let r = pg_sys::expression_tree_walker(node, Some(find_levels), ctx);
+    w.depth -= 1;
+    r
 }
 
 /// Whether a level (or a row source below it) holds a clock expression: only then is it rewritten.
