@@ -134,16 +134,14 @@ unsafe extern "C-unwind" fn fold_mutator(node: *mut Node, ctx: *mut c_void) -> *
 /// expression (a clock expression is a handful of nodes).
 unsafe fn foldable(node: *mut Node) -> bool {
     use NodeTag::*;
-    if !within(node, MAX_FOLDABLE_NODES) {
-        return false;
-    }
     let expression = matches!(
         (*node).type_,
         T_FuncExpr | T_OpExpr | T_SQLValueFunction | T_CoerceViaIO | T_CaseExpr | T_CoalesceExpr | T_MinMaxExpr
             | T_RelabelType | T_DistinctExpr | T_NullIfExpr | T_BoolExpr | T_NullTest | T_BooleanTest | T_ScalarArrayOpExpr
             | T_ArrayCoerceExpr | T_ArrayExpr
     );
-    if !expression || !pg_sys::contain_mutable_functions(node) || pg_sys::contain_volatile_functions(node) {
+    // (the size first: the checks below walk the whole expression)
+    if !expression || !within(node, MAX_FOLDABLE_NODES) || !pg_sys::contain_mutable_functions(node) || pg_sys::contain_volatile_functions(node) {
         return false;
     }
     !not_standalone(node, std::ptr::null_mut())
