@@ -375,7 +375,8 @@ unsafe fn cache_entry(
                 }
             }
             NodeTag::T_GroupingFunc => {
-                let refs: Vec<String> = crate::pg::nodes::list_ints((*(*n as *mut pg_sys::GroupingFunc)).refs).iter().map(|r| r.to_string()).collect();
+                let refs = crate::pg::nodes::list_ints((*(*n as *mut pg_sys::GroupingFunc)).refs);
+                let refs: Vec<String> = refs.iter().map(|r| key.refs.get(&(*r as u32)).map(|k| k.to_string())).collect::<Option<_>>()?;
                 format!("g{}", refs.join("."))
             }
             NodeTag::T_Var => {

@@ -9,8 +9,9 @@
 //! - its own ORDER BY, LIMIT/OFFSET, FETCH … WITH TIES and DISTINCT (they run above the release),
 //! - output names and table aliases, whether a query sets the command tag, query ids,
 //! - ORDER BY expressions that release nothing (a resjunk entry with no aggregate call),
-//! - the numbering of sort/group references (the parser numbers ORDER BY items first), and the sort
-//!   direction a GROUP BY borrows from a matching ORDER BY item (its equality is what groups),
+//! - the numbering of sort/group references (the parser numbers ORDER BY items first; GROUPING SETS,
+//!   ROLLUP, CUBE and GROUPING() name keys by it), and the sort direction a GROUP BY borrows from a
+//!   matching ORDER BY item (its equality is what groups),
 //! - the statement-wide numbers of pg_dp's tags (renumbered within the level).
 //!
 //! The same release under another ORDER BY, LIMIT, alias, outer aggregate, join or BI tool wrapper
@@ -55,9 +56,8 @@ pub unsafe fn level_key(statement: *mut Query, level: *mut Query) -> Option<Leve
     let mut w = Walk::default();
     walk_query(q, &mut w);
     let tags = canonical_tags(q);
-    let raw = !(*q).groupingSets.is_null() || w.grouping_func;
-    let refs = group_refs(q, raw);
-    normalize(q, &refs, raw);
+    let refs = group_refs(q);
+    normalize(q, &refs);
     renumber_interval_tags(q, &tags);
     let mut text = text_without_locations(q.cast());
     let mut relids = w.relids;
@@ -79,7 +79,6 @@ struct Walk {
     row_security: bool,
     /// a WITH query of a query outside the walked one is read
     outer_cte: bool,
-    grouping_func: bool,
 }
 
 unsafe fn walk_query(q: *mut Query, w: &mut Walk) {
@@ -112,7 +111,6 @@ unsafe extern "C-unwind" fn walker(node: *mut Node, ctx: *mut c_void) -> bool {
             }
             return false;
         }
-        NodeTag::T_GroupingFunc => w.grouping_func = true,
         _ => {}
     }
     pg_sys::expression_tree_walker(node, Some(walker), ctx)
@@ -172,36 +170,66 @@ unsafe fn canonical_tags(q: *mut Query) -> HashMap<i32, usize> {
 
 /// The aggregate calls of an expression's own level (not of its subqueries).
 unsafe fn level_aggrefs(e: *mut Node, out: &mut Vec<*mut Node>) {
+    level_nodes(e, NodeTag::T_Aggref, out)
+}
+
+/// The nodes of one kind in an expression's own level (not in its subqueries).
+unsafe fn level_nodes(e: *mut Node, tag: NodeTag, out: &mut Vec<*mut Node>) {
     #[pgrx::pg_guard]
     unsafe extern "C-unwind" fn w(node: *mut Node, ctx: *mut c_void) -> bool {
         if node.is_null() || (*node).type_ == NodeTag::T_Query {
             return false;
         }
-        let out = &mut *(ctx as *mut Vec<*mut Node>);
-        if (*node).type_ == NodeTag::T_Aggref {
+        let (tag, out) = &mut *(ctx as *mut (NodeTag, &mut Vec<*mut Node>));
+        if (*node).type_ == *tag {
             out.push(node);
         }
         pg_sys::expression_tree_walker(node, Some(w), ctx)
     }
-    w(e, out as *mut Vec<*mut Node> as *mut c_void);
+    let mut ctx = (tag, out);
+    w(e, &mut ctx as *mut (NodeTag, &mut Vec<*mut Node>) as *mut c_void);
 }
 
-/// GROUP BY keys' references, numbered in GROUP BY order (or kept as they are, `raw`, for grouping
-/// sets and GROUPING(), whose lists name them).
-unsafe fn group_refs(q: *mut Query, raw: bool) -> HashMap<u32, usize> {
+/// GROUP BY keys' references, numbered in GROUP BY order (for GROUPING SETS, ROLLUP and CUBE, the
+/// order of the distinct columns they group by).
+unsafe fn group_refs(q: *mut Query) -> HashMap<u32, usize> {
     let mut refs = HashMap::new();
     for sgc in list_iter::<pg_sys::SortGroupClause>((*q).groupClause) {
         let r = (*sgc).tleSortGroupRef;
         if !refs.contains_key(&r) {
-            let n = if raw { r as usize } else { refs.len() + 1 };
-            refs.insert(r, n);
+            refs.insert(r, refs.len() + 1);
         }
     }
     refs
 }
 
+/// An integer list of sort/group references, renumbered (a reference that is not a GROUP BY key's
+/// becomes 0, which none is).
+unsafe fn renumber_ints(list: *mut pg_sys::List, refs: &HashMap<u32, usize>) {
+    for i in 0..crate::pg::nodes::list_len(list) {
+        let cell = (*list).elements.add(i);
+        (*cell).int_value = refs.get(&((*cell).int_value as u32)).map_or(0, |n| *n as i32);
+    }
+}
+
+/// The references in GROUPING SETS, ROLLUP and CUBE (nested sets of integer lists), renumbered.
+unsafe fn renumber_sets(list: *mut pg_sys::List, refs: &HashMap<u32, usize>) {
+    if list.is_null() {
+        return;
+    }
+    if (*list).type_ == NodeTag::T_IntList {
+        renumber_ints(list, refs);
+        return;
+    }
+    for n in list_iter::<Node>(list) {
+        if !n.is_null() && (*n).type_ == NodeTag::T_GroupingSet {
+            renumber_sets((*(n as *mut pg_sys::GroupingSet)).content, refs);
+        }
+    }
+}
+
 /// Removes from a copy of a level what only post-processes its released rows (see the top).
-unsafe fn normalize(q: *mut Query, refs: &HashMap<u32, usize>, raw: bool) {
+unsafe fn normalize(q: *mut Query, refs: &HashMap<u32, usize>) {
     (*q).sortClause = std::ptr::null_mut();
     (*q).limitCount = std::ptr::null_mut();
     (*q).limitOffset = std::ptr::null_mut();
@@ -222,18 +250,24 @@ unsafe fn normalize(q: *mut Query, refs: &HashMap<u32, usize>, raw: bool) {
         resno += 1;
         (*te).resno = resno;
         (*te).resname = std::ptr::null_mut();
-        if !raw {
-            (*te).ressortgroupref = refs.get(&(*te).ressortgroupref).map_or(0, |n| *n as u32);
-        }
+        (*te).ressortgroupref = refs.get(&(*te).ressortgroupref).map_or(0, |n| *n as u32);
         tlist = pg_sys::lappend(tlist, te.cast());
     }
     (*q).targetList = tlist;
     for sgc in list_iter::<pg_sys::SortGroupClause>((*q).groupClause) {
-        if !raw {
-            (*sgc).tleSortGroupRef = refs.get(&(*sgc).tleSortGroupRef).map_or(0, |n| *n as u32);
-        }
+        (*sgc).tleSortGroupRef = refs.get(&(*sgc).tleSortGroupRef).map_or(0, |n| *n as u32);
         (*sgc).sortop = pg_sys::InvalidOid;
         (*sgc).nulls_first = false;
+    }
+    renumber_sets((*q).groupingSets, refs);
+    let mut found: Vec<*mut Node> = Vec::new();
+    for te in list_iter::<pg_sys::TargetEntry>((*q).targetList) {
+        level_nodes((*te).expr.cast(), NodeTag::T_GroupingFunc, &mut found);
+    }
+    level_nodes((*q).havingQual, NodeTag::T_GroupingFunc, &mut found);
+    for g in found {
+        renumber_ints((*(g as *mut pg_sys::GroupingFunc)).refs, refs);
+        (*(g as *mut pg_sys::GroupingFunc)).cols = std::ptr::null_mut();
     }
     // aliases name things; they change nothing that is computed
     #[pgrx::pg_guard]

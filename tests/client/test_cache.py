@@ -442,6 +442,27 @@ def check_rows_replayed_from_another_plan_still_follow_order_by():
     assert spent("dp_c_alice") == b, "a replay under another plan was paid"
 
 
+def check_grouping_sets_under_another_order_by_are_the_same_release():
+    """ROLLUP, GROUPING SETS and GROUPING() name the keys by the parser's sort/group numbers, which
+    ORDER BY items take first: renumbered in the key, so another ORDER BY reuses the release."""
+    fresh_release_state()
+    rollup = "SELECT k, x > 500 AS big, GROUPING(k) AS g, dp_count(x, 0.5) AS n FROM t GROUP BY ROLLUP (k, 2)"
+
+    def receipts(c):
+        return c.execute("SELECT count(*) FROM dp.ledger WHERE role_name = 'postgres'").fetchone()[0]
+
+    with connect() as c:  # a superuser: keys by partition selection need a delta this role's budget has
+        c.execute("SET dp.require_budget = off")
+        before = receipts(c)
+        first = c.execute(rollup + " ORDER BY 1, 2").fetchall()
+        paid = receipts(c) - before
+        assert paid > 0, paid
+        for order in (" ORDER BY n DESC", " ORDER BY g, k DESC", ""):
+            rows = c.execute(rollup + order).fetchall()
+            assert sorted(rows, key=repr) == sorted(first, key=repr), order
+        assert receipts(c) - before == paid, "the same ROLLUP level under another ORDER BY was paid again"
+
+
 def check_another_level_is_another_release():
     fresh_release_state()
     run(LEVEL)
