@@ -74,7 +74,7 @@ unsafe extern "C-unwind" fn planner(
     } else {
         // the release cache's key of each level, from the levels as admitted (before the planner
         // changes them): none under row security, which depends on the role
-        let keys: Vec<_> = admitted.queries.iter().map(|q| crate::query::release_key::level_key(parse, *q)).collect();
+        let keys = crate::query::release_key::level_keys(parse, &admitted.queries);
         let saved = pg_sys::enable_partitionwise_aggregate;
         pg_sys::enable_partitionwise_aggregate = false;
         let stmt = pgrx::PgTryBuilder::new(|| plan(parse, query_string, cursor_options, bound))

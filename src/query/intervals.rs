@@ -89,8 +89,7 @@ unsafe extern "C-unwind" fn mutator(n: *mut Node, ctx: *mut std::ffi::c_void) ->
 
 /// The tag written as the constant argument of a `dp.interval_half_width` call, if `a` is one.
 pub unsafe fn tag_argument(a: *mut pg_sys::Aggref) -> Option<i32> {
-    let f = crate::pg::build::function_if_exists(Some("dp"), "interval_half_width", &[pg_sys::INT4OID])?;
-    if (*a).aggfnoid != f {
+    if special_function((*a).aggfnoid) != Some("interval_half_width") {
         return None;
     }
     let te = crate::pg::nodes::list_iter::<pg_sys::TargetEntry>((*a).args).next()?;

@@ -43,29 +43,38 @@ pub struct LevelKey {
     pub relids: Vec<Oid>,
 }
 
-/// The key of `level`, a DP level of `statement`; None when its releases may not be cached (row
-/// security applies somewhere in the statement, or the level's HAVING calls a function whose value
-/// may change while the relations it reads do not).
-pub unsafe fn level_key(statement: *mut Query, level: *mut Query) -> Option<LevelKey> {
+/// The keys of a statement's DP levels, in order; None for a level whose releases may not be cached
+/// (row security applies somewhere in the statement, or the level's HAVING calls a function whose
+/// value may change while the relations it reads do not).
+pub unsafe fn level_keys(statement: *mut Query, levels: &[*mut Query]) -> Vec<Option<LevelKey>> {
     let mut stmt_walk = Walk::default();
     walk_query(statement, &mut stmt_walk);
-    if stmt_walk.row_security || !having_is_pure((*level).havingQual) {
+    if stmt_walk.row_security {
+        return levels.iter().map(|_| None).collect();
+    }
+    levels.iter().map(|l| level_key(statement, &stmt_walk, *l)).collect()
+}
+
+/// The key of `level`, a DP level of `statement` (walked as `stmt_walk`).
+unsafe fn level_key(statement: *mut Query, stmt_walk: &Walk, level: *mut Query) -> Option<LevelKey> {
+    if !having_is_pure((*level).havingQual) {
         return None;
     }
     let q = copy(level);
     let mut w = Walk::default();
     walk_query(q, &mut w);
-    let tags = canonical_tags(q);
+    let aggrefs = select_and_having(q, NodeTag::T_Aggref);
+    let tags = canonical_tags(&aggrefs);
     let refs = group_refs(q);
     normalize(q, &refs);
-    renumber_interval_tags(q, &tags);
+    renumber_interval_tags(&aggrefs, &tags);
     let mut text = text_without_locations(q.cast());
     let mut relids = w.relids;
     if w.outer_cte {
         // the level reads a WITH query of an enclosing statement: keyed with the whole statement
         text.push('\n');
         text.push_str(&text_without_locations(statement.cast()));
-        relids = stmt_walk.relids;
+        relids = stmt_walk.relids.clone();
     }
     relids.sort_unstable_by_key(|r| r.to_u32());
     relids.dedup();
@@ -119,9 +128,9 @@ unsafe extern "C-unwind" fn walker(node: *mut Node, ctx: *mut c_void) -> bool {
 /// Whether a level's HAVING, which decides which groups are released (and stored) before anything
 /// above the level runs, depends on nothing but the released values and the relations it reads
 /// itself: every function it calls above the aggregates (in its subqueries too) is a built-in
-/// immutable one or pg_dp's own. A user-defined or a stable function may read tables the key does not know of, or the role
-/// or the clock (`HAVING allowed(k)`, where `allowed` reads `current_user`): such a level is never
-/// cached.
+/// immutable one or pg_dp's own. A user-defined or a stable function may read tables the key does
+/// not know of, or the role or the clock (`HAVING allowed(k)`, where `allowed` reads
+/// `current_user`): such a level is never cached.
 unsafe fn having_is_pure(having: *mut Node) -> bool {
     #[pgrx::pg_guard]
     unsafe extern "C-unwind" fn impure(oid: Oid, _ctx: *mut c_void) -> bool {
@@ -152,15 +161,10 @@ unsafe fn having_is_pure(having: *mut Node) -> bool {
 }
 
 /// The tags of the level's aggregate calls in order of first appearance (select list, then HAVING).
-unsafe fn canonical_tags(q: *mut Query) -> HashMap<i32, usize> {
-    let mut found: Vec<*mut Node> = Vec::new();
-    for te in list_iter::<pg_sys::TargetEntry>((*q).targetList) {
-        level_aggrefs((*te).expr.cast(), &mut found);
-    }
-    level_aggrefs((*q).havingQual, &mut found);
+unsafe fn canonical_tags(aggrefs: &[*mut Node]) -> HashMap<i32, usize> {
     let mut tags = HashMap::new();
-    for a in found {
-        let t = (*(a as *mut pg_sys::Aggref)).location;
+    for a in aggrefs {
+        let t = (*(*a as *mut pg_sys::Aggref)).location;
         if is_tag(t) && !tags.contains_key(&t) {
             tags.insert(t, tags.len());
         }
@@ -168,9 +172,14 @@ unsafe fn canonical_tags(q: *mut Query) -> HashMap<i32, usize> {
     tags
 }
 
-/// The aggregate calls of an expression's own level (not of its subqueries).
-unsafe fn level_aggrefs(e: *mut Node, out: &mut Vec<*mut Node>) {
-    level_nodes(e, NodeTag::T_Aggref, out)
+/// The nodes of one kind in a level's select list, then its HAVING (not in its subqueries).
+unsafe fn select_and_having(q: *mut Query, tag: NodeTag) -> Vec<*mut Node> {
+    let mut found = Vec::new();
+    for te in list_iter::<pg_sys::TargetEntry>((*q).targetList) {
+        level_nodes((*te).expr.cast(), tag, &mut found);
+    }
+    level_nodes((*q).havingQual, tag, &mut found);
+    found
 }
 
 /// The nodes of one kind in an expression's own level (not in its subqueries).
@@ -242,7 +251,7 @@ unsafe fn normalize(q: *mut Query, refs: &HashMap<u32, usize>) {
         let grouped = refs.contains_key(&(*te).ressortgroupref);
         if (*te).resjunk && !grouped {
             let mut aggs = Vec::new();
-            level_aggrefs((*te).expr.cast(), &mut aggs);
+            level_nodes((*te).expr.cast(), NodeTag::T_Aggref, &mut aggs);
             if aggs.is_empty() {
                 continue;
             }
@@ -260,12 +269,7 @@ unsafe fn normalize(q: *mut Query, refs: &HashMap<u32, usize>) {
         (*sgc).nulls_first = false;
     }
     renumber_sets((*q).groupingSets, refs);
-    let mut found: Vec<*mut Node> = Vec::new();
-    for te in list_iter::<pg_sys::TargetEntry>((*q).targetList) {
-        level_nodes((*te).expr.cast(), NodeTag::T_GroupingFunc, &mut found);
-    }
-    level_nodes((*q).havingQual, NodeTag::T_GroupingFunc, &mut found);
-    for g in found {
+    for g in select_and_having(q, NodeTag::T_GroupingFunc) {
         renumber_ints((*(g as *mut pg_sys::GroupingFunc)).refs, refs);
         (*(g as *mut pg_sys::GroupingFunc)).cols = std::ptr::null_mut();
     }
@@ -298,14 +302,9 @@ unsafe fn normalize(q: *mut Query, refs: &HashMap<u32, usize>) {
 }
 
 /// `dp.interval_half_width(tag)` names its call by the statement-wide tag: renumbered as the tags.
-unsafe fn renumber_interval_tags(q: *mut Query, tags: &HashMap<i32, usize>) {
-    let mut found: Vec<*mut Node> = Vec::new();
-    for te in list_iter::<pg_sys::TargetEntry>((*q).targetList) {
-        level_aggrefs((*te).expr.cast(), &mut found);
-    }
-    level_aggrefs((*q).havingQual, &mut found);
-    for a in found {
-        let a = a as *mut pg_sys::Aggref;
+unsafe fn renumber_interval_tags(aggrefs: &[*mut Node], tags: &HashMap<i32, usize>) {
+    for a in aggrefs {
+        let a = *a as *mut pg_sys::Aggref;
         let Some(n) = crate::query::intervals::tag_argument(a).and_then(|t| tags.get(&t)) else { continue };
         let te = list_iter::<pg_sys::TargetEntry>((*a).args).next().expect("a tag argument");
         (*((*te).expr as *mut pg_sys::Const)).constvalue = pg_sys::Datum::from(*n as i32);
