@@ -427,3 +427,126 @@ fn domains_are_public_tables_and_count_each_value_once() {
     Spi::run("CREATE VIEW keys AS SELECT DISTINCT region FROM visits").unwrap();
     refused("SELECT region, dp_count(id, 1) FROM visits GROUP BY region", "is not a public table");
 }
+
+// ----- joins of protected tables on their privacy unit (grammar.rs, unit_link) -----------------
+
+/// `visits` as in `visits_setup`, plus `patients` (ids 0–999, protected with unit `id`, sex by
+/// parity, age 20 + id % 60) and a foreign key visits.patient_id → patients.id.
+fn patients_setup(max_groups: i32, max_count: i32) {
+    visits_setup(max_groups, max_count);
+    Spi::run("CREATE TABLE patients AS SELECT p AS id, CASE WHEN p % 2 = 0 THEN 'f' ELSE 'm' END AS sex, 20 + p % 60 AS age FROM generate_series(0, 999) p").unwrap();
+    Spi::run("ALTER TABLE patients ADD PRIMARY KEY (id)").unwrap();
+    Spi::run("ALTER TABLE visits ADD FOREIGN KEY (patient_id) REFERENCES patients (id)").unwrap();
+    Spi::run(&format!("SELECT dp.protect_table('patients', privacy_unit => 'id', max_groups_contributed => {max_groups}, max_count_per_unit => {max_count})")).unwrap();
+}
+
+#[pg_test]
+fn a_join_of_protected_tables_on_their_unit_is_charged_once_per_person() {
+    patients_setup(2, 3);
+    let mark = ledger_mark();
+    // every patient has 3 visits: per person 3 joined rows, clamped to max_count_per_unit = 3
+    assert_eq!(one_i64("SELECT dp_count(v.id, 1e6) FROM patients p JOIN visits v ON v.patient_id = p.id"), 3000);
+    assert_eq!(one_i64(&format!("SELECT count(*) FROM dp.ledger WHERE id > {mark}")), 1, "one receipt");
+    let desc = one_text("SELECT details::text FROM dp.ledger ORDER BY id DESC LIMIT 1");
+    assert!(desc.contains("patients.id"), "{desc}");
+    // columns of both tables, in the select list, WHERE and GROUP BY (a public domain on sex)
+    Spi::run("SELECT dp.set_domain('patients', 'sex', ARRAY['f', 'm'])").unwrap();
+    let mark = ledger_mark();
+    let rows = column(
+        "SELECT p.sex || ':' || dp_sum(v.icost, 0, 300, 1e6) FROM visits v JOIN patients p ON p.id = v.patient_id
+          WHERE p.age < 50 GROUP BY p.sex ORDER BY 1",
+    );
+    // patients with age < 50: id % 60 < 30; each contributes 3 × (id % 100), at most 297 ≤ 300
+    let expect = |parity: i64| -> i64 { (0..1000).filter(|p| p % 60 < 30 && p % 2 == parity).map(|p| 3 * (p % 100)).sum() };
+    assert_eq!(rows, vec![Some(format!("f:{}", expect(0))), Some(format!("m:{}", expect(1)))]);
+    // the charge: max_groups_contributed (2) groups per person, as for one table
+    let eps = one_text(&format!("SELECT sum(epsilon)::text FROM dp.ledger WHERE id > {mark}"));
+    assert_eq!(eps, "2000000");
+    // the other order of the tables, a comma join with the condition in WHERE, and USING-free aliases
+    assert_eq!(one_i64("SELECT dp_count(v.id, 1e6) FROM visits v, patients p WHERE p.id = v.patient_id AND p.sex = 'f'"), 1500);
+}
+
+#[pg_test]
+fn a_person_with_many_visits_moves_a_joined_sum_by_at_most_its_bound() {
+    patients_setup(1, 1);
+    Spi::run("INSERT INTO patients VALUES (5000, 'f', 40)").unwrap();
+    let q = "SELECT dp_sum(v.icost, 0, 100, 1e6) FROM patients p JOIN visits v ON v.patient_id = p.id";
+    let before = one_i64(q);
+    Spi::run("INSERT INTO visits SELECT 50000 + g, 5000, 'north', 100, 100 FROM generate_series(1, 1000) g").unwrap();
+    assert_eq!(one_i64(q) - before, 100, "1000 visits of one person add at most the bound");
+    // a self-join of a person's visits: all pairs of one person's rows are still that person's
+    assert_eq!(one_i64("SELECT dp_count(a.id, 1e6) FROM visits a JOIN visits b ON a.patient_id = b.patient_id"), 1001);
+}
+
+#[pg_test]
+fn joins_of_protected_tables_off_the_unit_are_refused() {
+    patients_setup(1, 1);
+    let off = "two protected tables are joined only by equality of their privacy units";
+    for q in [
+        "SELECT dp_count(1) FROM patients p JOIN visits v ON v.id = p.id",
+        "SELECT dp_count(1) FROM patients p JOIN visits v ON v.patient_id < p.id",
+        "SELECT dp_count(1) FROM patients p JOIN visits v ON v.patient_id <> p.id",
+        "SELECT dp_count(1) FROM patients p, visits v",
+        "SELECT dp_count(1) FROM patients p JOIN visits v ON v.patient_id = p.id OR v.id = p.id",
+        "SELECT dp_count(1) FROM patients p JOIN visits v ON v.patient_id = p.age",
+        "SELECT dp_count(1) FROM patients p JOIN visits v ON v.patient_id + 0 = p.id",
+    ] {
+        refused(q, off);
+    }
+    // the nullable side of an outer join
+    refused("SELECT dp_count(1) FROM patients p LEFT JOIN visits v ON v.patient_id = p.id", "protected table visits on the nullable side of an outer join");
+    // units in different namespaces: a number that is a patient in one table and a visit in the other
+    Spi::run("CREATE TABLE visit_ids AS SELECT DISTINCT id * 1000 + patient_id AS vid, patient_id FROM visits").unwrap();
+    Spi::run("ALTER TABLE visit_ids ADD PRIMARY KEY (vid)").unwrap();
+    Spi::run("SELECT dp.protect_table('visit_ids', privacy_unit => 'patient_id')").unwrap();
+    Spi::run("ALTER TABLE visit_ids ADD FOREIGN KEY (patient_id) REFERENCES patients (id)").unwrap();
+    Spi::run("CREATE TABLE rx AS SELECT vid, g AS dose FROM visit_ids, generate_series(1, 2) g").unwrap();
+    Spi::run("ALTER TABLE rx ADD FOREIGN KEY (vid) REFERENCES visit_ids (vid)").unwrap();
+    Spi::run("SELECT dp.protect_table('rx', privacy_unit => 'vid')").unwrap();
+    refused("SELECT dp_count(1) FROM rx JOIN patients p ON rx.vid = p.id", off);
+    // ... but a unit's foreign key and the column it references are one unit's rows
+    Spi::run("SET dp.default_epsilon = 1e6").unwrap();
+    assert_eq!(one_i64("SELECT dp_count(*) FROM rx JOIN visit_ids w ON rx.vid = w.vid"), 1000);
+    assert_eq!(one_i64("SELECT dp_count(*) FROM rx JOIN visit_ids w ON rx.vid = w.vid JOIN patients p ON p.id = w.patient_id"), 1000);
+    // a protected table without a unit, and a protected table read through a subquery
+    Spi::run("CREATE TABLE notes (patient_id int, body text)").unwrap();
+    Spi::run("SELECT dp.protect_table('notes')").unwrap();
+    refused("SELECT dp_count(1) FROM patients p JOIN notes n ON n.patient_id = p.id", "notes has no privacy unit");
+    refused(
+        "SELECT dp_count(1) FROM patients p JOIN (SELECT * FROM visits WHERE cost > 1) v ON v.patient_id = p.id",
+        "visits is read through a subquery or view",
+    );
+    // text units: the same namespace only if one references the other
+    Spi::run("CREATE TABLE people (code text PRIMARY KEY)").unwrap();
+    Spi::run("CREATE TABLE items (code text, x int)").unwrap();
+    Spi::run("SELECT dp.protect_table('people', privacy_unit => 'code')").unwrap();
+    Spi::run("SELECT dp.protect_table('items', privacy_unit => 'code')").unwrap();
+    refused("SELECT dp_count(1) FROM people p JOIN items i ON i.code = p.code", off);
+    Spi::run("ALTER TABLE items ADD FOREIGN KEY (code) REFERENCES people (code)").unwrap();
+    // a nondeterministic collation would pair units that differ in case
+    Spi::run("CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)").unwrap();
+    refused("SELECT dp_count(1) FROM people p JOIN items i ON i.code = p.code COLLATE ci", off);
+    assert_eq!(one_i64("SELECT dp_count(*) FROM people p JOIN items i ON i.code = p.code"), 0);
+}
+
+// Neighbouring databases that differ in one person's rows in both tables (a patient and their 40
+// visits): the released count over the join moves by at most e^ε in distribution.
+#[pg_test]
+fn empirical_privacy_on_neighbours_that_differ_in_one_persons_rows_of_both_tables() {
+    patients_setup(1, 1);
+    Spi::run("INSERT INTO patients VALUES (9999, 'f', 40)").unwrap();
+    Spi::run("INSERT INTO visits SELECT 40000 + g, 9999, 'north', 1, 1 FROM generate_series(1, 40) g").unwrap();
+    let q = |cond: &str| format!("SELECT dp_count(v.id, 0.5) FROM patients p JOIN visits v ON v.patient_id = p.id WHERE {cond}");
+    let with = repeated(&q("true"), 1000);
+    let without = repeated(&q("p.id <> 9999"), 1000);
+    let r = largest_log_ratio(&with, &without, 40, 5.0);
+    assert!(r <= 0.5, "ln ratio {r} > ε");
+    // negative control: the check has the power to see a loss above 0.5 on these neighbours (the
+    // person's 40 joined rows counted, released at ε = 20: scale 2 against a shift of 40)
+    Spi::run("SELECT dp.protect_table('patients', privacy_unit => 'id', max_count_per_unit => 40)").unwrap();
+    Spi::run("SELECT dp.protect_table('visits', privacy_unit => 'patient_id', max_count_per_unit => 40)").unwrap();
+    let q = |cond: &str| format!("SELECT dp_count(v.id, 20) FROM patients p JOIN visits v ON v.patient_id = p.id WHERE {cond}");
+    let with = repeated(&q("true"), 300);
+    let without = repeated(&q("p.id <> 9999"), 300);
+    assert!(largest_log_ratio(&with, &without, 20, 5.0) > 0.5, "the check cannot see a 40-row shift");
+}

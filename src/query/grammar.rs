@@ -32,6 +32,13 @@
 //!                 columns of a valid, immediate, non-partial unique index of public_table, its column
 //!                 with a column of a table already joined (btree equality of the index's operator
 //!                 family, deterministic collation). RIGHT JOIN mirrors LEFT; FULL JOIN is refused.
+//!               | source {[INNER] JOIN protected_table ON unit_link | , protected_table} …
+//!                 protected tables that all declare a privacy unit, each read directly and joined
+//!                 by an inner join to one already joined through a top-level equality of their
+//!                 units (`unit_link`): both unit columns naming the same column through their
+//!                 foreign keys, or a unit column and the column its foreign key references. Every
+//!                 joined row then belongs to one person, and the per-unit rewrite bounds that person
+//!                 across all of their joined rows (docs/privacy/privacy-units.md, "Joins").
 //! source       := table | ( row_source ) | view over a row_source
 //! table        := a plain table (read with ONLY if it has inheritance children), a partitioned
 //!                 table read as a whole, or a materialized view; no TABLESAMPLE
@@ -55,7 +62,8 @@
 //! Why each rule: every input row must come from exactly one row of one table, so that adding or
 //! removing one person adds or removes at most one input row (window functions, subqueries, LIMIT,
 //! DISTINCT, set operations, set-returning functions, self-joins and joins that are not many-to-one
-//! all break this); and nothing in the input may raise an error for any stored value, since an
+//! all break this; with privacy units the rule is per person rather than per row, so joins on the
+//! unit keep it); and nothing in the input may raise an error for any stored value, since an
 //! error is an answer that the budget does not pay for.
 use crate::catalog::functions::{kind_of, Kind};
 use crate::pg::nodes::list_iter;
@@ -839,14 +847,13 @@ unsafe fn check_from(cx: &mut Cx, q: *mut Query, depth: u32) -> Check<Source> {
 
     // the source: the protected item, or the first item from which all others attach
     let protected: Vec<usize> = (0..items.len()).filter(|&i| items[i].protected).collect();
-    if protected.len() > 1 {
-        let names: Vec<String> = protected.iter().map(|&i| item_name(&items[i])).collect();
-        return Err(cx.structural(&format!("join of protected tables {}", names.join(" and "))));
-    }
-    if let Some(&p) = protected.first() {
+    for &p in &protected {
         if items[p].outer_quals.is_some() {
             return Err(cx.structural(&format!("protected table {} on the nullable side of an outer join", item_name(&items[p]))));
         }
+    }
+    if protected.len() > 1 {
+        unit_join_items(cx, &items, &protected)?;
     }
     let candidates: Vec<usize> = match protected.first() {
         Some(&p) => vec![p],
@@ -1142,6 +1149,19 @@ unsafe fn attach(cx: &Cx, q: *mut Query, items: &[Item], src: usize, conjuncts: 
                 still.push(j);
                 continue;
             }
+            if item.protected {
+                // another protected table: joined by equality of the privacy unit only
+                let units: Vec<(i32, Oid)> =
+                    items.iter().filter(|i| i.protected && attached.contains(&i.rtindex)).map(|i| (i.rtindex, (*i.rte).relid)).collect();
+                match unit_link(q, item, &units, conjuncts) {
+                    Some(key) => {
+                        attached.push(item.rtindex);
+                        joins.push(PublicJoin { relation: relation_of(item.rte, true), key, outer: false });
+                    }
+                    None => still.push(j),
+                }
+                continue;
+            }
             if !(*item.rte).securityQuals.is_null() {
                 // a policy runs its conditions on exactly the rows the join fetches for protected rows
                 return Err(Refusal::new(format!(
@@ -1166,6 +1186,14 @@ unsafe fn attach(cx: &Cx, q: *mut Query, items: &[Item], src: usize, conjuncts: 
         if pending.len() == before {
             let j = &items[pending[0]];
             let name = item_name(j);
+            if let Some(p) = pending.iter().map(|&p| &items[p]).find(|i| i.protected) {
+                return Err(Refusal::new(format!(
+                    "join of {src_name} with protected table {} in the input of {}: two protected tables are joined only by equality of their privacy units (or of a unit's foreign key and the column it references), which keeps each person's rows with that person",
+                    item_name(p),
+                    cx.func
+                ))
+                .hint("join on the privacy unit, e.g. ON visits.patient_id = patients.id; dp.protected_tables lists each table's unit"));
+            }
             let why = if j.inner.is_some() || (*j.rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
                 format!("join of {src_name} with subquery {name} in the input of {}: join tables, not subqueries or views, to the source", cx.func)
             } else {
@@ -1218,6 +1246,125 @@ unsafe fn unique_key_matched(q: *mut Query, item: &Item, attached: &[i32], quals
     }
     pg_sys::relation_close(rel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
     found
+}
+
+// ----- joins of protected tables on their privacy unit ----------------------------------------
+
+/// Two or more protected tables in one FROM clause: each must be a table read directly (not through
+/// a subquery or view) that declares a privacy unit, on one server. Their join conditions are
+/// checked when they are attached to the source (`unit_link`).
+unsafe fn unit_join_items(cx: &Cx, items: &[Item], protected: &[usize]) -> Check<()> {
+    let names: Vec<String> = protected.iter().map(|&i| item_name(&items[i])).collect();
+    let all = names.join(" and ");
+    for &p in protected {
+        let item = &items[p];
+        let name = item_name(item);
+        if item.inner.is_some() || (*item.rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+            return Err(Refusal::new(format!(
+                "join of protected tables {all} in the input of {}: {name} is read through a subquery or view; protected tables are joined only when each is read directly",
+                cx.func
+            ))
+            .hint("join the tables themselves and move the subquery's conditions into WHERE"));
+        }
+        let relid = (*item.rte).relid;
+        if protect::effective_privacy_unit(relid).is_none() {
+            return Err(Refusal::new(format!(
+                "join of protected tables {all} in the input of {}: {name} has no privacy unit (each of its rows is one person), so a join could repeat a person's row",
+                cx.func
+            ))
+            .hint("a DBA declares the column that identifies the person: dp.protect_table(table, privacy_unit => column)"));
+        }
+        if crate::catalog::citus::is_citus_table(relid) {
+            return Err(Refusal::new(format!(
+                "join of protected tables {all} in the input of {}: {name} is a Citus table, and distributed levels read one protected table",
+                cx.func
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The column the values of a unit column name: following foreign keys to protected tables while
+/// the referenced column is that table's own unit, then the referenced column, or the column itself.
+/// Two unit columns with the same answer hold the same units for equal values.
+unsafe fn unit_namespace(relid: Oid, attnum: i16) -> (Oid, i16) {
+    let (mut rel, mut att) = (relid, attnum);
+    for _ in 0..8 {
+        match crate::query::rewrite::foreign_key_to_unit(rel, att) {
+            Some((hop, next_unit)) if hop.ref_attnum == next_unit => {
+                rel = hop.ref_relid;
+                att = hop.ref_attnum;
+            }
+            Some((hop, _)) => return (hop.ref_relid, hop.ref_attnum),
+            None => return (rel, att),
+        }
+    }
+    (rel, att)
+}
+
+/// A condition that joins protected table `item` to one of the protected tables already attached
+/// (`units`: range-table index and table) so that every joined pair of rows has one privacy unit: an
+/// equality, with a built-in operator of a B-tree family under a deterministic collation, between
+///
+/// - the unit columns of both tables, when their values name the same column (`unit_namespace`):
+///   `visits.patient_id = patients.id`, two tables whose units reference `patients.id`; or
+/// - the unit column of one table and the column its foreign key references in the other:
+///   `prescriptions.visit_id = visits.id` (the joined visit is the prescription's own, whose unit
+///   is the prescription's).
+///
+/// Returns the condition as text, for the level's description.
+unsafe fn unit_link(q: *mut Query, item: &Item, units: &[(i32, Oid)], conjuncts: &[*mut Node]) -> Option<Vec<String>> {
+    let p_rel = (*item.rte).relid;
+    let (p_unit, _) = protect::effective_privacy_unit(p_rel)?;
+    let first_ref = |rel: Oid, att: i16| crate::query::rewrite::foreign_key_to_unit(rel, att).map(|(h, _)| (h.ref_relid, h.ref_attnum));
+    for &c in conjuncts {
+        if (*c).type_ != NodeTag::T_OpExpr {
+            continue;
+        }
+        let op = c as *mut pg_sys::OpExpr;
+        let args: Vec<*mut Node> = list_iter((*op).args).collect();
+        if args.len() != 2 || !unit_equality(op) {
+            continue;
+        }
+        let (Some(x), Some(y)) = (resolve_var(q, args[0]), resolve_var(q, args[1])) else { continue };
+        for ((p_rt, p_att), (a_rt, a_att)) in [(x, y), (y, x)] {
+            if p_rt != item.rtindex || p_att < 1 || a_att < 1 {
+                continue;
+            }
+            let Some(&(_, a_rel)) = units.iter().find(|(rt, _)| *rt == a_rt) else { continue };
+            let Some((a_unit, _)) = protect::effective_privacy_unit(a_rel) else { continue };
+            let linked = (a_att == a_unit && p_att == p_unit && unit_namespace(a_rel, a_unit) == unit_namespace(p_rel, p_unit))
+                || (a_att == a_unit && first_ref(a_rel, a_unit) == Some((p_rel, p_att)))
+                || (p_att == p_unit && first_ref(p_rel, p_unit) == Some((a_rel, a_att)));
+            if linked {
+                return Some(vec![format!(
+                    "{}.{} = {}.{}",
+                    protect::relation_short_name(a_rel),
+                    attname(a_rel, a_att),
+                    protect::relation_short_name(p_rel),
+                    attname(p_rel, p_att)
+                )]);
+            }
+        }
+    }
+    None
+}
+
+/// An equality that holds only between equal values: a built-in operator that is the equality of a
+/// built-in B-tree operator family, compared under a deterministic collation (a nondeterministic one
+/// would pair 'a' with 'A', two different units).
+unsafe fn unit_equality(op: *mut pg_sys::OpExpr) -> bool {
+    let builtin = |o: Oid| o.to_u32() < pg_sys::FirstNormalObjectId;
+    if !builtin((*op).opno) || !builtin((*op).opfuncid) {
+        return false;
+    }
+    let coll = (*op).inputcollid;
+    if coll != pg_sys::InvalidOid && !pg_sys::get_collation_isdeterministic(coll) {
+        return false;
+    }
+    crate::pg::nodes::list_oids(pg_sys::get_mergejoin_opfamilies((*op).opno))
+        .into_iter()
+        .any(|f| builtin(f) && pg_sys::get_op_opfamily_strategy((*op).opno, f) == pg_sys::BTEqualStrategyNumber as i32)
 }
 
 unsafe fn is_key_equality(q: *mut Query, c: *mut Node, rtindex: i32, attno: i16, opfamily: Oid, attached: &[i32]) -> bool {

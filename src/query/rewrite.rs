@@ -81,10 +81,10 @@ enum KeyKind {
 }
 
 /// One foreign key followed from a table to the table it references.
-struct Hop {
+pub(crate) struct Hop {
     fk_attnum: i16,
-    ref_relid: Oid,
-    ref_attnum: i16,
+    pub(crate) ref_relid: Oid,
+    pub(crate) ref_attnum: i16,
     /// the constraint's PK = FK operator (arguments: the referenced type, then the referencing one)
     pfeqop: Oid,
 }
@@ -142,7 +142,7 @@ unsafe fn unit_path(source: Oid) -> Check<Option<UnitPath>> {
 
 /// A single-column foreign key on (`relid`, `attnum`) to a protected table that declares a privacy
 /// unit: the hop, and the unit column of the referenced table.
-unsafe fn foreign_key_to_unit(relid: Oid, attnum: i16) -> Option<(Hop, i16)> {
+pub(crate) unsafe fn foreign_key_to_unit(relid: Oid, attnum: i16) -> Option<(Hop, i16)> {
     let rel = pg_sys::RelationIdGetRelation(relid);
     if rel.is_null() {
         return None;
@@ -272,9 +272,9 @@ unsafe fn add_hops(q: *mut Query, rtindex: i32, path: &UnitPath) -> *mut Node {
 
 // ----- keys -----------------------------------------------------------------------------------
 
-unsafe fn classify_key(q: *mut Query, e: *mut Node, source: Oid) -> KeyKind {
+unsafe fn classify_key(q: *mut Query, e: *mut Node, source: Oid, joined: &[Oid]) -> KeyKind {
     let Some((relid, att)) = crate::query::tree::value_column(q, e) else { return KeyKind::Private };
-    if relid == source {
+    if relid == source || joined.contains(&relid) {
         return match protect::effective_domain(relid, att) {
             Some(d) => KeyKind::Declared(d, relid, att),
             None => KeyKind::Private,
@@ -579,9 +579,22 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
         return Err(Refusal::new(format!("dp.keep_group over protected table {table}: pg_dp adds the selection of groups itself"))
             .hint("leave dp.keep_group out; dp.group_selection_epsilon and dp.group_selection_delta set its parameters"));
     }
-    let unit = unit_path(source)?;
+    let mut unit = unit_path(source)?;
+    // protected tables joined on the unit (grammar.rs, unit_link): a person's rows of all of them
+    // are one unit's rows, bounded by the smallest of the tables' declared bounds
+    let joined: Vec<Oid> = level.joins.iter().filter(|j| j.relation.protected).map(|j| j.relation.oid.into()).collect();
+    if let Some(u) = unit.as_mut() {
+        for &j in &joined {
+            if let Some((_, b)) = protect::effective_privacy_unit(j) {
+                u.bounds.max_groups_contributed = u.bounds.max_groups_contributed.min(b.max_groups_contributed);
+                u.bounds.max_count_per_unit = u.bounds.max_count_per_unit.min(b.max_count_per_unit);
+            }
+        }
+    } else if !joined.is_empty() {
+        return Err(Refusal::new(format!("join of protected tables over {table}, which has no privacy unit")));
+    }
     let keys = group_keys(q);
-    let kinds: Vec<KeyKind> = keys.iter().map(|(e, _)| classify_key(q, *e, source)).collect();
+    let kinds: Vec<KeyKind> = keys.iter().map(|(e, _)| classify_key(q, *e, source, &joined)).collect();
     let private_keys = kinds.iter().any(|k| matches!(k, KeyKind::Private));
     if unit.is_none() && keys.is_empty() {
         return Ok(());
