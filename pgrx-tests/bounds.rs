@@ -130,3 +130,66 @@ fn only_admins_declare_bounds() {
         assert!(e.contains("permission denied") || e.contains("dp_admin") || e.contains("must be owner"), "{sql}: {e}");
     }
 }
+
+// ----- public row counts (dp.set_public_count; bounds.rs, supply_public_count) -----------------
+
+/// The pg_dp receipt details of the newest release, after running `sql`.
+fn newest_details(sql: &str) -> String {
+    Spi::run(sql).unwrap();
+    one_text("SELECT details::text FROM dp.ledger WHERE aggregate LIKE 'dp_avg%' ORDER BY id DESC LIMIT 1")
+}
+
+#[pg_test]
+fn a_declared_public_count_gives_whole_table_means_all_of_epsilon() {
+    Spi::run(
+        "CREATE TABLE census AS SELECT g AS id, (g % 100)::float8 AS age,
+                CASE WHEN g % 10 = 0 THEN NULL ELSE g % 50 END::float8 AS maybe FROM generate_series(1, 1000) g",
+    )
+    .unwrap();
+    Spi::run("ALTER TABLE census ALTER COLUMN age SET NOT NULL").unwrap();
+    Spi::run("SELECT dp.protect_table('census')").unwrap();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    Spi::run("SELECT dp.set_public_count('census', 1000)").unwrap();
+    assert_eq!(one_i64("SELECT public_count FROM dp.protected_tables WHERE table_name = 'census'::regclass"), 1000);
+    let public = "\"public_count\": 1000";
+    // every row of the table, a NOT NULL column: the declared count, all of ε on the sum
+    for q in [
+        "SELECT dp_avg(age, 0, 100, 1) FROM census",
+        "SELECT dp_avg(age, 0, 100) FROM census",
+        "SELECT s.m FROM (SELECT dp_avg(age, 0, 100, 1) AS m FROM census) s",
+        "SELECT dp_avg(age, 0, 100, 1) FROM census HAVING dp_count(id, 1) > 0",
+    ] {
+        let d = newest_details(q);
+        assert!(d.contains(public), "{q}: {d}");
+    }
+    assert_eq!(one_text("SELECT epsilon::text FROM dp.ledger WHERE aggregate LIKE 'dp_avg%' ORDER BY id DESC LIMIT 1"), "1");
+    // declared bounds too
+    Spi::run("SELECT dp.set_bounds('census', 'age', 0, 100)").unwrap();
+    assert!(newest_details("SELECT dp_avg(age, 1) FROM census").contains(public));
+    // at a huge ε the mean of 0..99 ten times
+    let m = one_f64("SELECT dp_avg(age, 0, 100, 1e6) FROM census");
+    assert!((m - 49.5).abs() < 1e-3, "{m}");
+    // not for a subset of the rows, groups, a nullable column or an expression: the count is not theirs
+    for q in [
+        "SELECT dp_avg(age, 0, 100, 1) FROM census WHERE id > 10",
+        "SELECT dp_avg(age, 0, 100, 1) FILTER (WHERE id > 10) FROM census",
+        "SELECT dp_avg(maybe, 0, 50, 1) FROM census",
+        "SELECT dp_avg(age + 1, 0, 100, 1) FROM census",
+        "SELECT dp_avg(age, 0, 100, 1) FROM census GROUP BY id % 2",
+    ] {
+        let d = newest_details(q);
+        assert!(!d.contains("public_count") && d.contains("count_interval95"), "{q}: {d}");
+    }
+    // the count the caller passes wins over the declared one
+    assert!(newest_details("SELECT dp_avg(age, 0, 100, 1, 500) FROM census").contains("\"public_count\": 500"));
+    // bad input names the argument and its range; bad labels are refused
+    refused("SELECT dp.set_public_count('census', 0)", "n must be an integer between 1 and 9007199254740992 (2^53), got 0");
+    refused("SECURITY LABEL FOR pg_dp ON TABLE census IS 'protected, public_count=0'", "invalid pg_dp label for a table");
+    refused("SECURITY LABEL FOR pg_dp ON TABLE census IS 'protected, public_count=5, public_count=6'", "invalid pg_dp label for a table");
+    // replacing and dropping it
+    Spi::run("SELECT dp.set_public_count('census', 900)").unwrap();
+    assert_eq!(one_text("SELECT label FROM pg_seclabel WHERE objoid = 'census'::regclass AND objsubid = 0"), "protected, public_count=900");
+    Spi::run("SELECT dp.drop_public_count('census')").unwrap();
+    assert!(!newest_details("SELECT dp_avg(age, 0, 100, 1) FROM census").contains("public_count"));
+    assert_eq!(one_text("SELECT label FROM pg_seclabel WHERE objoid = 'census'::regclass AND objsubid = 0"), "protected");
+}

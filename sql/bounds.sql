@@ -219,3 +219,44 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- Public row counts (docs/privacy/avg.md, "dp_avg with a public count"): dp.set_public_count adds the word
+-- public_count=<n> to the table's pg_dp label; a dp_avg over every row of the table (no WHERE, join,
+-- GROUP BY, FILTER or privacy unit) of a NOT NULL column then divides by n and spends all of ε on the sum.
+CREATE FUNCTION dp.set_public_count(tbl regclass, n bigint) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    w text;
+BEGIN
+    PERFORM dp.refuse_nulls('dp.set_public_count', ARRAY['tbl', 'n'], ARRAY[tbl IS NULL, n IS NULL]);
+    IF n < 1 OR n > 9007199254740992 THEN
+        RAISE EXCEPTION 'n must be an integer between 1 and 9007199254740992 (2^53), got %', n USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR w IN SELECT trim(x) FROM pg_catalog.pg_seclabel l, unnest(string_to_array(l.label, ',')) x
+              WHERE l.objoid = tbl AND l.classoid = 'pg_catalog.pg_class'::regclass AND l.objsubid = 0
+                AND l.provider = 'pg_dp' AND trim(x) LIKE 'public\_count=%' LOOP
+        PERFORM dp.relabel_table(tbl, w, false);
+    END LOOP;
+    PERFORM dp.relabel_table(tbl, 'public_count=' || n, true);
+END
+$$;
+COMMENT ON FUNCTION dp.set_public_count(regclass, bigint) IS 'pg_dp: declares the number of rows of a table public (a census, a published size): dp_avg over every row of the table (no WHERE, join, GROUP BY, FILTER or privacy unit) of a NOT NULL column divides by it and spends all of epsilon on the sum. It must be public knowledge, not read from the data for a release (dp_admin)';
+
+CREATE FUNCTION dp.drop_public_count(tbl regclass) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    w text;
+BEGIN
+    PERFORM dp.refuse_nulls('dp.drop_public_count', ARRAY['tbl'], ARRAY[tbl IS NULL]);
+    FOR w IN SELECT trim(x) FROM pg_catalog.pg_seclabel l, unnest(string_to_array(l.label, ',')) x
+              WHERE l.objoid = tbl AND l.classoid = 'pg_catalog.pg_class'::regclass AND l.objsubid = 0
+                AND l.provider = 'pg_dp' AND trim(x) LIKE 'public\_count=%' LOOP
+        PERFORM dp.relabel_table(tbl, w, false);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION dp.drop_public_count(regclass) IS 'pg_dp: removes the public row count of a table (dp_admin)';
+REVOKE EXECUTE ON FUNCTION dp.set_public_count(regclass, bigint) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dp.drop_public_count(regclass) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dp.set_public_count(regclass, bigint) TO dp_admin;
+GRANT EXECUTE ON FUNCTION dp.drop_public_count(regclass) TO dp_admin;

@@ -205,7 +205,9 @@ CREATE VIEW dp.protected_tables AS
 SELECT l.objoid::pg_catalog.regclass AS table_name, c.relowner::pg_catalog.regrole AS owner,
        u.attname AS privacy_unit,
        (u.label::pg_catalog.jsonb -> 'privacy_unit' ->> 'max_groups_contributed')::int AS max_groups_contributed,
-       (u.label::pg_catalog.jsonb -> 'privacy_unit' ->> 'max_count_per_unit')::int AS max_count_per_unit
+       (u.label::pg_catalog.jsonb -> 'privacy_unit' ->> 'max_count_per_unit')::int AS max_count_per_unit,
+       (SELECT pg_catalog.substr(w, 14)::bigint FROM pg_catalog.unnest(pg_catalog.string_to_array(pg_catalog.replace(l.label, ' ', ''), ',')) w
+         WHERE w LIKE 'public\_count=%') AS public_count
   FROM pg_catalog.pg_seclabel l
   JOIN pg_catalog.pg_class c ON c.oid = l.objoid
   LEFT JOIN LATERAL (
@@ -215,7 +217,7 @@ SELECT l.objoid::pg_catalog.regclass AS table_name, c.relowner::pg_catalog.regro
           AND ul.label LIKE '{"privacy_unit"%') u ON true
  WHERE l.provider = 'pg_dp' AND l.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass
    AND l.objsubid = 0 AND 'protected' = ANY (pg_catalog.string_to_array(pg_catalog.replace(l.label, ' ', ''), ','));
-COMMENT ON VIEW dp.protected_tables IS 'pg_dp: the tables of this database protected by pg_dp, their owners and privacy units (NULL: one row is one person)';
+COMMENT ON VIEW dp.protected_tables IS 'pg_dp: the tables of this database protected by pg_dp, their owners, privacy units (NULL: one row is one person) and public row counts (dp.set_public_count)';
 
 CREATE VIEW dp.domains AS
 SELECT l.objoid::pg_catalog.regclass AS table_name, a.attname AS column_name,

@@ -133,7 +133,9 @@ CREATE OR REPLACE VIEW dp.protected_tables AS
 SELECT l.objoid::pg_catalog.regclass AS table_name, c.relowner::pg_catalog.regrole AS owner,
        u.attname AS privacy_unit,
        (u.label::pg_catalog.jsonb -> 'privacy_unit' ->> 'max_groups_contributed')::int AS max_groups_contributed,
-       (u.label::pg_catalog.jsonb -> 'privacy_unit' ->> 'max_count_per_unit')::int AS max_count_per_unit
+       (u.label::pg_catalog.jsonb -> 'privacy_unit' ->> 'max_count_per_unit')::int AS max_count_per_unit,
+       (SELECT pg_catalog.substr(w, 14)::bigint FROM pg_catalog.unnest(pg_catalog.string_to_array(pg_catalog.replace(l.label, ' ', ''), ',')) w
+         WHERE w LIKE 'public\_count=%') AS public_count
   FROM pg_catalog.pg_seclabel l
   JOIN pg_catalog.pg_class c ON c.oid = l.objoid
   LEFT JOIN LATERAL (
@@ -143,6 +145,7 @@ SELECT l.objoid::pg_catalog.regclass AS table_name, c.relowner::pg_catalog.regro
           AND ul.label LIKE '{"privacy_unit"%') u ON true
  WHERE l.provider = 'pg_dp' AND l.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass
    AND l.objsubid = 0 AND 'protected' = ANY (pg_catalog.string_to_array(pg_catalog.replace(l.label, ' ', ''), ','));
+COMMENT ON VIEW dp.protected_tables IS 'pg_dp: the tables of this database protected by pg_dp, their owners, privacy units (NULL: one row is one person) and public row counts (dp.set_public_count)';
 
 -- the release cache
 CREATE FUNCTION dp.set_release_cache(tbl regclass, enabled bool) RETURNS void
@@ -1230,3 +1233,44 @@ CREATE FUNCTION dp.last_releases(n int DEFAULT 10, OUT released_at timestamptz, 
                                  OUT interval_95 float8, OUT lower float8, OUT upper float8)
     RETURNS SETOF record LANGUAGE c VOLATILE ROWS 10 AS 'MODULE_PATHNAME', 'dp_last_releases';
 COMMENT ON FUNCTION dp.last_releases(int) IS 'pg_dp: the n (at most 100) newest releases this session received, newest first: value (as float8), epsilon, delta, mechanism, noise scale and a 95% interval half-width of the noise (for dp_avg, dp_variance and dp_stddev an approximate one of the result, from its own noisy statistics; for smooth-sensitivity quantiles at the largest possible scale; NULL for the exponential mechanism), and for a call without bounds the bounds it chose (automatic bounds; NULL otherwise). Releases of groups that HAVING dropped are not listed';
+
+-- Public row counts (docs/privacy/avg.md, "dp_avg with a public count"): dp.set_public_count adds the word
+-- public_count=<n> to the table's pg_dp label; a dp_avg over every row of the table (no WHERE, join,
+-- GROUP BY, FILTER or privacy unit) of a NOT NULL column then divides by n and spends all of ε on the sum.
+CREATE FUNCTION dp.set_public_count(tbl regclass, n bigint) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    w text;
+BEGIN
+    PERFORM dp.refuse_nulls('dp.set_public_count', ARRAY['tbl', 'n'], ARRAY[tbl IS NULL, n IS NULL]);
+    IF n < 1 OR n > 9007199254740992 THEN
+        RAISE EXCEPTION 'n must be an integer between 1 and 9007199254740992 (2^53), got %', n USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR w IN SELECT trim(x) FROM pg_catalog.pg_seclabel l, unnest(string_to_array(l.label, ',')) x
+              WHERE l.objoid = tbl AND l.classoid = 'pg_catalog.pg_class'::regclass AND l.objsubid = 0
+                AND l.provider = 'pg_dp' AND trim(x) LIKE 'public\_count=%' LOOP
+        PERFORM dp.relabel_table(tbl, w, false);
+    END LOOP;
+    PERFORM dp.relabel_table(tbl, 'public_count=' || n, true);
+END
+$$;
+COMMENT ON FUNCTION dp.set_public_count(regclass, bigint) IS 'pg_dp: declares the number of rows of a table public (a census, a published size): dp_avg over every row of the table (no WHERE, join, GROUP BY, FILTER or privacy unit) of a NOT NULL column divides by it and spends all of epsilon on the sum. It must be public knowledge, not read from the data for a release (dp_admin)';
+
+CREATE FUNCTION dp.drop_public_count(tbl regclass) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    w text;
+BEGIN
+    PERFORM dp.refuse_nulls('dp.drop_public_count', ARRAY['tbl'], ARRAY[tbl IS NULL]);
+    FOR w IN SELECT trim(x) FROM pg_catalog.pg_seclabel l, unnest(string_to_array(l.label, ',')) x
+              WHERE l.objoid = tbl AND l.classoid = 'pg_catalog.pg_class'::regclass AND l.objsubid = 0
+                AND l.provider = 'pg_dp' AND trim(x) LIKE 'public\_count=%' LOOP
+        PERFORM dp.relabel_table(tbl, w, false);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION dp.drop_public_count(regclass) IS 'pg_dp: removes the public row count of a table (dp_admin)';
+REVOKE EXECUTE ON FUNCTION dp.set_public_count(regclass, bigint) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dp.drop_public_count(regclass) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dp.set_public_count(regclass, bigint) TO dp_admin;
+GRANT EXECUTE ON FUNCTION dp.drop_public_count(regclass) TO dp_admin;

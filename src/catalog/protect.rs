@@ -34,6 +34,27 @@ fn label_words(label: &str) -> impl Iterator<Item = &str> {
     label.split(',').map(str::trim).filter(|w| !w.is_empty())
 }
 
+/// The word of a table's label that declares its public row count (`dp.set_public_count`):
+/// `public_count=<n>`, 1 ≤ n ≤ 2^53.
+pub const PUBLIC_COUNT: &str = "public_count=";
+
+/// The largest public count: integers up to 2^53 are exact in float8, where dp_avg divides by it.
+pub const MAX_PUBLIC_COUNT: i64 = 1 << 53;
+
+/// The count in a `public_count=<n>` word, if it is one and n is in range.
+fn public_count_word(w: &str) -> Option<i64> {
+    let digits = w.strip_prefix(PUBLIC_COUNT)?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > 16 {
+        return None;
+    }
+    digits.parse::<i64>().ok().filter(|n| (1..=MAX_PUBLIC_COUNT).contains(n))
+}
+
+/// The row count a DBA declared public for the relation itself (`dp.set_public_count`), if any.
+pub fn public_count(relid: Oid) -> Option<i64> {
+    unsafe { relation_label(relid).as_deref().and_then(|l| label_words(l).find_map(public_count_word)) }
+}
+
 fn label_has(label: Option<&str>, word: &str) -> bool {
     label.is_some_and(|l| label_words(l).any(|w| w == word))
 }
@@ -534,12 +555,20 @@ unsafe extern "C-unwind" fn check_relabel(object: *const pg_sys::ObjectAddress, 
         if let Some(l) = label.as_deref() {
             let words: Vec<&str> = label_words(l).collect();
             let valid = !words.is_empty()
-                && words.iter().all(|w| *w == PROTECTED || *w == NO_RELEASE_CACHE)
-                && words.iter().collect::<std::collections::HashSet<_>>().len() == words.len();
+                && words.iter().all(|w| *w == PROTECTED || *w == NO_RELEASE_CACHE || public_count_word(w).is_some())
+                && words.iter().collect::<std::collections::HashSet<_>>().len() == words.len()
+                && words.iter().filter(|w| w.starts_with(PUBLIC_COUNT)).count() <= 1;
             if !valid {
                 raise_with(
                     PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                    format!("invalid pg_dp label for a table: \"{l}\" (valid: 'protected', 'no_release_cache', or both separated by a comma)"),
+                    format!("invalid pg_dp label for a table: \"{l}\" (valid: 'protected', 'no_release_cache' and 'public_count=<n>' with n from 1 to 2^53, separated by commas)"),
+                    None,
+                );
+            }
+            if words.iter().any(|w| w.starts_with(PUBLIC_COUNT)) && !(kind == pg_sys::RELKIND_RELATION || kind == pg_sys::RELKIND_PARTITIONED_TABLE) {
+                raise_with(
+                    PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+                    "a public row count can be declared only for tables and partitioned tables".into(),
                     None,
                 );
             }

@@ -182,6 +182,51 @@ pub unsafe fn supply_default_epsilon(agg: *mut pg_sys::Aggref, kind: Kind) -> Op
     Some(exprs.len() - 1)
 }
 
+/// Gives a `dp_avg(value, lower, upper, ε)` call the row count a DBA declared for its table
+/// (`dp.set_public_count`), in place: the call becomes `dp_avg(value, lower, upper, ε, count)`, which
+/// spends all of ε on the centred sum (docs/privacy/avg.md, "dp_avg with a public count"). The caller
+/// (the grammar) passes `count` only for a level that aggregates every row of that one table (no
+/// condition, join, GROUP BY or FILTER, no privacy unit); this adds it only when the value is a NOT
+/// NULL column of the table, so that the declared count is the number of values averaged. Returns
+/// the argument position of the count.
+pub unsafe fn supply_public_count(q: *mut Query, agg: *mut pg_sys::Aggref, kind: Kind, relid: Oid, count: i64) -> Option<usize> {
+    if kind != Kind::Avg || !(*agg).aggfilter.is_null() || crate::pg::nodes::list_len((*agg).args) != 4 {
+        return None;
+    }
+    let args: Vec<*mut pg_sys::TargetEntry> = list_iter((*agg).args).collect();
+    let value = strip_implicit_casts((*args[0]).expr as *mut Node);
+    let (rel, att) = crate::query::tree::value_column(q, value)?;
+    if rel != relid || !not_null_column(rel, att) {
+        return None;
+    }
+    let mut declared: Vec<Oid> = arg_types(agg);
+    declared.truncate(1);
+    let vtype = declared[0];
+    declared.extend([vtype, vtype, pg_sys::FLOAT8OID, pg_sys::INT8OID]);
+    let mut actual = arg_types(agg);
+    actual.push(pg_sys::INT8OID);
+    let mut exprs: Vec<*mut Node> = args.iter().map(|t| (**t).expr as *mut Node).collect();
+    exprs.push(pg_sys::makeConst(pg_sys::INT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(count), false, true) as *mut Node);
+    recall(agg, kind, &exprs, &declared, &actual);
+    Some(4)
+}
+
+/// Whether column `attnum` of `relid` is declared NOT NULL.
+unsafe fn not_null_column(relid: Oid, attnum: i16) -> bool {
+    let tup = pg_sys::SearchSysCache2(
+        pg_sys::SysCacheIdentifier::ATTNUM as i32,
+        pg_sys::Datum::from(relid),
+        pg_sys::Datum::from(attnum as i32),
+    );
+    if tup.is_null() {
+        return false;
+    }
+    let form = pgrx::pg_sys::GETSTRUCT(tup) as *mut pg_sys::FormData_pg_attribute;
+    let not_null = (*form).attnotnull && !(*form).attisdropped;
+    pg_sys::ReleaseSysCache(tup);
+    not_null
+}
+
 // The aggregates without bounds never reach the executor: the grammar replaces them.
 pg_v1!(pg_finfo_dp_unbounded_trans, dp_unbounded_trans, |_fcinfo| { unreached() });
 pg_v1!(pg_finfo_dp_unbounded_final, dp_unbounded_final, |_fcinfo| { unreached() });

@@ -566,6 +566,23 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
         list_iter::<c_void>(sets).count().max(1) as u32
     };
 
+    // a level that averages every row of one protected table uses the count a DBA declared for it
+    // (dp.set_public_count): no condition, join, GROUP BY or privacy unit, so the rows averaged are
+    // the table's (bounds.rs checks the value and FILTER)
+    let public_count = if filters == 0
+        && group_keys.is_empty()
+        && (*q).groupingSets.is_null()
+        && source.joins.is_empty()
+        && source.reads.len() == 1
+        && source.relation.protected
+        && !distributed
+    {
+        let relid: Oid = source.relation.oid.into();
+        protect::public_count(relid).filter(|_| protect::effective_privacy_unit(relid).is_none()).map(|n| (relid, n))
+    } else {
+        None
+    };
+
     let mut aggregates = Vec::new();
     let mut tagged: Vec<(*mut pg_sys::Aggref, i32)> = Vec::new();
     for a in dp {
@@ -584,6 +601,8 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
         // and a call without ε the session's, fixed now (bounds.rs)
         let star = (*agg).aggstar;
         let default_eps = crate::query::bounds::supply_default_epsilon(agg, kind);
+        // and a mean over a whole table with a declared row count that count (bounds.rs)
+        let counted = public_count.and_then(|(relid, n)| crate::query::bounds::supply_public_count(q, agg, kind, relid, n));
         let args: Vec<*mut pg_sys::TargetEntry> = list_iter((*agg).args).collect();
         let mut value_desc = "*".to_string();
         let mut params = Vec::new();
@@ -595,7 +614,7 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
             } else if i == 0 {
                 value_below(&acx, e)?;
                 value_desc = describe_value(q, e);
-            } else if declared.contains(&i) {
+            } else if declared.contains(&i) || counted == Some(i) {
                 params.push(ParamSource::Declared);
             } else if default_eps == Some(i) {
                 params.push(ParamSource::Default);
