@@ -177,7 +177,7 @@ fn only_superusers_and_dp_admin_change_labels() {
 #[pg_test]
 fn labels_are_checked() {
     protected_setup();
-    refused("SECURITY LABEL FOR pg_dp ON TABLE regions IS 'secret'", "invalid pg_dp label for a table: \"secret\" (valid: 'protected', 'no_release_cache', or both separated by a comma)");
+    refused("SECURITY LABEL FOR pg_dp ON TABLE regions IS 'secret'", "invalid pg_dp label for a table: \"secret\" (valid: 'protected', 'no_release_cache' and 'public_count=<n>' with n from 1 to 2^53, separated by commas)");
     refused("SECURITY LABEL FOR pg_dp ON TABLE regions IS 'protected, protected'", "invalid pg_dp label for a table");
     refused("SECURITY LABEL FOR pg_dp ON TABLE regions IS 'protected, secret'", "invalid pg_dp label for a table");
     Spi::run("SECURITY LABEL FOR pg_dp ON TABLE regions IS 'no_release_cache, protected'").unwrap();

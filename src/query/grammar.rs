@@ -445,7 +445,7 @@ unsafe fn raw_access_refusal(relid: Oid, q: *mut Query, written: bool) -> Refusa
         "read it only through DP aggregates".to_string()
     };
     Refusal::new(format!("permission denied for table {table}: it is protected by pg_dp, and role \"{role}\" may {what}"))
-        .hint("a DP aggregate reads one table, joined many-to-one with public tables on a unique key; SELECT * FROM dp.grammar lists what may appear below it")
+        .hint("a DP aggregate reads one protected table (or several joined on their privacy unit), joined many-to-one with public tables on a unique key; SELECT * FROM dp.grammar lists what may appear below it")
 }
 
 // ----- one DP level -----------------------------------------------------------------------------
@@ -1275,6 +1275,25 @@ unsafe fn unique_key_matched(q: *mut Query, item: &Item, attached: &[i32], quals
 unsafe fn unit_join_items(cx: &Cx, items: &[Item], protected: &[usize]) -> Check<()> {
     let names: Vec<String> = protected.iter().map(|&i| item_name(&items[i])).collect();
     let all = names.join(" and ");
+    // each protected table once: a copy joined on the unit adds nothing a query needs, and m copies
+    // make n^m rows of a person with n rows (a timing channel that grows with the person's rows)
+    let mut seen: Vec<Oid> = Vec::new();
+    for &p in protected {
+        let item = &items[p];
+        if item.inner.is_none() && (*item.rte).rtekind == pg_sys::RTEKind::RTE_RELATION {
+            let relid = (*item.rte).relid;
+            let top = protect::ancestors(relid).into_iter().last().unwrap_or(relid);
+            if seen.contains(&top) {
+                return Err(Refusal::new(format!(
+                    "join of protected tables {all} in the input of {}: {} is read twice (or with one of its partitions), and a person's rows would pair with each other",
+                    cx.func,
+                    protect::relation_short_name(top)
+                ))
+                .hint("read each protected table once"));
+            }
+            seen.push(top);
+        }
+    }
     for &p in protected {
         let item = &items[p];
         let name = item_name(item);
@@ -1301,6 +1320,24 @@ unsafe fn unit_join_items(cx: &Cx, items: &[Item], protected: &[usize]) -> Check
         }
     }
     Ok(())
+}
+
+/// The column where the unit of a table ends: its unit column, then every foreign key that
+/// `rewrite::unit_path` follows. Two tables joined on their units must end at the same column.
+unsafe fn unit_root(relid: Oid) -> Option<(Oid, i16)> {
+    let (mut rel, mut att) = (relid, protect::effective_privacy_unit(relid)?.0);
+    let mut seen = vec![relid];
+    loop {
+        match crate::query::rewrite::foreign_key_to_unit(rel, att) {
+            Some((hop, next_unit)) if !seen.contains(&hop.ref_relid) && seen.len() <= 8 => {
+                seen.push(hop.ref_relid);
+                rel = hop.ref_relid;
+                att = next_unit;
+            }
+            Some(_) => return None,
+            None => return Some((rel, att)),
+        }
+    }
 }
 
 /// The column the values of a unit column name: following foreign keys to protected tables while
@@ -1346,6 +1383,12 @@ unsafe fn unit_link(q: *mut Query, item: &Item, units: &[(i32, Oid)], conjuncts:
             continue;
         }
         let (Some(x), Some(y)) = (resolve_var(q, args[0]), resolve_var(q, args[1])) else { continue };
+        // the operator must be the equality of both columns' own types (their default B-tree
+        // families): a cast to another type may compare with a looser equality (bpchar ignores
+        // trailing spaces) than the one that tells units apart
+        if !own_equality(q, args[0], (*op).opno) || !own_equality(q, args[1], (*op).opno) {
+            continue;
+        }
         for ((p_rt, p_att), (a_rt, a_att)) in [(x, y), (y, x)] {
             if p_rt != item.rtindex || p_att < 1 || a_att < 1 {
                 continue;
@@ -1355,6 +1398,8 @@ unsafe fn unit_link(q: *mut Query, item: &Item, units: &[(i32, Oid)], conjuncts:
             let linked = (a_att == a_unit && p_att == p_unit && unit_namespace(a_rel, a_unit) == unit_namespace(p_rel, p_unit))
                 || (a_att == a_unit && first_ref(a_rel, a_unit) == Some((p_rel, p_att)))
                 || (p_att == p_unit && first_ref(p_rel, p_unit) == Some((a_rel, a_att)));
+            // and both units end at the same column (the rewrite groups by the first table's)
+            let linked = linked && unit_root(a_rel).is_some() && unit_root(a_rel) == unit_root(p_rel);
             if linked {
                 return Some(vec![format!(
                     "{}.{} = {}.{}",
@@ -1367,6 +1412,25 @@ unsafe fn unit_link(q: *mut Query, item: &Item, units: &[(i32, Oid)], conjuncts:
         }
     }
     None
+}
+
+/// Whether `opno` is the equality of the default B-tree operator family of the type of column `e`
+/// (the column itself, below binary-compatible relabelling).
+unsafe fn own_equality(q: *mut Query, mut e: *mut Node, opno: Oid) -> bool {
+    let _ = q;
+    while !e.is_null() && (*e).type_ == NodeTag::T_RelabelType {
+        e = (*(e as *mut pg_sys::RelabelType)).arg as *mut Node;
+    }
+    if e.is_null() {
+        return false;
+    }
+    let typ = pg_sys::exprType(e);
+    let opclass = pg_sys::GetDefaultOpClass(typ, pg_sys::BTREE_AM_OID);
+    if opclass == pg_sys::InvalidOid {
+        return false;
+    }
+    let family = pg_sys::get_opclass_family(opclass);
+    family.to_u32() < pg_sys::FirstNormalObjectId && pg_sys::get_op_opfamily_strategy(opno, family) == pg_sys::BTEqualStrategyNumber as i32
 }
 
 /// An equality that holds only between equal values: a built-in operator that is the equality of a

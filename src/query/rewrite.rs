@@ -121,8 +121,10 @@ unsafe fn unit_path(source: Oid) -> Check<Option<UnitPath>> {
     let mut seen = vec![source];
     loop {
         let Some((hop, next_unit)) = foreign_key_to_unit(rel, att) else { break };
-        if next_unit == hop.ref_attnum {
-            // the referenced column is the unit itself: the foreign key's value is the unit
+        if next_unit == hop.ref_attnum && foreign_key_to_unit(hop.ref_relid, next_unit).is_none() {
+            // the referenced column is the unit itself, and it ends there: the foreign key's value
+            // is the unit. (If that unit leads further, to a person through another foreign key,
+            // the path goes on: stopping here would make each of its values a unit of its own.)
             break;
         }
         if seen.contains(&hop.ref_relid) || hops.len() >= MAX_HOPS {
