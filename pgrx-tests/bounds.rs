@@ -180,6 +180,22 @@ fn a_declared_public_count_gives_whole_table_means_all_of_epsilon() {
         let d = newest_details(q);
         assert!(!d.contains("public_count") && d.contains("count_interval95"), "{q}: {d}");
     }
+    // the receipt says where the count came from, and not that the bounds were declared
+    let d = newest_details("SELECT dp_avg(age, 0, 100, 1) FROM census");
+    assert!(d.contains("count_declared") && !d.contains("dp.set_bounds"), "{d}");
+    // row security leaves a subset of the rows: not the table's count
+    Spi::run("ALTER TABLE census ENABLE ROW LEVEL SECURITY").unwrap();
+    Spi::run("CREATE POLICY few ON census FOR SELECT USING (id < 100)").unwrap();
+    Spi::run("CREATE ROLE census_reader").unwrap();
+    Spi::run("GRANT SELECT ON census TO census_reader").unwrap();
+    Spi::run("SET ROLE census_reader").unwrap();
+    Spi::run("SELECT dp_avg(age, 0, 100, 1) FROM census").unwrap();
+    Spi::run("RESET ROLE").unwrap();
+    let d = newest_details("SELECT 1");
+    assert!(!d.contains("public_count"), "{d}");
+    Spi::run("ALTER TABLE census DISABLE ROW LEVEL SECURITY").unwrap();
+    // labels hold commas and spaces only: the SQL functions that read them split on those
+    refused("SECURITY LABEL FOR pg_dp ON TABLE census IS E'\\tprotected,\\tpublic_count=7'", "invalid pg_dp label for a table");
     // the count the caller passes wins over the declared one
     assert!(newest_details("SELECT dp_avg(age, 0, 100, 1, 500) FROM census").contains("\"public_count\": 500"));
     // bad input names the argument and its range; bad labels are refused

@@ -448,7 +448,7 @@ fn a_join_of_protected_tables_on_their_unit_is_charged_once_per_person() {
     assert_eq!(one_i64("SELECT dp_count(v.id, 1e6) FROM patients p JOIN visits v ON v.patient_id = p.id"), 3000);
     assert_eq!(one_i64(&format!("SELECT count(*) FROM dp.ledger WHERE id > {mark}")), 1, "one receipt");
     let desc = one_text("SELECT details::text FROM dp.ledger ORDER BY id DESC LIMIT 1");
-    assert!(desc.contains("patients.id"), "{desc}");
+    assert!(desc.contains("\"joined_on_unit\": [{\"on\": \"visits.patient_id = patients.id\", \"table\": \"public.patients\"}]"), "{desc}");
     // columns of both tables, in the select list, WHERE and GROUP BY (a public domain on sex)
     Spi::run("SELECT dp.set_domain('patients', 'sex', ARRAY['f', 'm'])").unwrap();
     let mark = ledger_mark();
@@ -619,4 +619,91 @@ fn empirical_privacy_on_neighbours_that_differ_in_one_persons_rows_of_both_table
     let with = repeated(&q("true"), 300);
     let without = repeated(&q("p.id <> 9999"), 300);
     assert!(largest_log_ratio(&with, &without, 20, 5.0) > 0.5, "the check cannot see a 40-row shift");
+}
+
+// A foreign key from timestamp to timestamptz compares under the session's TimeZone: an analyst who
+// set it moved a person's 30 billing rows onto 30 other people's visits (30 units at ε = 1).
+#[pg_test]
+fn attack_a_time_zone_cannot_decide_which_person_a_row_belongs_to() {
+    patients_setup(1, 1);
+    Spi::run("SET TimeZone = 'UTC'").unwrap();
+    Spi::run("CREATE TABLE tvis (id int PRIMARY KEY, ts timestamptz UNIQUE NOT NULL, patient_id int REFERENCES patients (id))").unwrap();
+    Spi::run("INSERT INTO tvis SELECT g, '2024-01-01 00:00+00'::timestamptz + g * interval '1 hour', g % 10 FROM generate_series(0, 59) g").unwrap();
+    Spi::run("CREATE TABLE tbill (id serial PRIMARY KEY, visit_ts timestamp REFERENCES tvis (ts), amount int)").unwrap();
+    Spi::run("INSERT INTO tbill (visit_ts, amount) SELECT ts AT TIME ZONE 'UTC', 1 FROM tvis").unwrap();
+    Spi::run("SELECT dp.protect_table('tvis', privacy_unit => 'patient_id')").unwrap();
+    Spi::run("SELECT dp.protect_table('tbill', privacy_unit => 'visit_ts')").unwrap();
+    Spi::run("SET TimeZone = 'Etc/GMT+1'").unwrap();
+    let why = "whose equality does not tell persons apart as the columns do";
+    refused("SELECT dp_count(id, 1) FROM tbill", why);
+    refused("SELECT dp_count(b.id, 1) FROM tvis v JOIN tbill b ON b.visit_ts = v.ts", "joined only by equality of their privacy units");
+}
+
+// An inheritance child has no copy of its parent's foreign keys: read directly, its unit stopped at
+// the visit id (each of a patient's 50 visits a unit). It takes its parent's path.
+#[pg_test]
+fn attack_an_inheritance_child_keeps_its_parents_unit_path() {
+    patients_setup(1, 1);
+    Spi::run("ALTER TABLE visits ADD PRIMARY KEY (id, patient_id)").unwrap();
+    Spi::run("CREATE TABLE vids AS SELECT DISTINCT id * 1000 + patient_id AS vid, patient_id FROM visits").unwrap();
+    Spi::run("ALTER TABLE vids ADD PRIMARY KEY (vid)").unwrap();
+    Spi::run("SELECT dp.protect_table('vids', privacy_unit => 'patient_id')").unwrap();
+    Spi::run("CREATE TABLE rx (vid int REFERENCES vids (vid), dose int)").unwrap();
+    Spi::run("SELECT dp.protect_table('rx', privacy_unit => 'vid')").unwrap();
+    Spi::run("CREATE TABLE rx_2025 () INHERITS (rx)").unwrap();
+    Spi::run("INSERT INTO rx_2025 SELECT vid, 1 FROM vids").unwrap();
+    Spi::run("SET dp.default_epsilon = 1e6").unwrap();
+    // 3000 visits of 1000 patients: 1000 units
+    assert_eq!(one_i64("SELECT dp_count(*) FROM rx_2025"), 1000);
+    let unit = one_text("SELECT details->'privacy_unit'->>'column' FROM dp.ledger ORDER BY id DESC LIMIT 1");
+    assert_eq!(unit, "vids.patient_id");
+}
+
+// A foreign key whose equality is looser than its column's own (a nondeterministic collation on the
+// key, text referencing char(n), numeric referencing float8) joins values to one person that the
+// column tells apart: 'Alice' and 'alice' were two units (32 at ε = 1). Refused.
+#[pg_test]
+fn attack_a_foreign_key_looser_than_its_columns_is_refused() {
+    patients_setup(1, 1);
+    let why = "whose equality does not tell persons apart as the columns do";
+    Spi::run("CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)").unwrap();
+    Spi::run("CREATE TABLE cpat (id text COLLATE ci PRIMARY KEY)").unwrap();
+    Spi::run("CREATE TABLE cvis (id serial, pid text REFERENCES cpat (id), cost int)").unwrap();
+    Spi::run("SELECT dp.protect_table('cpat', privacy_unit => 'id')").unwrap();
+    Spi::run("SELECT dp.protect_table('cvis', privacy_unit => 'pid')").unwrap();
+    refused("SELECT dp_count(id, 1) FROM cvis", why);
+    Spi::run("CREATE TABLE hpat (id char(12) PRIMARY KEY)").unwrap();
+    Spi::run("CREATE TABLE hvis (id serial, pid text REFERENCES hpat (id), cost int)").unwrap();
+    Spi::run("SELECT dp.protect_table('hpat', privacy_unit => 'id')").unwrap();
+    Spi::run("SELECT dp.protect_table('hvis', privacy_unit => 'pid')").unwrap();
+    refused("SELECT dp_count(id, 1) FROM hvis", why);
+    Spi::run("CREATE TABLE npat (id float8 PRIMARY KEY)").unwrap();
+    Spi::run("CREATE TABLE nvis (id serial, pid numeric REFERENCES npat (id), cost int)").unwrap();
+    Spi::run("SELECT dp.protect_table('npat', privacy_unit => 'id')").unwrap();
+    Spi::run("SELECT dp.protect_table('nvis', privacy_unit => 'pid')").unwrap();
+    refused("SELECT dp_count(id, 1) FROM nvis", why);
+    // int4 referencing int8 compares exactly: admitted
+    Spi::run("CREATE TABLE ipat (id int8 PRIMARY KEY)").unwrap();
+    Spi::run("CREATE TABLE ivis (id serial, pid int4 REFERENCES ipat (id), cost int)").unwrap();
+    Spi::run("SELECT dp.protect_table('ipat', privacy_unit => 'id')").unwrap();
+    Spi::run("SELECT dp.protect_table('ivis', privacy_unit => 'pid')").unwrap();
+    Spi::run("SET dp.default_epsilon = 1e6").unwrap();
+    assert_eq!(one_i64("SELECT dp_count(*) FROM ivis"), 0);
+}
+
+// Two tables with many rows per person joined on the person pair every row of one with every row of
+// the other (200 labs × 200 notes: a query's time told a person's row counts). A protected table is
+// attached only through a unique column, as a public table is.
+#[pg_test]
+fn attack_two_tables_with_many_rows_per_person_do_not_pair() {
+    patients_setup(1, 1);
+    Spi::run("CREATE TABLE labs AS SELECT g AS id, g % 1000 AS patient_id FROM generate_series(1, 5000) g").unwrap();
+    Spi::run("ALTER TABLE labs ADD FOREIGN KEY (patient_id) REFERENCES patients (id)").unwrap();
+    Spi::run("SELECT dp.protect_table('labs', privacy_unit => 'patient_id')").unwrap();
+    let off = "two protected tables are joined only by equality of their privacy units";
+    refused("SELECT dp_count(v.id, 1) FROM visits v JOIN labs l ON l.patient_id = v.patient_id", off);
+    refused("SELECT dp_count(v.id, 1) FROM visits v JOIN patients p ON p.id = v.patient_id JOIN labs l ON l.patient_id = p.id", off);
+    // each of them with the one row per patient is admitted
+    Spi::run("SET dp.default_epsilon = 1e6").unwrap();
+    assert_eq!(one_i64("SELECT dp_count(*) FROM labs l JOIN patients p ON p.id = l.patient_id WHERE p.sex = 'f'"), 500);
 }

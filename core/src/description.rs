@@ -133,6 +133,9 @@ pub enum ParamSource {
     /// The session's default ε (`dp.default_epsilon` or `dp.privacy_level`), which the grammar
     /// supplied as a constant to a call written without ε.
     Default,
+    /// The table's row count declared public by a DBA (`dp.set_public_count`), which the grammar
+    /// supplied to a mean over every row of the table.
+    PublicCount,
 }
 
 impl DpLevel {

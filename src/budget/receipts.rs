@@ -50,6 +50,9 @@ pub(crate) fn receipts_of(level: &DpLevel, described: &DpAggregate, kind: Kind, 
         if described.params.contains(&ParamSource::Declared) {
             o.insert("bounds".into(), "declared for the column (dp.set_bounds)".into());
         }
+        if described.params.contains(&ParamSource::PublicCount) {
+            o.insert("count_declared".into(), "public row count of the table (dp.set_public_count)".into());
+        }
     }
     let details = v.to_string();
     // the call as the query wrote it (a count over privacy units runs as a sum of per-unit counts)
@@ -104,6 +107,16 @@ pub fn with_value(details: &str, key: &str, value: serde_json::Value) -> String 
 /// are released.
 fn add_level(o: &mut serde_json::Map<String, serde_json::Value>, level: &DpLevel) {
     o.insert("source".into(), level.source.name.clone().into());
+    // protected tables joined on the privacy unit, with the condition that links each
+    let joined: Vec<serde_json::Value> = level
+        .joins
+        .iter()
+        .filter(|j| j.relation.protected)
+        .map(|j| serde_json::json!({ "table": j.relation.name, "on": j.key.join(" AND ") }))
+        .collect();
+    if !joined.is_empty() {
+        o.insert("joined_on_unit".into(), joined.into());
+    }
     if level.exact_query.is_some() {
         o.insert("distributed".into(), "Citus: exact partial aggregation on the workers, noise and charge on the coordinator".into());
     }

@@ -554,7 +554,10 @@ unsafe extern "C-unwind" fn check_relabel(object: *const pg_sys::ObjectAddress, 
         let kind = pg_sys::get_rel_relkind(obj.objectId) as u8;
         if let Some(l) = label.as_deref() {
             let words: Vec<&str> = label_words(l).collect();
-            let valid = !words.is_empty()
+            // only these characters: the SQL functions that read labels split on commas and spaces
+            let plain = l.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '=' | ',' | ' '));
+            let valid = plain
+                && !words.is_empty()
                 && words.iter().all(|w| *w == PROTECTED || *w == NO_RELEASE_CACHE || public_count_word(w).is_some())
                 && words.iter().collect::<std::collections::HashSet<_>>().len() == words.len()
                 && words.iter().filter(|w| w.starts_with(PUBLIC_COUNT)).count() <= 1;

@@ -574,6 +574,7 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
         && (*q).groupingSets.is_null()
         && source.joins.is_empty()
         && source.reads.len() == 1
+        && (*source.reads[0].0).securityQuals.is_null()
         && source.relation.protected
         && !distributed
     {
@@ -614,7 +615,9 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
             } else if i == 0 {
                 value_below(&acx, e)?;
                 value_desc = describe_value(q, e);
-            } else if declared.contains(&i) || counted == Some(i) {
+            } else if counted == Some(i) {
+                params.push(ParamSource::PublicCount);
+            } else if declared.contains(&i) {
                 params.push(ParamSource::Declared);
             } else if default_eps == Some(i) {
                 params.push(ParamSource::Default);
@@ -874,8 +877,9 @@ unsafe fn check_from(cx: &mut Cx, q: *mut Query, depth: u32) -> Check<Source> {
     if protected.len() > 1 {
         unit_join_items(cx, &items, &protected)?;
     }
+    // with several protected tables, any of them may be the one the others attach to many-to-one
     let candidates: Vec<usize> = match protected.first() {
-        Some(&p) => vec![p],
+        Some(_) => protected.clone(),
         None => (0..items.len()).filter(|&i| items[i].outer_quals.is_none()).collect(),
     };
     let mut first_failure = None;
@@ -1329,6 +1333,7 @@ unsafe fn unit_root(relid: Oid) -> Option<(Oid, i16)> {
     let mut seen = vec![relid];
     loop {
         match crate::query::rewrite::foreign_key_to_unit(rel, att) {
+            Some((hop, _)) if !hop.sound => return None,
             Some((hop, next_unit)) if !seen.contains(&hop.ref_relid) && seen.len() <= 8 => {
                 seen.push(hop.ref_relid);
                 rel = hop.ref_relid;
@@ -1343,19 +1348,20 @@ unsafe fn unit_root(relid: Oid) -> Option<(Oid, i16)> {
 /// The column the values of a unit column name: following foreign keys to protected tables while
 /// the referenced column is that table's own unit, then the referenced column, or the column itself.
 /// Two unit columns with the same answer hold the same units for equal values.
-unsafe fn unit_namespace(relid: Oid, attnum: i16) -> (Oid, i16) {
+unsafe fn unit_namespace(relid: Oid, attnum: i16) -> Option<(Oid, i16)> {
     let (mut rel, mut att) = (relid, attnum);
     for _ in 0..8 {
         match crate::query::rewrite::foreign_key_to_unit(rel, att) {
+            Some((hop, _)) if !hop.sound => return None,
             Some((hop, next_unit)) if hop.ref_attnum == next_unit => {
                 rel = hop.ref_relid;
                 att = hop.ref_attnum;
             }
-            Some((hop, _)) => return (hop.ref_relid, hop.ref_attnum),
-            None => return (rel, att),
+            Some((hop, _)) => return Some((hop.ref_relid, hop.ref_attnum)),
+            None => return Some((rel, att)),
         }
     }
-    (rel, att)
+    None
 }
 
 /// A condition that joins protected table `item` to one of the protected tables already attached
@@ -1372,7 +1378,7 @@ unsafe fn unit_namespace(relid: Oid, attnum: i16) -> (Oid, i16) {
 unsafe fn unit_link(q: *mut Query, item: &Item, units: &[(i32, Oid)], conjuncts: &[*mut Node]) -> Option<Vec<String>> {
     let p_rel = (*item.rte).relid;
     let (p_unit, _) = protect::effective_privacy_unit(p_rel)?;
-    let first_ref = |rel: Oid, att: i16| crate::query::rewrite::foreign_key_to_unit(rel, att).map(|(h, _)| (h.ref_relid, h.ref_attnum));
+    let first_ref = |rel: Oid, att: i16| crate::query::rewrite::foreign_key_to_unit(rel, att).filter(|(h, _)| h.sound).map(|(h, _)| (h.ref_relid, h.ref_attnum));
     for &c in conjuncts {
         if (*c).type_ != NodeTag::T_OpExpr {
             continue;
@@ -1395,12 +1401,15 @@ unsafe fn unit_link(q: *mut Query, item: &Item, units: &[(i32, Oid)], conjuncts:
             }
             let Some(&(_, a_rel)) = units.iter().find(|(rt, _)| *rt == a_rt) else { continue };
             let Some((a_unit, _)) = protect::effective_privacy_unit(a_rel) else { continue };
-            let linked = (a_att == a_unit && p_att == p_unit && unit_namespace(a_rel, a_unit) == unit_namespace(p_rel, p_unit))
+            let linked = (a_att == a_unit && p_att == p_unit && unit_namespace(a_rel, a_unit).is_some() && unit_namespace(a_rel, a_unit) == unit_namespace(p_rel, p_unit))
                 || (a_att == a_unit && first_ref(a_rel, a_unit) == Some((p_rel, p_att)))
                 || (p_att == p_unit && first_ref(p_rel, p_unit) == Some((a_rel, a_att)));
             // and both units end at the same column (the rewrite groups by the first table's)
             let linked = linked && unit_root(a_rel).is_some() && unit_root(a_rel) == unit_root(p_rel);
-            if linked {
+            // the table attached matches at most one row per row already joined (its column is
+            // unique), as a public table does: a person's rows in two tables with many rows each
+            // would pair up, n·m rows that make a query's time grow with them
+            if linked && unique_column(p_rel, p_att) {
                 return Some(vec![format!(
                     "{}.{} = {}.{}",
                     protect::relation_short_name(a_rel),
@@ -1412,6 +1421,33 @@ unsafe fn unit_link(q: *mut Query, item: &Item, units: &[(i32, Oid)], conjuncts:
         }
     }
     None
+}
+
+/// Whether column `attnum` of `relid` alone is a unique key: a valid, immediate, non-partial unique
+/// index on exactly that column.
+unsafe fn unique_column(relid: Oid, attnum: i16) -> bool {
+    let rel = pg_sys::relation_open(relid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+    let mut found = false;
+    for idx in crate::pg::nodes::list_oids(pg_sys::RelationGetIndexList(rel)) {
+        let irel = pg_sys::index_open(idx, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let ind = (*irel).rd_index;
+        if (*ind).indisunique
+            && (*ind).indimmediate
+            && (*ind).indisvalid
+            && (*ind).indnkeyatts == 1
+            && (*ind).indkey.values.as_slice(1)[0] == attnum
+            && pg_sys::RelationGetIndexPredicate(irel).is_null()
+            && pg_sys::RelationGetIndexExpressions(irel).is_null()
+        {
+            found = true;
+        }
+        pg_sys::index_close(irel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        if found {
+            break;
+        }
+    }
+    pg_sys::relation_close(rel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+    found
 }
 
 /// Whether `opno` is the equality of the default B-tree operator family of the type of column `e`
@@ -1443,6 +1479,11 @@ unsafe fn unit_equality(op: *mut pg_sys::OpExpr) -> bool {
     }
     let coll = (*op).inputcollid;
     if coll != pg_sys::InvalidOid && !pg_sys::get_collation_isdeterministic(coll) {
+        return false;
+    }
+    // an equality that reads a setting (timestamp = timestamptz reads TimeZone) pairs rows as the
+    // analyst's session decides
+    if pg_sys::func_volatile((*op).opfuncid) != pg_sys::PROVOLATILE_IMMUTABLE as std::ffi::c_char {
         return false;
     }
     crate::pg::nodes::list_oids(pg_sys::get_mergejoin_opfamilies((*op).opno))

@@ -87,6 +87,10 @@ pub(crate) struct Hop {
     pub(crate) ref_attnum: i16,
     /// the constraint's PK = FK operator (arguments: the referenced type, then the referencing one)
     pfeqop: Oid,
+    /// The key tells persons apart as the columns do: its operator is immutable and the equality of
+    /// both columns' own types, under one deterministic collation (`sound_key`). Otherwise the rows
+    /// the key joins to one person would be several units here, or a setting would decide.
+    pub(crate) sound: bool,
 }
 
 /// The privacy unit of a source: where it is and the bounds the source declares.
@@ -121,6 +125,17 @@ unsafe fn unit_path(source: Oid) -> Check<Option<UnitPath>> {
     let mut seen = vec![source];
     loop {
         let Some((hop, next_unit)) = foreign_key_to_unit(rel, att) else { break };
+        if !hop.sound {
+            return Err(Refusal::new(format!(
+                "the privacy unit of {} follows the foreign key {}.{} → {}.{}, whose equality does not tell persons apart as the columns do (another type, a collation that is not deterministic or not the same on both columns, or an operator that reads a setting such as TimeZone)",
+                rel_name(source),
+                rel_name(rel),
+                attname(rel, att),
+                rel_name(hop.ref_relid),
+                attname(hop.ref_relid, hop.ref_attnum)
+            ))
+            .hint("a DBA gives both columns one type and one deterministic collation"));
+        }
         if next_unit == hop.ref_attnum && foreign_key_to_unit(hop.ref_relid, next_unit).is_none() {
             // the referenced column is the unit itself, and it ends there: the foreign key's value
             // is the unit. (If that unit leads further, to a person through another foreign key,
@@ -145,6 +160,66 @@ unsafe fn unit_path(source: Oid) -> Check<Option<UnitPath>> {
 /// A single-column foreign key on (`relid`, `attnum`) to a protected table that declares a privacy
 /// unit: the hop, and the unit column of the referenced table.
 pub(crate) unsafe fn foreign_key_to_unit(relid: Oid, attnum: i16) -> Option<(Hop, i16)> {
+    if let Some(found) = own_foreign_key_to_unit(relid, attnum) {
+        return Some(found);
+    }
+    // an inheritance child has no copy of its parent's foreign keys (partitions do): its unit column
+    // is the parent's, and so is the path from it (a child row whose key matches no row has no unit)
+    let name = CString::new(attname(relid, attnum)).ok()?;
+    for a in protect::ancestors(relid) {
+        let att = pg_sys::get_attnum(a, name.as_ptr());
+        if att > 0 {
+            if let Some((mut hop, unit)) = own_foreign_key_to_unit(a, att) {
+                hop.fk_attnum = attnum;
+                hop.sound = hop.sound && same_column_kind(relid, attnum, a, att);
+                return Some((hop, unit));
+            }
+        }
+    }
+    None
+}
+
+/// Whether two columns have one type and one collation.
+unsafe fn same_column_kind(r1: Oid, a1: i16, r2: Oid, a2: i16) -> bool {
+    let kind = |r: Oid, a: i16| {
+        let (mut typ, mut typmod, mut coll) = (pg_sys::InvalidOid, -1, pg_sys::InvalidOid);
+        pg_sys::get_atttypetypmodcoll(r, a, &mut typ, &mut typmod, &mut coll);
+        (typ, coll)
+    };
+    kind(r1, a1) == kind(r2, a2)
+}
+
+/// Whether a foreign key from (`relid`, `attnum`) to (`ref_relid`, `ref_attnum`) with PK = FK
+/// operator `pfeqop` joins rows exactly when the two columns hold equal values as each column's own
+/// type tells them apart: a built-in immutable operator that is the equality of the default B-tree
+/// family of both columns' types, and both columns under the same deterministic collation (or none).
+unsafe fn sound_key(relid: Oid, attnum: i16, ref_relid: Oid, ref_attnum: i16, pfeqop: Oid) -> bool {
+    let builtin = |o: Oid| o.to_u32() < pg_sys::FirstNormalObjectId;
+    let func = pg_sys::get_opcode(pfeqop);
+    if !builtin(pfeqop) || !builtin(func) || pg_sys::func_volatile(func) != pg_sys::PROVOLATILE_IMMUTABLE as std::ffi::c_char {
+        return false;
+    }
+    let col = |r: Oid, a: i16| {
+        let (mut typ, mut typmod, mut coll) = (pg_sys::InvalidOid, -1, pg_sys::InvalidOid);
+        pg_sys::get_atttypetypmodcoll(r, a, &mut typ, &mut typmod, &mut coll);
+        (typ, coll)
+    };
+    let ((t1, c1), (t2, c2)) = (col(relid, attnum), col(ref_relid, ref_attnum));
+    if c1 != c2 || (c1 != pg_sys::InvalidOid && !pg_sys::get_collation_isdeterministic(c1)) {
+        return false;
+    }
+    [t1, t2].iter().all(|&t| {
+        let opclass = pg_sys::GetDefaultOpClass(t, pg_sys::BTREE_AM_OID);
+        if opclass == pg_sys::InvalidOid {
+            return false;
+        }
+        let family = pg_sys::get_opclass_family(opclass);
+        builtin(family) && pg_sys::get_op_opfamily_strategy(pfeqop, family) == pg_sys::BTEqualStrategyNumber as i32
+    })
+}
+
+/// [`foreign_key_to_unit`] among the relation's own foreign keys.
+unsafe fn own_foreign_key_to_unit(relid: Oid, attnum: i16) -> Option<(Hop, i16)> {
     let rel = pg_sys::RelationIdGetRelation(relid);
     if rel.is_null() {
         return None;
@@ -155,7 +230,11 @@ pub(crate) unsafe fn foreign_key_to_unit(relid: Oid, attnum: i16) -> Option<(Hop
             continue;
         }
         if let Some((unit_att, _)) = protect::effective_privacy_unit((*fk).confrelid) {
-            found = Some((Hop { fk_attnum: attnum, ref_relid: (*fk).confrelid, ref_attnum: (*fk).confkey[0], pfeqop: (*fk).conpfeqop[0] }, unit_att));
+            let sound = sound_key(relid, attnum, (*fk).confrelid, (*fk).confkey[0], (*fk).conpfeqop[0]);
+            found = Some((
+                Hop { fk_attnum: attnum, ref_relid: (*fk).confrelid, ref_attnum: (*fk).confkey[0], pfeqop: (*fk).conpfeqop[0], sound },
+                unit_att,
+            ));
             break;
         }
     }
