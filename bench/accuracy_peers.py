@@ -125,8 +125,10 @@ PG_SQL = {
     "sum": "SELECT dp_sum({col}, {lo}, {hi}, %s) FROM peer_adult",
     "mean": "SELECT dp_avg({col}, {lo}, {hi}, %s) FROM peer_adult",
     "variance": "SELECT dp_variance({col}, {lo}, {hi}, %s) FROM peer_adult",
-    "median": "SELECT dp_median({col}::float8, {lo}, {hi}, %s) FROM peer_adult",  # δ = 0
-    "median EM": "SELECT dp_percentile_em({col}::float8, 0.5, {lo}, {hi}, %s) FROM peer_adult",
+    # the column as it is: the int4 age with integer bounds takes the integer forms (every integer age
+    # a candidate, as OpenDP's), the float8 income the float8 ones
+    "median": "SELECT dp_median({col}, {lo}, {hi}, %s) FROM peer_adult",  # δ = 0
+    "median EM": "SELECT dp_percentile_em({col}, 0.5, {lo}, {hi}, %s) FROM peer_adult",
 }
 
 
@@ -443,6 +445,29 @@ def rows_from_csv(path):
     return rows_by_cell, table_rows
 
 
+def ratio_table(rows, libs=("pg_dp", "pg_dp EM"), peer="OpenDP"):
+    """pg_dp's RMSE divided by the peer's, at every ε of every cell both have (below 1: pg_dp is
+    more accurate)."""
+    out = [f"### pg_dp against {peer}: RMSE ratio (pg_dp / {peer}; below 1, pg_dp is more accurate)", "",
+           "| aggregate | column | ε | " + " | ".join(f"{lib} / {peer}" for lib in libs) + " |",
+           "|---|---|---:|" + "---:|" * len(libs)]
+    for r in rows:
+        ref = r["libs"].get(peer)
+        if ref is None or isinstance(ref, str):
+            continue
+        cellsout = []
+        for lib in libs:
+            v = r["libs"].get(lib)
+            if v is None or isinstance(v, str):
+                cellsout.append("–")
+            elif ref[0] == 0:
+                cellsout.append("n/a" if v[0] > 0 else "1 (both exact)")
+            else:
+                cellsout.append(f"{v[0] / ref[0]:.2f}")
+        out.append(f"| {r['agg']} | {r['col']} | {r['eps']:g} | " + " | ".join(cellsout) + " |")
+    return "\n".join(out)
+
+
 def report(table_rows, info, replace_one=True):
     print(f"## RMSE of {info['reps']} releases per cell (n = {info['n']:,}; age in [0, 100], income in "
           f"[0, 500,000])")
@@ -454,6 +479,8 @@ def report(table_rows, info, replace_one=True):
                          "Best (lowest RMSE) in **bold**; ≈ within two standard errors of the best; "
                          "pg_dp EM is `dp_percentile_em`; ‡ replace-one with n public (diffprivlib's "
                          "count, mean and variance), every other call add/remove (see the doc)."))
+    print()
+    print(ratio_table(table_rows))
     print()
     print("### Same guarantee as pg_dp: counts of rows for one row added or removed")
     print()

@@ -187,3 +187,150 @@ fn delta_is_recorded_exactly_as_its_shortest_decimal() {
     one_f64("SELECT dp_median(x, 0, 2000, 0.5, 3e-6) FROM s");
     assert_eq!(one_text("SELECT delta::text FROM dp.ledger ORDER BY id DESC LIMIT 1"), "0.000003");
 }
+
+// Integer columns: dp_median, dp_percentile and dp_percentile_em over int4 and int8 values with
+// bounds of their type release on the grid of the integers (core/tests/integer_quantiles.rs).
+
+/// The newest receipt's aggregate and whether its grid is the integers.
+fn last_quantile_grid() -> String {
+    one_text("SELECT concat_ws('|', aggregate, coalesce(details->>'integer_grid', 'false')) FROM dp.ledger ORDER BY id DESC LIMIT 1")
+}
+
+#[pg_test]
+fn integer_columns_resolve_to_the_integer_forms() {
+    sample_table();
+    let f8 = "double precision";
+    for (q, sig, integer) in [
+        ("SELECT dp_median(i, 0, 2000, 0.5) FROM s", "dp_median(integer,integer,integer,double precision)".to_string(), true),
+        // the default ε is supplied to the integer form
+        ("SELECT dp_median(i, 0, 2000) FROM s", "dp_median(integer,integer,integer,double precision)".into(), true),
+        ("SELECT dp_median(i, 0, 2000, 0.5, 1e-6) FROM s", format!("dp_median(integer,integer,integer,{f8},{f8})"), true),
+        // an int8 column with integer literal bounds: the int8 form
+        ("SELECT dp_median(b, 0, 2000, 0.5) FROM s", "dp_median(bigint,bigint,bigint,double precision)".into(), true),
+        ("SELECT dp_percentile(i, 0.9, 0, 2000, 0.5) FROM s", format!("dp_percentile(integer,{f8},integer,integer,{f8})"), true),
+        ("SELECT dp_percentile(b, 0.9, 0, 2000, 0.5, 0) FROM s", format!("dp_percentile(bigint,{f8},bigint,bigint,{f8},{f8})"), true),
+        ("SELECT dp_percentile_em(i, 0.25, 0, 2000, 0.5) FROM s", format!("dp_percentile_em(integer,{f8},integer,integer,{f8})"), true),
+        ("SELECT dp_percentile_em(b, 0.25, 0, 2000, 0.5) FROM s", format!("dp_percentile_em(bigint,{f8},bigint,bigint,{f8})"), true),
+        // smallint: integer literal bounds give the int4 form, smallint bounds the float8 one
+        ("SELECT dp_median(sm, 0, 2000, 0.5) FROM s", "dp_median(integer,integer,integer,double precision)".into(), true),
+        ("SELECT dp_median(sm, 0::int2, 2000::int2, 0.5) FROM s", format!("dp_median({f8},{f8},{f8},{f8})"), false),
+        // float8 and numeric columns, non-integer bounds and an explicit cast keep the float8 form
+        ("SELECT dp_median(x, 0, 2000, 0.5) FROM s", format!("dp_median({f8},{f8},{f8},{f8})"), false),
+        ("SELECT dp_median(n, 0, 2000, 0.5) FROM s", format!("dp_median({f8},{f8},{f8},{f8})"), false),
+        ("SELECT dp_median(i, 0, 2000.5, 0.5) FROM s", format!("dp_median({f8},{f8},{f8},{f8})"), false),
+        ("SELECT dp_median(i::float8, 0, 2000, 0.5) FROM s", format!("dp_median({f8},{f8},{f8},{f8})"), false),
+    ] {
+        one_f64(q);
+        assert_eq!(last_quantile_grid(), format!("{sig}|{integer}"), "{q}");
+    }
+    // the float8 result type of every form: existing queries keep theirs
+    assert_eq!(one_text("SELECT pg_typeof(dp_median(i, 0, 2000, 0.5))::text FROM s"), "double precision");
+    assert_eq!(one_text("SELECT pg_typeof(dp_percentile_em(b, 0.5, 0, 2000, 0.5))::text FROM s"), "double precision");
+}
+
+#[pg_test]
+fn integer_quantiles_release_integers_within_the_bounds() {
+    sample_table();
+    for q in [
+        "SELECT dp_median(i, 0, 2000, 0.1) FROM s",
+        "SELECT dp_median(b, -7, 1500, 0.1, 1e-6) FROM s",
+        "SELECT dp_median(i, 0, 2000, 0.1, 0) FROM s",
+        "SELECT dp_percentile(b, 0.9, 0, 2000, 0.1) FROM s",
+        "SELECT dp_percentile(i, 0.1, 0, 2000, 0.1, 1e-6) FROM s",
+        "SELECT dp_percentile_em(i, 0.3, 0, 2000, 0.1) FROM s",
+        "SELECT dp_percentile_em(b, 0.3, 0, 2000, 0.1) FROM s WHERE false",
+        "SELECT dp_median(b, -5, 5, 0.1) FROM s WHERE false",
+        // wide bounds: a grid of every 2^k-th integer, still integers
+        "SELECT dp_median(b, -4000000000000000, 4000000000000000, 0.1) FROM s",
+    ] {
+        let (lo, hi) = if q.contains("-5, 5") { (-5.0, 5.0) } else if q.contains("-4000") { (-4e15, 4e15) } else { (-7.0, 2000.0) };
+        for _ in 0..10 {
+            let v = one_f64(q);
+            assert_eq!(v.fract(), 0.0, "{q}: {v}");
+            assert!((lo..=hi).contains(&v), "{q}: {v}");
+        }
+    }
+    // at a large ε the exponential mechanism releases the median itself: 1..1000 has 500 and 501 at
+    // distance 0 from rank 500 (the float8 form draws a point of [500, 501])
+    for _ in 0..10 {
+        let v = one_f64("SELECT dp_median(i, 0, 2000, 1e6) FROM s");
+        assert!(v == 500.0 || v == 501.0, "{v}");
+    }
+    assert_eq!(one_f64("SELECT dp_median(i, 0, 2000, 1e6, 1e-6) FROM s"), 501.0);
+    // ages with ties: 200 rows of 40 around the median are released exactly at ε = 0.5
+    Spi::run(
+        "CREATE TABLE ages AS SELECT (CASE WHEN g <= 400 THEN 20 + g % 10 WHEN g <= 600 THEN 40 ELSE 60 + g % 10 END)::int4 AS age
+           FROM generate_series(1, 1000) g",
+    )
+    .unwrap();
+    for _ in 0..10 {
+        assert_eq!(one_f64("SELECT dp_median(age, 0, 120, 0.5) FROM ages"), 40.0);
+        assert_eq!(one_f64("SELECT dp_percentile_em(age, 0.5, 0, 120, 0.5) FROM ages"), 40.0);
+    }
+    // lower = upper: the one integer
+    assert_eq!(one_f64("SELECT dp_median(i, 3, 3, 1) FROM s"), 3.0);
+}
+
+#[pg_test(error = "dp_median: lower must be less than or equal to upper (0), got 10")]
+fn integer_quantile_bounds_out_of_order_are_refused() {
+    sample_table();
+    one_f64("SELECT dp_median(i, 10, 0) FROM s");
+}
+
+#[pg_test]
+fn integer_quantiles_over_privacy_units_use_per_unit_means() {
+    // the per-unit mean of an integer column is a float8: the call becomes the float8 form
+    visits_setup(1, 1);
+    Spi::run("INSERT INTO visits SELECT 10000 + g, 5000, 'north', 90, 90 FROM generate_series(1, 1000) g").unwrap();
+    let median = one_f64("SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY m) FROM (SELECT patient_id, avg(icost)::float8 m FROM visits GROUP BY 1) u");
+    for q in [
+        "SELECT dp_median(icost, 0, 100, 1e6) FROM visits",
+        "SELECT dp_median(icost, 0, 100, 1e6, 1e-6) FROM visits",
+        "SELECT dp_percentile(icost, 0.5, 0, 100, 1e6) FROM visits",
+        "SELECT dp_percentile_em(icost::int8, 0.5, 0, 100, 1e6) FROM visits",
+    ] {
+        let got = one_f64(q);
+        assert!((got - median).abs() <= 1.0, "{q}: {got} vs {median}");
+        let grid = one_text("SELECT coalesce(details->>'integer_grid', 'false') FROM dp.ledger ORDER BY id DESC LIMIT 1");
+        assert_eq!(grid, "false", "{q}: the per-unit means are not integers");
+    }
+    // grouped by a private key too
+    let rows = column("SELECT region, dp_median(icost, 0, 100, 1)::text FROM visits GROUP BY region");
+    assert!(rows.len() <= 3);
+}
+
+#[pg_test]
+fn integer_quantiles_over_a_public_domain_keep_the_integer_grid() {
+    // no privacy unit, a key with a public domain: each row is its own value, an integer
+    protected_setup();
+    Spi::run("SELECT dp.set_domain('patients', 'region', ARRAY[0, 1, 2, 3, 4])").unwrap();
+    let rows = as_analyst(|| column("SELECT dp_median(big, 0, 2000, 0.5)::text FROM patients GROUP BY region ORDER BY region"));
+    assert_eq!(rows.len(), 5);
+    for r in rows {
+        let v: f64 = r.unwrap().parse().unwrap();
+        assert!(v.fract() == 0.0 && (0.0..=2000.0).contains(&v), "{v}");
+    }
+    assert_eq!(last_quantile_grid(), "dp_median(bigint,bigint,bigint,double precision)|true");
+}
+
+#[pg_test]
+fn declared_bounds_of_an_integer_column_give_the_integer_form() {
+    sample_table();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    Spi::run("SELECT dp.set_bounds('s', 'i', 0, 2000)").unwrap();
+    Spi::run("SELECT dp.set_bounds('s', 'sm', 0, 2000)").unwrap();
+    Spi::run("SELECT dp.set_bounds('s', 'x', 0, 2000)").unwrap();
+    for (q, want) in [
+        ("SELECT dp_median(i, 0.5) FROM s", "dp_median(integer,integer,integer,double precision)|true"),
+        ("SELECT dp_median(sm, 0.5) FROM s", "dp_median(integer,integer,integer,double precision)|true"),
+        ("SELECT dp_percentile(i, 0.9) FROM s", "dp_percentile(integer,double precision,integer,integer,double precision)|true"),
+        ("SELECT dp_percentile_em(i, 0.9, 0.5) FROM s", "dp_percentile_em(integer,double precision,integer,integer,double precision)|true"),
+        ("SELECT dp_median(x, 0.5) FROM s", "dp_median(double precision,double precision,double precision,double precision)|false"),
+    ] {
+        let v = one_f64(q);
+        assert!(v.fract() == 0.0 || q.contains("(x"), "{q}: {v}");
+        assert_eq!(last_quantile_grid(), want, "{q}");
+    }
+    let v = one_f64("SELECT dp_median(i, 1e6) FROM s");
+    assert!(v == 500.0 || v == 501.0, "{v}");
+}

@@ -47,6 +47,28 @@ pub fn check_float_bounds(lower: f64, upper: f64) -> DpResult<(f64, f64)> {
     Ok((lower, upper))
 }
 
+/// Checks a pair of real bounds as [`check_float_bounds`] does, then rounds them to integers for an
+/// integer grid: lower up, upper down (so the integers between them are the same). Rounded, lower
+/// must still be at most upper: bounds with no integer between them are an error naming both.
+pub fn check_integer_bounds(lower: f64, upper: f64) -> DpResult<(f64, f64)> {
+    let (lower, upper) = check_float_bounds(lower, upper)?;
+    let (lo, hi) = (lower.ceil(), upper.floor());
+    if lo > hi {
+        return Err(DpError::invalid(
+            "lower",
+            format!(
+                "at most upper ({}) once both are rounded to integers for an integer column (lower up to {}, upper down to {})",
+                fmt_f64(upper),
+                fmt_f64(lo),
+                fmt_f64(hi)
+            ),
+            fmt_f64(lower),
+        ));
+    }
+    // -0.0 (the ceiling of a small negative lower) is 0
+    Ok((lo + 0.0, hi + 0.0))
+}
+
 /// Checks a pair of integer bounds: lower <= upper.
 pub fn check_int_bounds(lower: i64, upper: i64) -> DpResult<(i64, i64)> {
     if lower > upper {

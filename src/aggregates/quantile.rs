@@ -4,6 +4,11 @@
 //! 8 bytes per row, grown by doubling (so up to 16 bytes per row while rows arrive), plus a
 //! constant. The final function sorts the buffer in place and releases through the core. There is
 //! no partial aggregation (sql/quantile.sql says why).
+//!
+//! The integer overloads (int4 or int8 values and bounds) have transition functions of their own,
+//! which store each value as a float8 too (exact below 2^53; above, the nearest float8, itself an
+//! integer: a monotone map, like the grid's), and share the final functions: their parameters say
+//! that the grid is the integers (their bounds are integers: [`ParamValues::quantile_params`]).
 use crate::aggregates::agg::{agg_context, check_params_row_independent, state_arg};
 use crate::pg::fmgr::datum_to_f64;
 use crate::catalog::functions::Kind;
@@ -82,38 +87,87 @@ unsafe fn alloc_qstate(ctx: pg_sys::MemoryContext, params: QuantileParams, spec:
     st
 }
 
-/// Reads the parameters of the first row: (value, [p,] lower, upper [, epsilon [, delta]]).
-unsafe fn first_row_params(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> QuantileParams {
+/// The type of a transition function's value and bounds: float8, or an integer overload's int4 or
+/// int8 (p, ε and δ are float8 in every overload).
+#[derive(Clone, Copy)]
+enum ValueType {
+    Float8,
+    Int4,
+    Int8,
+}
+
+impl ValueType {
+    fn oid(self) -> pg_sys::Oid {
+        match self {
+            ValueType::Float8 => pg_sys::FLOAT8OID,
+            ValueType::Int4 => pg_sys::INT4OID,
+            ValueType::Int8 => pg_sys::INT8OID,
+        }
+    }
+
+    /// A non-NULL value datum of this type as f64 (an int8 above 2^53 to the nearest float8).
+    #[inline(always)]
+    fn to_f64(self, d: pg_sys::Datum) -> f64 {
+        match self {
+            ValueType::Float8 => datum_to_f64(d),
+            ValueType::Int4 => d.value() as i32 as f64,
+            ValueType::Int8 => d.value() as i64 as f64,
+        }
+    }
+}
+
+/// Reads the parameters of the first row: (value, [p,] lower, upper [, epsilon [, delta]]), the
+/// bounds of type `vt`, the others float8.
+unsafe fn first_row_params(fcinfo: pg_sys::FunctionCallInfo, kind: Kind, vt: ValueType) -> QuantileParams {
     let func = kind.func();
     let n = crate::pg::fmgr::nargs(fcinfo);
+    let o = 2 + (kind != Kind::Median) as usize; // the first bound's argument number
     let vals: Vec<(pg_sys::Datum, bool, pg_sys::Oid)> = (2..n)
-        .map(|i| (pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, i), pg_arg_is_null(fcinfo, i), pg_sys::FLOAT8OID))
+        .map(|i| {
+            let t = if i == o || i == o + 1 { vt.oid() } else { pg_sys::FLOAT8OID };
+            (pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, i), pg_arg_is_null(fcinfo, i), t)
+        })
         .collect();
     ParamValues::new(vals, func).quantile_params(kind)
 }
 
-unsafe fn trans(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum {
+unsafe fn trans_of(fcinfo: pg_sys::FunctionCallInfo, kind: Kind, vt: ValueType) -> pg_sys::Datum {
     let func = kind.func();
     let mut st = state_arg(fcinfo, 0) as *mut QState;
     if st.is_null() {
         let ctx = agg_context(fcinfo, func);
         check_params_row_independent(fcinfo, func, kind.param_names());
-        let params = first_row_params(fcinfo, kind);
+        let params = first_row_params(fcinfo, kind, vt);
         st = alloc_qstate(ctx, params, params.spec().or_raise(func), FIRST_CAP);
     }
-    if let Some(v) = pg_getarg::<f64>(fcinfo, 1) {
-        (*st).push(v);
+    if !pg_arg_is_null(fcinfo, 1) {
+        (*st).push(vt.to_f64(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1)));
     }
     pg_sys::Datum::from(st)
 }
 
+unsafe fn trans(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum {
+    trans_of(fcinfo, kind, ValueType::Float8)
+}
+
+unsafe fn int4_trans(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum {
+    trans_of(fcinfo, kind, ValueType::Int4)
+}
+
+unsafe fn int8_trans(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum {
+    trans_of(fcinfo, kind, ValueType::Int8)
+}
+
 macro_rules! quantile_trans {
     ($finfo:ident, $name:ident, $kind:expr) => {
-        quantile_trans!($finfo, $name, $kind, trans);
+        quantile_trans!($finfo, $name, $kind, trans, ValueType::Float8);
     };
     ($finfo:ident, $name:ident, $kind:expr, $slow:ident) => {
+        quantile_trans!($finfo, $name, $kind, $slow, ValueType::Float8);
+    };
+    ($finfo:ident, $name:ident, $kind:expr, $slow:ident, $vt:expr) => {
         pg_v1_trans!($finfo, $name, state = QState,
-            fast = |st, val, isnull| { isnull || (*st).try_push(datum_to_f64(val)) },
+            fast = |st, val, isnull| { isnull || (*st).try_push($vt.to_f64(val)) },
             slow = |fcinfo| { $slow(fcinfo, $kind) });
     };
 }
@@ -185,6 +239,12 @@ pg_v1_final!(pg_finfo_dp_percentile_auto_final, dp_percentile_auto_final, |fcinf
 quantile_trans!(pg_finfo_dp_median_trans, dp_median_trans, Kind::Median);
 quantile_trans!(pg_finfo_dp_percentile_trans, dp_percentile_trans, Kind::Percentile);
 quantile_trans!(pg_finfo_dp_percentile_em_trans, dp_percentile_em_trans, Kind::PercentileEm);
+quantile_trans!(pg_finfo_dp_median_int4_trans, dp_median_int4_trans, Kind::Median, int4_trans, ValueType::Int4);
+quantile_trans!(pg_finfo_dp_percentile_int4_trans, dp_percentile_int4_trans, Kind::Percentile, int4_trans, ValueType::Int4);
+quantile_trans!(pg_finfo_dp_percentile_em_int4_trans, dp_percentile_em_int4_trans, Kind::PercentileEm, int4_trans, ValueType::Int4);
+quantile_trans!(pg_finfo_dp_median_int8_trans, dp_median_int8_trans, Kind::Median, int8_trans, ValueType::Int8);
+quantile_trans!(pg_finfo_dp_percentile_int8_trans, dp_percentile_int8_trans, Kind::Percentile, int8_trans, ValueType::Int8);
+quantile_trans!(pg_finfo_dp_percentile_em_int8_trans, dp_percentile_em_int8_trans, Kind::PercentileEm, int8_trans, ValueType::Int8);
 
 /// The final function: pays-for check, then the release (a noisy value also for no rows).
 unsafe fn finish(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum {

@@ -66,6 +66,24 @@ pub unsafe fn float8_const(v: f64) -> *mut Node {
     pg_sys::makeConst(pg_sys::FLOAT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(v.to_bits()), false, true) as *mut Node
 }
 
+/// An int2, int4 or int8 expression as float8 (the built-in implicit cast); any other unchanged.
+pub unsafe fn int_to_float8(e: *mut Node) -> *mut Node {
+    let cast = match pg_sys::exprType(e) {
+        pg_sys::INT2OID => pg_sys::F_FLOAT8_INT2,
+        pg_sys::INT4OID => pg_sys::F_FLOAT8_INT4,
+        pg_sys::INT8OID => pg_sys::F_FLOAT8_INT8,
+        _ => return e,
+    };
+    pg_sys::makeFuncExpr(
+        Oid::from(cast),
+        pg_sys::FLOAT8OID,
+        ptr_list(&[e]),
+        pg_sys::InvalidOid,
+        pg_sys::InvalidOid,
+        pg_sys::CoercionForm::COERCE_IMPLICIT_CAST,
+    ) as *mut Node
+}
+
 /// `left op right` for a binary operator `op`.
 pub unsafe fn op_expr(op: Oid, left: *mut Node, right: *mut Node, collation: Oid) -> *mut Node {
     let e = node::<pg_sys::OpExpr>(NodeTag::T_OpExpr);

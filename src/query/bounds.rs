@@ -8,7 +8,8 @@
 //! itself, through views, subqueries and joins, or a widening implicit cast of it. Without a
 //! declaration, `dp_sum`, `dp_avg`, `dp_median` and `dp_percentile` choose DP bounds themselves
 //! (autobounds.rs); the others are refused with SQLSTATE 22023. All of this depends on the query and
-//! the catalog only.
+//! the catalog only. A quantile of an integer column becomes the integer form (the grid of the
+//! integers: the declared bounds of an integer column are integers).
 use crate::pg::nodes::list_iter;
 use crate::catalog::functions::Kind;
 use crate::pg::error::raise_with;
@@ -109,10 +110,24 @@ pub unsafe fn supply_declared_bounds(q: *mut Query, agg: *mut pg_sys::Aggref, ki
     };
     // the bounded aggregate of the same name: the bounds have the value's type
     let mut types = arg_types(agg);
+    let mut exprs: Vec<*mut Node> = args.iter().map(|t| (**t).expr as *mut Node).collect();
+    if kind.is_quantile() {
+        // a quantile of an integer column (declared bounds are integers there): its integer form
+        // (the grid of the integers), over the column itself rather than its implicit cast to float8
+        let int = match pg_sys::exprType(value) {
+            pg_sys::INT2OID => Some((pg_sys::INT4OID, pg_sys::makeFuncExpr(
+                Oid::from(pg_sys::F_INT4_INT2), pg_sys::INT4OID, ptr_list(&[value]), pg_sys::InvalidOid, pg_sys::InvalidOid,
+                pg_sys::CoercionForm::COERCE_IMPLICIT_CAST) as *mut Node)),
+            t @ (pg_sys::INT4OID | pg_sys::INT8OID) => Some((t, value)),
+            _ => None,
+        };
+        if let Some((t, v)) = int {
+            (types[0], exprs[0]) = (t, v);
+        }
+    }
     let vtype = types[0];
     types.insert(pos, vtype);
     types.insert(pos, vtype);
-    let mut exprs: Vec<*mut Node> = args.iter().map(|t| (**t).expr as *mut Node).collect();
     exprs.insert(pos, bound_const(vtype, &b.upper));
     exprs.insert(pos, bound_const(vtype, &b.lower));
     recall(agg, kind, &exprs, &types, &types);

@@ -207,21 +207,31 @@ impl ParamValues {
         }
     }
 
-    /// The parameters of a quantile aggregate; δ defaults to 0.
+    /// The parameters of a quantile aggregate; δ defaults to 0. Integer bounds are those of an
+    /// integer overload (int4 or int8 value and bounds; the float8 overloads' bounds are float8): its
+    /// grid is the integers, a choice made by the query alone.
     pub unsafe fn quantile_params(&self, kind: Kind) -> QuantileParams {
         let p0 = match kind {
             Kind::Median => None,
             _ => Some(self.f64_at(0, "p")),
         };
         let o = p0.is_some() as usize;
+        let integer = [o, o + 1].iter().all(|&i| {
+            matches!(self.vals.get(i).map(|v| v.2), Some(pg_sys::INT2OID | pg_sys::INT4OID | pg_sys::INT8OID))
+        });
         let (lower, upper, eps) = (self.f64_at(o, "lower"), self.f64_at(o + 1, "upper"), self.epsilon_at(o + 2));
-        match kind {
+        let params = match kind {
             Kind::PercentileEm => QuantileParams::exponential(p0.unwrap_or(0.5), lower, upper, eps),
             // without a δ argument, dp_median and dp_percentile are the exponential mechanism: the
             // most accurate pure-ε quantile on every dataset measured (docs/quantile-accuracy.md,
             // docs/peer-accuracy.md); the form with δ (even 0) is smooth sensitivity
             _ if self.vals.len() < o + 4 => QuantileParams::exponential(p0.unwrap_or(0.5), lower, upper, eps),
             _ => QuantileParams::smooth(p0.unwrap_or(0.5), lower, upper, eps, self.delta_at(o + 3)),
+        };
+        if integer {
+            params.on_integers()
+        } else {
+            params
         }
     }
 

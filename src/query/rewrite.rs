@@ -561,7 +561,13 @@ unsafe fn dp_call_over_values(a: *mut pg_sys::Aggref, var: *mut Node, unit_count
         _ => {
             let mut args = vec![var];
             args.extend(params.iter().copied());
-            aggref((*a).aggfnoid, (*a).aggtype, &args, std::ptr::null_mut(), false)
+            let mut f = (*a).aggfnoid;
+            if kind.is_quantile() && expr_type(var) != crate::catalog::functions::first_arg_type(a) {
+                // an integer quantile over per-unit means (float8): its float8 overload, bounds as float8
+                args = args.into_iter().map(|e| crate::pg::build::int_to_float8(e)).collect();
+                f = function(Some(&namespace_of(f)), kind.func(), &vec![pg_sys::FLOAT8OID; args.len()]);
+            }
+            aggref(f, (*a).aggtype, &args, std::ptr::null_mut(), false)
         }
     };
     (*new).aggcollid = (*a).aggcollid;
@@ -606,6 +612,13 @@ unsafe fn per_unit_value(call: &DpCall, cap: i64) -> *mut Node {
             ("unit_mean", args[0], l, u)
         }
         Kind::KeepGroup => unreachable!("refused before"),
+    };
+    // the per-unit mean of an integer quantile's values is a float8 (its call becomes the float8 form)
+    let (value, lower, upper) = if call.kind.is_quantile() {
+        let f8 = |e| crate::pg::build::int_to_float8(e);
+        (f8(value), f8(lower), f8(upper))
+    } else {
+        (value, lower, upper)
     };
     let t = expr_type(value);
     let f = function(Some("dp"), name, &[t, t, t]);

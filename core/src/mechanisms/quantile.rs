@@ -5,6 +5,13 @@
 //! stay neighbours and order statistics stay order statistics); everything after that is integer
 //! arithmetic on grid indices, and every random choice is drawn exactly from uniform integers.
 //!
+//! The integer overloads (an integer column with integer bounds: the query decides, never the data)
+//! use the grid of the integers instead ([`Grid::integers`]): spacing 1, coarsened to a power of
+//! two only where the bounds span more than 2^41 integers. Its points are the integer candidates,
+//! an integer's rank interval covers all of its ties, and every release is an integer. Both
+//! mechanisms and their derivations are the same on any power-of-two grid (docs/privacy/
+//! percentile-em.md and smooth-sensitivity.md, "Integer columns").
+//!
 //! - **Smooth sensitivity** (Nissim, Raskhodnikova & Smith 2007): the p-quantile plus noise scaled
 //!   to a β-smooth upper bound S(x) of its local sensitivity ([`crate::mechanisms::smooth`]), each calibrated to
 //!   its exact privacy loss:
@@ -22,7 +29,7 @@ use crate::error::{DpError, DpResult};
 use crate::noise::grid::{pow2, Grid};
 use crate::mechanisms::intervals;
 use crate::mechanisms::ReleaseInfo;
-use crate::params::{check_delta, check_epsilon, check_float_bounds, fmt_f64, largest_where};
+use crate::params::{check_delta, check_epsilon, check_float_bounds, check_integer_bounds, fmt_f64, largest_where};
 use crate::noise::sampling::{bernoulli_exp, dyadic, geometric_exp, LazyUniform};
 use crate::mechanisms::smooth::{check_p, p_numerator, rank, smooth_sensitivity_ln, P_SCALE};
 use rand::Rng;
@@ -81,14 +88,24 @@ pub struct QuantileParams {
     pub upper: u64,
     pub epsilon: u64,
     pub delta: u64,
+    /// The grid of the integers (an integer overload: integer value and bounds), else the fine
+    /// power-of-two grid of about 2^40 steps.
+    pub integer: bool,
 }
 
 impl QuantileParams {
     pub fn smooth(p: f64, lower: f64, upper: f64, epsilon: f64, delta: f64) -> Self {
-        QuantileParams { method: 0, p: p.to_bits(), lower: lower.to_bits(), upper: upper.to_bits(), epsilon: epsilon.to_bits(), delta: delta.to_bits() }
+        QuantileParams {
+            method: 0, p: p.to_bits(), lower: lower.to_bits(), upper: upper.to_bits(), epsilon: epsilon.to_bits(), delta: delta.to_bits(),
+            integer: false,
+        }
     }
     pub fn exponential(p: f64, lower: f64, upper: f64, epsilon: f64) -> Self {
         QuantileParams { method: 1, ..Self::smooth(p, lower, upper, epsilon, 0.0) }
+    }
+    /// The same release on the grid of the integers (the integer overloads).
+    pub fn on_integers(self) -> Self {
+        QuantileParams { integer: true, ..self }
     }
 
     /// Validates the parameters and builds the mechanism.
@@ -96,8 +113,8 @@ impl QuantileParams {
         let f = f64::from_bits;
         let (p, l, u, e, d) = (f(self.p), f(self.lower), f(self.upper), f(self.epsilon), f(self.delta));
         match self.method {
-            0 => QuantileSpec::smooth(p, l, u, e, d),
-            1 => QuantileSpec::exponential(p, l, u, e),
+            0 => QuantileSpec::smooth_on(self.integer, p, l, u, e, d),
+            1 => QuantileSpec::exponential_on(self.integer, p, l, u, e),
             m => Err(DpError::CorruptState(format!("unknown quantile method {m}"))),
         }
     }
@@ -116,13 +133,31 @@ pub struct QuantileSpec {
     /// Noise scale per unit of smooth sensitivity, 1/a (2/ε for Laplace noise; about 3.95 at ε = 1
     /// for the polynomial noise), at the mechanism's ε.
     pub factor: f64,
+    /// On the grid of the integers ([`Grid::integers`]): candidates and releases are integers.
+    pub integer: bool,
 }
 
 impl QuantileSpec {
     /// dp_median / dp_percentile: smooth sensitivity, Laplace noise if δ > 0, polynomial if δ = 0.
     /// β and the scale factor 1/a come from [`laplace_calibration`] and [`polynomial_calibration`].
     pub fn smooth(p: f64, lower: f64, upper: f64, epsilon: f64, delta: f64) -> DpResult<Self> {
-        let (p, grid, epsilon) = Self::common(p, lower, upper, epsilon)?;
+        Self::smooth_on(false, p, lower, upper, epsilon, delta)
+    }
+
+    /// [`QuantileSpec::smooth`] on the grid of the integers (the integer overloads): lower is
+    /// rounded up and upper down to integers, and releases are integers.
+    pub fn smooth_integer(p: f64, lower: f64, upper: f64, epsilon: f64, delta: f64) -> DpResult<Self> {
+        Self::smooth_on(true, p, lower, upper, epsilon, delta)
+    }
+
+    /// [`QuantileSpec::exponential`] on the grid of the integers: the candidates are the integers
+    /// between the bounds (lower rounded up, upper down), and releases are integers.
+    pub fn exponential_integer(p: f64, lower: f64, upper: f64, epsilon: f64) -> DpResult<Self> {
+        Self::exponential_on(true, p, lower, upper, epsilon)
+    }
+
+    fn smooth_on(integer: bool, p: f64, lower: f64, upper: f64, epsilon: f64, delta: f64) -> DpResult<Self> {
+        let (p, grid, epsilon) = Self::common(integer, p, lower, upper, epsilon)?;
         let delta = check_delta("delta", delta, true)?;
         let eps = mechanism_epsilon(epsilon);
         let (method, (beta, factor)) = if delta > 0.0 {
@@ -138,20 +173,30 @@ impl QuantileSpec {
                 fmt_f64(epsilon),
             ));
         }
-        Ok(QuantileSpec { method, p, grid, epsilon, delta, beta, factor })
+        Ok(QuantileSpec { method, p, grid, epsilon, delta, beta, factor, integer })
     }
 
     /// dp_percentile_em: the exponential mechanism.
     pub fn exponential(p: f64, lower: f64, upper: f64, epsilon: f64) -> DpResult<Self> {
-        let (p, grid, epsilon) = Self::common(p, lower, upper, epsilon)?;
-        Ok(QuantileSpec { method: Method::Exponential, p, grid, epsilon, delta: 0.0, beta: 0.0, factor: 0.0 })
+        Self::exponential_on(false, p, lower, upper, epsilon)
     }
 
-    fn common(p: f64, lower: f64, upper: f64, epsilon: f64) -> DpResult<(f64, Grid, f64)> {
+    fn exponential_on(integer: bool, p: f64, lower: f64, upper: f64, epsilon: f64) -> DpResult<Self> {
+        let (p, grid, epsilon) = Self::common(integer, p, lower, upper, epsilon)?;
+        Ok(QuantileSpec { method: Method::Exponential, p, grid, epsilon, delta: 0.0, beta: 0.0, factor: 0.0, integer })
+    }
+
+    fn common(integer: bool, p: f64, lower: f64, upper: f64, epsilon: f64) -> DpResult<(f64, Grid, f64)> {
         let p = check_p(p)?;
-        let (lower, upper) = check_float_bounds(lower, upper)?;
+        let grid = if integer {
+            let (lower, upper) = check_integer_bounds(lower, upper)?;
+            Grid::integers(lower, upper, QUANTILE_GRID_BITS)
+        } else {
+            let (lower, upper) = check_float_bounds(lower, upper)?;
+            Grid::new(lower, upper, upper - lower, QUANTILE_GRID_BITS)
+        };
         let epsilon = check_epsilon("epsilon", epsilon)?;
-        Ok((p, Grid::new(lower, upper, upper - lower, QUANTILE_GRID_BITS), epsilon))
+        Ok((p, grid, epsilon))
     }
 
     /// Number of grid steps between the bounds.
@@ -246,9 +291,11 @@ impl QuantileSpec {
 
     /// Mechanism details for the receipt (JSON): the noise family, β and the scale per unit of
     /// smooth sensitivity (1/a), or the utility sensitivity of the exponential mechanism; the 95%
-    /// half-width per unit of smooth sensitivity, or the exponential mechanism's rank bound.
+    /// half-width per unit of smooth sensitivity, or the exponential mechanism's rank bound; on the
+    /// grid of the integers, `"integer_grid": true` (its `grid_step` is 1 unless the bounds are very
+    /// wide).
     pub fn details(&self) -> String {
-        let v = match self.method {
+        let mut v = match self.method {
             Method::SmoothLaplace => serde_json::json!({
                 "noise": "laplace", "beta": self.beta, "scale_per_smooth_sensitivity": self.factor,
                 "interval95_per_smooth_sensitivity": self.interval95_per_smooth_sensitivity(),
@@ -265,6 +312,9 @@ impl QuantileSpec {
                 "p": self.p, "grid_step": self.grid.step(),
             }),
         };
+        if let (true, Some(o)) = (self.integer, v.as_object_mut()) {
+            o.insert("integer_grid".into(), true.into());
+        }
         v.to_string()
     }
 

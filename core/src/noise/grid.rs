@@ -4,6 +4,8 @@
 //! are monotone, so every row's integer lies in [q(lower), q(upper)] whatever the input, and integer
 //! sums of such values are exact and independent of row order and parallel partitioning. The released
 //! value is (integer sum + integer noise) · 2^g: a point of the grid, whose low bits carry nothing.
+//! The quantiles of integer columns use the grid of the integers themselves (g = 0, or a larger
+//! power of two for very wide bounds: [`Grid::integers`]).
 use crate::error::{DpError, DpResult};
 
 /// Grid exponent floor: keeps 2^-g representable even for absurdly small bounds.
@@ -59,12 +61,26 @@ impl Grid {
     /// The grid for bounds [lower, upper] whose spacing is about `span / 2^bits`, but never so fine
     /// that a bound needs more than 62 bits. Bounds must already be checked.
     pub fn new(lower: f64, upper: f64, span: f64, bits: i32) -> Grid {
+        Grid::at_least(lower, upper, span, bits, MIN_EXP)
+    }
+
+    /// The grid of the integers (spacing 1, exponent 0) for integer bounds [lower, upper], coarsened
+    /// to the power of two of [`Grid::new`] where that is larger: where the bounds span more than
+    /// 2^(bits + 1) integers, or need more than 62 bits at spacing 1. Every grid point is an integer.
+    /// Bounds must already be checked and be integers.
+    pub fn integers(lower: f64, upper: f64, bits: i32) -> Grid {
+        debug_assert!(lower.fract() == 0.0 && upper.fract() == 0.0);
+        Grid::at_least(lower, upper, upper - lower, bits, 0)
+    }
+
+    /// [`Grid::new`] with an exponent of at least `min_exp`.
+    fn at_least(lower: f64, upper: f64, span: f64, bits: i32, min_exp: i32) -> Grid {
         let maxabs = lower.abs().max(upper.abs());
         let mut exp = if span > 0.0 { floor_log2(span) - bits } else { MIN_EXP };
         if maxabs > 0.0 {
             exp = exp.max(floor_log2(maxabs) + 1 - 62);
         }
-        let exp = exp.max(MIN_EXP);
+        let exp = exp.max(MIN_EXP).max(min_exp);
         let inv_step = pow2(-exp);
         let mut g = Grid { exp, lower, upper, q_lower: 0, q_upper: 0, inv_step };
         g.q_lower = g.quantize_clamped(lower);

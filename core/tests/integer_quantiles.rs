@@ -1,0 +1,281 @@
+//! Quantiles of integer columns on the grid of the integers (QuantileSpec::*_integer, the integer
+//! overloads of dp_median, dp_percentile and dp_percentile_em): the grid and its bounds (spacing 1,
+//! coarsened to a power of two only for very wide bounds; non-integer bounds rounded inwards, and an
+//! error when no integer is left), releases that are integers within the bounds, empirical privacy on
+//! neighbouring integer inputs (one row added) with a negative control that must fail, the
+//! exponential mechanism against its exact distribution over the integer candidates (χ² at
+//! α = 1e-6, with a negative control), and the accuracy gain over the fine grid on integer ages.
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use common::*;
+use pg_dp_core::mechanisms::quantile::{QuantileParams, QuantileSpec, QUANTILE_GRID_BITS};
+use pg_dp_core::noise::rng::{seeded_rng, uniform01};
+use pg_dp_core::DpError;
+
+const SAMPLES: usize = 200_000;
+
+/// Releases of `spec` on `data`, `n` times, with a fixed seed.
+fn releases(spec: &QuantileSpec, data: &[f64], seed: u64, n: usize) -> Vec<f64> {
+    let mut rng = seeded_rng(seed);
+    (0..n).map(|_| spec.release(&mut rng, &mut data.to_vec())).collect()
+}
+
+/// `count` copies of `v`.
+fn ties(v: f64, count: usize) -> Vec<f64> {
+    vec![v; count]
+}
+
+#[test]
+fn the_grid_is_the_integers_coarsened_only_for_wide_bounds() {
+    let spec = QuantileSpec::exponential_integer(0.5, 0.0, 120.0, 1.0).unwrap();
+    assert!(spec.integer);
+    assert_eq!(spec.grid.exp, 0);
+    assert_eq!(spec.grid.step(), 1.0);
+    assert_eq!(spec.steps(), 120);
+    // one candidate: lower = upper
+    let one = QuantileSpec::smooth_integer(0.5, 7.0, 7.0, 1.0, 0.0).unwrap();
+    assert_eq!((one.grid.exp, one.steps()), (0, 0));
+    // negative bounds, and the most the grid holds at spacing 1: a span below 2^41
+    let neg = QuantileSpec::exponential_integer(0.3, -1000.0, -10.0, 1.0).unwrap();
+    assert_eq!((neg.grid.exp, neg.steps()), (0, 990));
+    let wide = 2f64.powi(QUANTILE_GRID_BITS + 1) - 1.0;
+    let s = QuantileSpec::exponential_integer(0.5, 0.0, wide, 1.0).unwrap();
+    assert_eq!(s.grid.exp, 0);
+    // wider bounds: a power of two ≥ 1, the same limit of 2^40 to 2^41 steps as the fine grid
+    for (lo, hi) in [(0.0, 2f64.powi(41)), (-3e12, 5e12), (-9.2e18, 9.2e18), (0.0, 1e30)] {
+        let s = QuantileSpec::smooth_integer(0.5, lo, hi, 1.0, 1e-6).unwrap();
+        let fine = QuantileSpec::smooth(0.5, lo, hi, 1.0, 1e-6).unwrap();
+        assert!(s.grid.exp >= 1, "[{lo}, {hi}]: {}", s.grid.exp);
+        assert_eq!(s.grid.exp, fine.grid.exp, "[{lo}, {hi}]: the fine grid is already coarser than 1");
+        assert!(s.steps() <= 1i64 << (QUANTILE_GRID_BITS + 1), "[{lo}, {hi}]: {} steps", s.steps());
+    }
+    // the fine grid of the same bounds has about 2^40 steps
+    let fine = QuantileSpec::exponential(0.5, 0.0, 120.0, 1.0).unwrap();
+    assert!(fine.steps() >= 1i64 << QUANTILE_GRID_BITS, "{}", fine.steps());
+    assert!(!fine.integer);
+    // the receipt says so
+    let d: serde_json::Value = serde_json::from_str(&spec.details()).unwrap();
+    assert_eq!(d["integer_grid"], true);
+    assert_eq!(d["grid_step"], 1.0);
+    let d: serde_json::Value = serde_json::from_str(&fine.details()).unwrap();
+    assert!(d.get("integer_grid").is_none(), "{d}");
+    // the raw parameters carry the choice (charged and checked bit for bit)
+    let params = QuantileParams::exponential(0.5, 0.0, 120.0, 1.0);
+    assert!(!params.integer);
+    let int_params = params.on_integers();
+    assert_ne!(params, int_params);
+    assert_eq!(int_params.spec().unwrap(), spec);
+    assert_eq!(QuantileParams::smooth(0.5, 0.0, 120.0, 1.0, 0.0).on_integers().spec().unwrap().grid, spec.grid);
+}
+
+#[test]
+fn non_integer_bounds_are_rounded_inwards_or_refused() {
+    let s = QuantileSpec::exponential_integer(0.5, 0.5, 10.7, 1.0).unwrap();
+    assert_eq!((s.grid.lower, s.grid.upper, s.steps()), (1.0, 10.0, 9));
+    let s = QuantileSpec::smooth_integer(0.5, -10.7, -0.2, 1.0, 0.0).unwrap();
+    assert_eq!((s.grid.lower, s.grid.upper), (-10.0, -1.0));
+    // -0.5 rounds up to 0 (not -0)
+    let s = QuantileSpec::exponential_integer(0.5, -0.5, 3.0, 1.0).unwrap();
+    assert!(s.grid.lower == 0.0 && s.grid.lower.is_sign_positive());
+    // no integer between the bounds: an error naming both (InvalidParameter, SQLSTATE 22023)
+    for (lo, hi) in [(3.2, 3.8), (-0.5, -0.25)] {
+        let e = QuantileSpec::exponential_integer(0.5, lo, hi, 1.0).unwrap_err();
+        let DpError::InvalidParameter { arg, .. } = &e else { panic!("{e:?}") };
+        assert_eq!(*arg, "lower");
+        let msg = e.to_string();
+        assert!(msg.contains(&hi.to_string()) && msg.contains(&lo.to_string()) && msg.contains("integer"), "{msg}");
+        assert!(matches!(QuantileSpec::smooth_integer(0.5, lo, hi, 1.0, 1e-6), Err(DpError::InvalidParameter { arg: "lower", .. })));
+    }
+    // the other bound errors are the fine grid's
+    assert!(matches!(QuantileSpec::exponential_integer(0.5, f64::NAN, 3.0, 1.0), Err(DpError::InvalidParameter { arg: "lower", .. })));
+    assert!(matches!(QuantileSpec::exponential_integer(0.5, 0.0, 2e30, 1.0), Err(DpError::InvalidParameter { arg: "upper", .. })));
+    assert!(matches!(QuantileSpec::exponential_integer(0.5, 5.0, 3.0, 1.0), Err(DpError::InvalidParameter { arg: "lower", .. })));
+}
+
+#[test]
+fn releases_are_integers_within_the_bounds() {
+    let data: Vec<f64> = [ties(3.0, 5), ties(7.0, 9), ties(8.0, 2), vec![-40.0, 250.0, 11.0]].concat();
+    let bounds = [(0.0, 20.0), (0.5, 10.7), (5.0, 5.0), (-3.0, 0.0), (0.0, 2f64.powi(45)), (-1e15, 1e15)];
+    let mut k = 0;
+    for &(lo, hi) in &bounds {
+        for p in [0.0, 0.1, 0.5, 0.9, 1.0] {
+            let specs = [
+                QuantileSpec::exponential_integer(p, lo, hi, 0.3).unwrap(),
+                QuantileSpec::smooth_integer(p, lo, hi, 0.3, 0.0).unwrap(),
+                QuantileSpec::smooth_integer(p, lo, hi, 0.3, 1e-6).unwrap(),
+            ];
+            for spec in specs {
+                k += 1;
+                for y in releases(&spec, &data, 100 + k, 300) {
+                    assert_eq!(y.fract(), 0.0, "{:?} [{lo}, {hi}] p = {p}: {y}", spec.method);
+                    assert!(y >= lo.ceil() && y <= hi.floor(), "{:?} [{lo}, {hi}] p = {p}: {y}", spec.method);
+                }
+            }
+        }
+    }
+    // at a large ε the integer median is released exactly; so are ties at p = 0 and 1
+    let spec = QuantileSpec::exponential_integer(0.5, 0.0, 20.0, 50.0).unwrap();
+    assert!(releases(&spec, &data, 7, 200).iter().all(|&y| y == 7.0));
+    let min = QuantileSpec::exponential_integer(0.0, 0.0, 20.0, 50.0).unwrap();
+    assert!(releases(&min, &data, 8, 200).iter().all(|&y| y == 0.0)); // -40 clamped to 0
+    let smooth = QuantileSpec::smooth_integer(0.5, 0.0, 20.0, 50.0, 1e-6).unwrap();
+    assert!(releases(&smooth, &data, 9, 200).iter().all(|&y| y == 7.0));
+}
+
+/// Neighbouring integer inputs (b is a with one row added): ages with ties, where the exponential
+/// mechanism's loss on the integer grid is close to its bound (0.89ε at these outputs; found by a
+/// search over small tied inputs), so that running at 2ε is detectably more than ε.
+fn neighbours() -> (Vec<f64>, Vec<f64>) {
+    let a: Vec<f64> = [ties(19.0, 8), ties(29.0, 4), ties(30.0, 5)].concat();
+    let mut b = a.clone();
+    b.push(20.0);
+    (a, b)
+}
+
+fn check_pair(what: &str, spec: &QuantileSpec, claimed: f64, seed: u64) -> RatioReport {
+    let (a, b) = neighbours();
+    let ints = |v: Vec<f64>| v.into_iter().map(|y| y as i64).collect::<Vec<_>>();
+    let ra = ints(releases(spec, &a, seed, SAMPLES));
+    let rb = ints(releases(spec, &b, seed + 1, SAMPLES));
+    let r = privacy_check(&ra, &rb, claimed, 1000, ALPHA / 6.0);
+    eprintln!("{what}: {} outputs, max |ln ratio| = {:.4}, claimed ε {claimed:.4}, excess {:.4}", r.bins, r.max_abs_log_ratio, r.max_excess);
+    r
+}
+
+#[test]
+fn integer_grid_releases_are_private_empirically() {
+    let eps = 1.0;
+    let cases = [
+        ("integer EM", QuantileSpec::exponential_integer(0.5, 18.0, 30.0, eps).unwrap(), eps),
+        ("integer EM p = 0.25", QuantileSpec::exponential_integer(0.25, 18.0, 30.0, eps).unwrap(), eps),
+        ("integer smooth polynomial", QuantileSpec::smooth_integer(0.5, 18.0, 30.0, eps, 0.0).unwrap(), eps),
+        // (ε, δ) with δ = 1e-9: on outputs of mass ≥ 0.5%, the ratio may exceed e^ε by at most δ/0.005
+        ("integer smooth Laplace", QuantileSpec::smooth_integer(0.5, 18.0, 30.0, eps, 1e-9).unwrap(), eps + 1e-6),
+    ];
+    for (i, (what, spec, claimed)) in cases.iter().enumerate() {
+        let r = check_pair(what, spec, *claimed, 1000 + 2 * i as u64);
+        assert!(r.bins >= 3, "{what}: only {} outputs", r.bins);
+        assert!(!r.violates(), "{what}: ln ratio exceeds ε at output {} ({r:?})", r.worst_bin);
+    }
+    // the test sees most of the bound: without it, the negative control below would prove little
+    let r = check_pair("integer EM (again)", &cases[0].1, eps, 1100);
+    assert!(r.max_abs_log_ratio > 0.75 * eps, "{r:?}");
+}
+
+#[test]
+fn the_privacy_check_catches_twice_epsilon() {
+    // negative control: the exponential mechanism at 2ε, claimed as ε
+    let loud = QuantileSpec::exponential_integer(0.5, 18.0, 30.0, 2.0).unwrap();
+    let r = check_pair("integer EM at 2ε claimed as ε", &loud, 1.0, 1200);
+    assert!(r.violates(), "twice the ε went unnoticed: {r:?}");
+}
+
+/// The exact distribution of the exponential mechanism over the integer candidates lower..=upper,
+/// computed here from its definition: y has weight exp(−ε·d(y)/(2·max(p, 1 − p))), d(y) the distance
+/// from p·n to [#{x < y}, #{x ≤ y}].
+fn em_pmf(data: &[f64], p: f64, lower: i64, upper: i64, eps: f64) -> Vec<f64> {
+    let n = data.len() as f64;
+    let w: Vec<f64> = (lower..=upper)
+        .map(|y| {
+            let y = y as f64;
+            let below = data.iter().filter(|&&x| x.clamp(lower as f64, upper as f64) < y).count() as f64;
+            let at_most = data.iter().filter(|&&x| x.clamp(lower as f64, upper as f64) <= y).count() as f64;
+            let d = (below - p * n).max(p * n - at_most).max(0.0);
+            (-eps * d / (2.0 * p.max(1.0 - p))).exp()
+        })
+        .collect();
+    let total: f64 = w.iter().sum();
+    w.iter().map(|x| x / total).collect()
+}
+
+#[test]
+fn exponential_mechanism_matches_its_exact_distribution_over_the_integers() {
+    // ages with ties, and two values outside the bounds
+    let data: Vec<f64> = [ties(21.0, 3), vec![22.0], ties(24.0, 6), ties(25.0, 2), ties(28.0, 4), ties(33.0, 3), vec![12.0, 70.0]].concat();
+    let (lower, upper) = (18i64, 40i64);
+    let cases = [(0.5, 0.3), (0.5, 1.0), (0.25, 0.5), (0.9, 2.0)];
+    for (k, &(p, eps)) in cases.iter().enumerate() {
+        let spec = QuantileSpec::exponential_integer(p, lower as f64, upper as f64, eps).unwrap();
+        let xs: Vec<i64> = releases(&spec, &data, 1300 + k as u64, SAMPLES).into_iter().map(|y| y as i64).collect();
+        let pmf_at = |e: f64| {
+            let probs = em_pmf(&data, p, lower, upper, e);
+            move |y: i64| if (lower..=upper).contains(&y) { probs[(y - lower) as usize] } else { 0.0 }
+        };
+        let probs = em_pmf(&data, p, lower, upper, eps);
+        let mode = lower + (0..probs.len()).max_by(|&a, &b| probs[a].total_cmp(&probs[b])).unwrap() as i64;
+        let g = chi2_gof(&xs, pmf_at(eps), mode, 20.0);
+        eprintln!("integer EM p = {p}, ε = {eps}: χ² = {:.1}, df = {}, p-value = {:.3e}", g.stat, g.df, g.p_value);
+        assert!(g.df >= 3, "{g:?}");
+        assert!(!g.rejects(ALPHA / (2.0 * cases.len() as f64)), "integer EM p = {p}, ε = {eps}: {g:?}");
+        // negative control: the same samples against the distribution at 1.25ε
+        let wrong = chi2_gof(&xs, pmf_at(1.25 * eps), mode, 20.0);
+        eprintln!("  against 1.25ε: χ² = {:.1}, p-value = {:.3e}", wrong.stat, wrong.p_value);
+        assert!(wrong.rejects(ALPHA), "1.25ε went unnoticed at p = {p}, ε = {eps}: {wrong:?}");
+    }
+}
+
+/// ~1000 deterministic pseudo-ages in 18..=90, humped like an age column, with many ties.
+fn pseudo_ages(n: usize) -> Vec<f64> {
+    let mut rng = seeded_rng(20240611);
+    (0..n)
+        .map(|_| {
+            let u = (uniform01(&mut rng) + uniform01(&mut rng) + uniform01(&mut rng) + uniform01(&mut rng)) / 4.0;
+            let skew = u * u.sqrt(); // more young than old
+            18.0 + (73.0 * skew).floor().min(72.0)
+        })
+        .collect()
+}
+
+fn sample_median(data: &[f64]) -> f64 {
+    let mut s = data.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// Mean absolute error and its standard error.
+fn mae(rel: &[f64], truth: f64) -> (f64, f64) {
+    let e: Vec<f64> = rel.iter().map(|y| (y - truth).abs()).collect();
+    let n = e.len() as f64;
+    let m = e.iter().sum::<f64>() / n;
+    let v = e.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0);
+    (m, (v / n).sqrt())
+}
+
+#[test]
+fn integer_grid_beats_the_fine_grid_on_integer_ages() {
+    let ages = pseudo_ages(1000);
+    let truth = sample_median(&ages);
+    let distinct = {
+        let mut d = ages.clone();
+        d.sort_by(f64::total_cmp);
+        d.dedup();
+        d.len()
+    };
+    eprintln!("1000 pseudo-ages, {distinct} distinct, median {truth}, bounds [0, 120]");
+    const REPS: usize = 4000;
+    for (k, eps) in [0.05, 0.1, 0.3, 1.0].into_iter().enumerate() {
+        let seed = 1400 + 10 * k as u64;
+        let int_em = QuantileSpec::exponential_integer(0.5, 0.0, 120.0, eps).unwrap();
+        let fine_em = QuantileSpec::exponential(0.5, 0.0, 120.0, eps).unwrap();
+        let (mi, si) = mae(&releases(&int_em, &ages, seed, REPS), truth);
+        let (mf, sf) = mae(&releases(&fine_em, &ages, seed + 1, REPS), truth);
+        let int_ss = QuantileSpec::smooth_integer(0.5, 0.0, 120.0, eps, 0.0).unwrap();
+        let fine_ss = QuantileSpec::smooth(0.5, 0.0, 120.0, eps, 0.0).unwrap();
+        let (ms_i, _) = mae(&releases(&int_ss, &ages, seed + 2, REPS / 8), truth);
+        let (ms_f, _) = mae(&releases(&fine_ss, &ages, seed + 3, REPS / 8), truth);
+        eprintln!(
+            "ε = {eps}: median MAE, exponential mechanism: integer grid {mi:.3} ± {si:.3}, 2^40 grid {mf:.3} ± {sf:.3} \
+             (ratio {:.2}); smooth sensitivity (δ = 0): integer {ms_i:.3}, 2^40 grid {ms_f:.3}",
+            mi / mf
+        );
+        // lower by more than the combined standard error allows (one-sided, α = 1e-6 over the four ε)
+        let z = normal_isf(ALPHA / 4.0);
+        assert!(mf - mi > z * si.hypot(sf), "ε = {eps}: integer {mi} ± {si} not below fine {mf} ± {sf}");
+    }
+}
