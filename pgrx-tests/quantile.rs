@@ -214,9 +214,9 @@ fn integer_columns_resolve_to_the_integer_forms() {
         // smallint: integer literal bounds give the int4 form, smallint bounds the float8 one
         ("SELECT dp_median(sm, 0, 2000, 0.5) FROM s", "dp_median(integer,integer,integer,double precision)".into(), true),
         ("SELECT dp_median(sm, 0::int2, 2000::int2, 0.5) FROM s", format!("dp_median({f8},{f8},{f8},{f8})"), false),
-        // float8 and numeric columns, non-integer bounds and an explicit cast keep the float8 form
+        // float8 columns, non-integer bounds and an explicit cast keep the float8 form (a numeric column
+        // is refused: its cast to float8 could overflow)
         ("SELECT dp_median(x, 0, 2000, 0.5) FROM s", format!("dp_median({f8},{f8},{f8},{f8})"), false),
-        ("SELECT dp_median(n, 0, 2000, 0.5) FROM s", format!("dp_median({f8},{f8},{f8},{f8})"), false),
         ("SELECT dp_median(i, 0, 2000.5, 0.5) FROM s", format!("dp_median({f8},{f8},{f8},{f8})"), false),
         ("SELECT dp_median(i::float8, 0, 2000, 0.5) FROM s", format!("dp_median({f8},{f8},{f8},{f8})"), false),
     ] {
