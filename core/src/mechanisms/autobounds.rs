@@ -219,25 +219,74 @@ impl MagnitudeHistogram {
             counts[side] = (0..=EXPONENTS).map(|i| noisy(self.counts[side][i])).collect();
             let c = &counts[side];
             // the largest bin reaching τ, then up through the bins above it that reach τ_ext
-            if let Some(mut i) = (0..=EXPONENTS).rev().find(|&i| c[i] >= tau as i128) {
-                while i < EXPONENTS && c[i + 1] >= tau_ext {
-                    i += 1;
+            // no bin reaches τ: the rows of this sign may be spread over a few orders of magnitude
+            // (a sparse or skewed column), so try windows of 2, 4 and 8 adjacent bins, whose
+            // noisy sums reach τ_k only by noise with probability at most β in all
+            // (within the highest such window, the bound is its highest bin that reaches τ_ext: an
+            // empty bin at the top of a window that passes through the bins below it is not data)
+            let found = (0..=EXPONENTS).rev().find(|&i| c[i] >= tau as i128).or_else(|| {
+                WINDOWS.iter().find_map(|&k| {
+                    let tau_k = window_threshold(epsilon, k, AUTO_BOUNDS_MISS) as i128;
+                    let j = (0..=EXPONENTS + 1 - k).rev().find(|&j| c[j..j + k].iter().sum::<i128>() >= tau_k)?;
+                    Some((j..j + k).rev().find(|&i| c[i] >= tau_ext).unwrap_or(j + k - 1))
+                })
+            });
+            if let Some(mut i) = found {
+                // a tail: up while the next bin reaches τ_ext, or the next few bins together reach
+                // their window threshold at the same miss probability (a tail too thin for any one
+                // bin), to the highest bin of that window that reaches τ_ext, else its top
+                loop {
+                    if i < EXPONENTS && c[i + 1] >= tau_ext {
+                        i += 1;
+                        continue;
+                    }
+                    let next = WINDOWS.iter().find_map(|&k| {
+                        if i + k > EXPONENTS {
+                            return None;
+                        }
+                        let t = window_threshold(epsilon, k, AUTO_BOUNDS_EXTEND_MISS) as i128;
+                        (c[i + 1..=i + k].iter().sum::<i128>() >= t).then(|| (i + 1..=i + k).rev().find(|&m| c[m] >= tau_ext).unwrap_or(i + k))
+                    });
+                    match next {
+                        Some(m) => i = m,
+                        None => break,
+                    }
                 }
                 top[side] = Some(i);
             }
         }
         let fallback = top[POS].is_none() && top[NEG].is_none() && !zero_passes;
         if fallback {
-            let mut best = zero_count;
+            // Either the largest noisy count of one bin of the default range (or the zero bin), or
+            // the window of FALLBACK_WINDOW adjacent bins there with the largest noisy sum, whichever
+            // stands further out of its noise (a sum of k counts has √k times the noise of one): a
+            // small table's rows in one bin stand out alone, rows spread over a few bins together.
+            // In the window, the bound is its highest bin reaching τ_ext, else its largest count.
+            let (lo, hi) = ((DEFAULT_MIN_EXP - MAG_EXP_MIN) as usize, (DEFAULT_MAX_EXP - MAG_EXP_MIN) as usize);
+            let (mut single, mut single_at) = (zero_count, None);
+            let (mut window, mut window_at) = (i128::MIN, None);
             for side in [POS, NEG] {
-                for e in DEFAULT_MIN_EXP..=DEFAULT_MAX_EXP {
-                    let i = (e - MAG_EXP_MIN) as usize;
-                    if counts[side][i] > best {
-                        best = counts[side][i];
-                        top = [None, None];
-                        top[side] = Some(i);
+                let c = &counts[side];
+                for i in lo..=hi {
+                    if c[i] > single {
+                        (single, single_at) = (c[i], Some((side, i)));
                     }
                 }
+                for j in lo..=hi + 1 - FALLBACK_WINDOW {
+                    let sum: i128 = c[j..j + FALLBACK_WINDOW].iter().sum();
+                    if sum > window {
+                        (window, window_at) = (sum, Some((side, j)));
+                    }
+                }
+            }
+            top = [None, None];
+            if window as f64 > single as f64 * (FALLBACK_WINDOW as f64).sqrt() {
+                let (side, j) = window_at.expect("a window");
+                let c = &counts[side];
+                let w = j..j + FALLBACK_WINDOW;
+                top[side] = Some(w.clone().rev().find(|&i| c[i] >= tau_ext).unwrap_or_else(|| w.rev().max_by_key(|&i| c[i]).expect("a window")));
+            } else if let Some((side, i)) = single_at {
+                top[side] = Some(i);
             }
         }
         let exp = |i: Option<usize>| i.map(|i| (MAG_EXP_MIN + i as i32 + 1).min(MAG_EXP_MAX + 1));
@@ -286,6 +335,33 @@ impl MagnitudeHistogram {
 
 /// Number of noisy bins: the zero bin and, per sign, 163 exponents and the overflow bin.
 pub const BINS: usize = 1 + 2 * (EXPONENTS + 1);
+
+/// Bins per window of the fallback of [`MagnitudeHistogram::choose_bounds`].
+pub const FALLBACK_WINDOW: usize = 4;
+
+/// Sizes of the windows of adjacent bins tried, in order, for a sign on which no single bin reaches τ.
+pub const WINDOWS: [usize; 3] = [2, 4, 8];
+
+/// The threshold τ_k of a window of k adjacent bins: the noisy sum of k empty bins (k independent
+/// discrete Laplace variables of scale b) reaches it with probability at most
+/// β / (2 signs × 3 window sizes × 165 windows), by the Chernoff bound
+/// P(S ≥ t) ≤ M(λ)^k·e^(−λt), M(λ) = (1 − p)² / ((1 − p·e^λ)(1 − p·e^(−λ))), p = e^(−1/b), minimised over
+/// λ ∈ (0, 1/b) on a grid. So all windows of all sizes together pass by noise alone with probability
+/// at most β = `miss`. (Any λ gives a valid bound; the grid only makes it tight.)
+pub fn window_threshold(epsilon: f64, k: usize, miss: f64) -> i64 {
+    let (t, s) = laplace_scale(1, epsilon);
+    let b = t as f64 / s as f64;
+    let windows = (2 * WINDOWS.len() * (EXPONENTS + 1)) as f64;
+    let ln_target = (miss / windows).ln();
+    let one_minus = |x: f64| -(x.exp_m1()); // 1 − e^x, accurate for small x
+    let mut best = f64::INFINITY;
+    for i in 1..1000 {
+        let lambda = i as f64 / 1000.0 / b;
+        let ln_m = 2.0 * one_minus(-1.0 / b).ln() - one_minus(lambda - 1.0 / b).ln() - one_minus(-lambda - 1.0 / b).ln();
+        best = best.min((k as f64 * ln_m - ln_target) / lambda);
+    }
+    best.ceil().min(i64::MAX as f64 / 4.0) as i64
+}
 
 /// The probability, at most, that the bound is raised by one bin above the data by noise alone
 /// (per sign): it fixes the extension threshold [`extension_threshold`].
