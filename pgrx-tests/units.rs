@@ -428,6 +428,49 @@ fn domains_are_public_tables_and_count_each_value_once() {
     refused("SELECT region, dp_count(id, 1) FROM visits GROUP BY region", "is not a public table");
 }
 
+// One row per person with public-domain keys: the rows of the domain's cells and one empty row per
+// cell (rewrite.rs, domain_union), aggregated in parallel; every cell once, empty ones with noise, no
+// key outside the domain, FILTER and a count of rows unchanged by the empty rows.
+#[pg_test]
+fn public_domains_over_rows_show_every_cell_once_and_run_in_parallel() {
+    Spi::run(
+        "CREATE TABLE sales AS SELECT g AS id, (ARRAY['north', 'south', 'east'])[1 + g % 3] AS region, g % 4 AS band,
+                (g % 10)::float8 AS amount FROM generate_series(1, 300000) g",
+    )
+    .unwrap();
+    Spi::run("SELECT dp.protect_table('sales')").unwrap();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    Spi::run("SELECT dp.set_domain('sales', 'region', ARRAY['north', 'south', 'west', 'north'])").unwrap();
+    Spi::run("CREATE TABLE bands (band int PRIMARY KEY)").unwrap();
+    Spi::run("INSERT INTO bands VALUES (0), (1), (2), (7)").unwrap();
+    Spi::run("SELECT dp.set_domain('sales', 'band', 'bands', 'band')").unwrap();
+    Spi::run("ANALYZE sales").unwrap();
+    // exact at a huge ε: 'east' and band 3 are not in the domains, 'west' and band 7 are empty
+    let rows = column(
+        "SELECT region || ':' || dp_count(id, 1e6) || ':' || round(dp_sum(amount, 0, 10, 1e6))::int8 || ':' || dp_count(id, 1e6) FILTER (WHERE amount > 4)
+           FROM sales GROUP BY region ORDER BY region",
+    );
+    let expect = |r: i64| -> String {
+        let ids = (1..=300000i64).filter(|g| g % 3 == r);
+        let (n, sum, big) = ids.fold((0, 0, 0), |(n, s, b), g| (n + 1, s + g % 10, b + (g % 10 > 4) as i64));
+        format!("{n}:{sum}:{big}")
+    };
+    assert_eq!(rows, vec![Some(format!("north:{}", expect(1))), Some(format!("south:{}", expect(2))), Some("west:0:0:0".into())]);
+    // a 2-way marginal: the product of both domains, 12 cells, 6 of them empty
+    let cells = column("SELECT region || band || ':' || dp_count(id, 1e6) FROM sales GROUP BY region, band ORDER BY 1");
+    assert_eq!(cells.len(), 12, "{cells:?}");
+    assert_eq!(cells.iter().filter(|c| c.as_deref().unwrap().ends_with(":0")).count(), 6, "{cells:?}");
+    // an empty cell releases noise at a small ε
+    let zeros: Vec<i64> = (0..20).map(|_| one_i64("SELECT dp_count(id, 0.5) FROM sales WHERE region = 'west' GROUP BY region")).collect();
+    assert!(zeros.iter().any(|z| *z != 0), "{zeros:?}");
+    // the plan: rows joined to the cells under a Gather, appended to the empty cells; no outer join
+    Spi::run("SET parallel_setup_cost = 0").unwrap();
+    Spi::run("SET parallel_tuple_cost = 0").unwrap();
+    Spi::run("SET min_parallel_table_scan_size = 0").unwrap();
+    let plan = column("EXPLAIN (COSTS OFF) SELECT region, dp_count(id, 1) FROM sales GROUP BY region").into_iter().flatten().collect::<Vec<_>>().join("\n");
+    assert!(plan.contains("Append") && plan.contains("Gather") && !plan.contains("Left Join") && !plan.contains("Right Join"), "{plan}");
+}
+
 // ----- joins of protected tables on their privacy unit (grammar.rs, unit_link) -----------------
 
 /// `visits` as in `visits_setup`, plus `patients` (ids 0–999, protected with unit `id`, sex by
