@@ -196,14 +196,15 @@ def domain_section(conn, a):
             cur.execute(sql)
         cur.execute("SET max_parallel_workers_per_gather = " + ("0" if mode == "serial" else "2"))
         assert plan_has_partial(cur, DOMAIN_NATIVE) == (mode == "parallel"), (mode, DOMAIN_NATIVE)
-        assert plan_has_partial(cur, DOMAIN_QUERY) == (mode == "parallel"), (mode, DOMAIN_QUERY)
-        out.append((mode,) + pair(cur, DOMAIN_NATIVE, DOMAIN_QUERY, a.reps))
+        # the DP level's plan may stay serial (the domain's LEFT JOIN): say which it was
+        dp_partial = plan_has_partial(cur, DOMAIN_QUERY)
+        out.append((mode, "partial" if dp_partial else "serial") + pair(cur, DOMAIN_NATIVE, DOMAIN_QUERY, a.reps))
     cur.execute("RESET dp.release_cache")
     print(f"\nDeclared domain: 10 regions on {rows:,} rows, a fresh release (cache off), median of {a.reps} alternating pairs\n")
-    print("| mode | PostgreSQL ms | pg_dp ms | ratio |")
-    print("|---|---:|---:|---:|")
-    for mode, n, d, r in out:
-        print(f"| {mode} | {n:.1f} | {d:.1f} | {r:.2f} |")
+    print("| mode | pg_dp's aggregation | PostgreSQL ms | pg_dp ms | ratio |")
+    print("|---|---|---:|---:|---:|")
+    for mode, plan, n, d, r in out:
+        print(f"| {mode} | {plan} | {n:.1f} | {d:.1f} | {r:.2f} |")
     return out
 
 

@@ -428,11 +428,10 @@ fn domains_are_public_tables_and_count_each_value_once() {
     refused("SELECT region, dp_count(id, 1) FROM visits GROUP BY region", "is not a public table");
 }
 
-// One row per person with public-domain keys: the rows of the domain's cells and one empty row per
-// cell (rewrite.rs, domain_union), aggregated in parallel; every cell once, empty ones with noise, no
-// key outside the domain, FILTER and a count of rows unchanged by the empty rows.
+// One row per person with public-domain keys (the domain LEFT JOIN the rows): every cell once, empty
+// ones with noise, no key outside the domain, FILTER and a count of rows as over the cell's rows.
 #[pg_test]
-fn public_domains_over_rows_show_every_cell_once_and_run_in_parallel() {
+fn public_domains_over_rows_show_every_cell_once() {
     Spi::run(
         "CREATE TABLE sales AS SELECT g AS id, (ARRAY['north', 'south', 'east'])[1 + g % 3] AS region, g % 4 AS band,
                 (g % 10)::float8 AS amount FROM generate_series(1, 300000) g",
@@ -463,12 +462,6 @@ fn public_domains_over_rows_show_every_cell_once_and_run_in_parallel() {
     // an empty cell releases noise at a small ε
     let zeros: Vec<i64> = (0..20).map(|_| one_i64("SELECT dp_count(id, 0.5) FROM sales WHERE region = 'west' GROUP BY region")).collect();
     assert!(zeros.iter().any(|z| *z != 0), "{zeros:?}");
-    // the plan: rows joined to the cells under a Gather, appended to the empty cells; no outer join
-    Spi::run("SET parallel_setup_cost = 0").unwrap();
-    Spi::run("SET parallel_tuple_cost = 0").unwrap();
-    Spi::run("SET min_parallel_table_scan_size = 0").unwrap();
-    let plan = column("EXPLAIN (COSTS OFF) SELECT region, dp_count(id, 1) FROM sales GROUP BY region").into_iter().flatten().collect::<Vec<_>>().join("\n");
-    assert!(plan.contains("Append") && plan.contains("Gather") && !plan.contains("Left Join") && !plan.contains("Right Join"), "{plan}");
 }
 
 // ----- joins of protected tables on their privacy unit (grammar.rs, unit_link) -----------------
@@ -749,4 +742,39 @@ fn attack_two_tables_with_many_rows_per_person_do_not_pair() {
     // each of them with the one row per patient is admitted
     Spi::run("SET dp.default_epsilon = 1e6").unwrap();
     assert_eq!(one_i64("SELECT dp_count(*) FROM labs l JOIN patients p ON p.id = l.patient_id WHERE p.sex = 'f'"), 500);
+}
+
+// Found by attacking a faster domain rewrite (tried and withdrawn): when the groups of keys outside a
+// declared list were aggregated and dropped by a test in HAVING, the analyst's own HAVING, costed
+// cheaper, ran first on them (a division by zero for region 'zeta': exact membership of one person's
+// key for ε = 1e-9); and a released key was the first row's spelling of it (2.000 for the domain's
+// 2). Whatever the rewrite, keys outside the domain never reach HAVING and keys are the domain's.
+#[pg_test]
+fn attack_keys_outside_a_domain_never_reach_having_and_keys_are_the_domains_values() {
+    Spi::run(
+        "CREATE TABLE people AS SELECT g AS id, (ARRAY['north', 'south'])[1 + g % 2] AS region, (g % 3 + 1)::numeric AS n,
+                (g % 2)::float8 AS f FROM generate_series(1, 200) g",
+    )
+    .unwrap();
+    Spi::run("INSERT INTO people VALUES (9001, 'zeta', 2.000, '-0'), (9002, NULL, 2.000, '-0')").unwrap();
+    Spi::run("SELECT dp.protect_table('people')").unwrap();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    Spi::run("SELECT dp.set_domain('people', 'region', ARRAY['north', 'south', 'east'])").unwrap();
+    Spi::run("SELECT dp.set_domain('people', 'n', ARRAY[1, 2, 3]::numeric[])").unwrap();
+    Spi::run("SELECT dp.set_domain('people', 'f', ARRAY[0, 1]::float8[])").unwrap();
+    Spi::run(&format!("CREATE ROLE {ANALYST}")).unwrap();
+    as_analyst(|| {
+        for cond in ["region = 'zeta'", "region IS NULL"] {
+            let q = format!(
+                "SELECT region, dp_count(id, 1e-9) FROM people GROUP BY region
+                  HAVING dp_count(id, 1e-9) IS NULL OR 1 / (CASE WHEN {cond} THEN 0 ELSE 1 END) = 1"
+            );
+            assert_eq!(column(&q).len(), 3, "{q}");
+        }
+        // the keys released are the domain's own values
+        let ns = column("SELECT n::text FROM people GROUP BY n HAVING dp_count(id, 1) > -1e9 ORDER BY n");
+        assert_eq!(ns, vec![Some("1".into()), Some("2".into()), Some("3".into())]);
+        let fs = column("SELECT f::text FROM people GROUP BY f HAVING dp_count(id, 1) > -1e9 ORDER BY f");
+        assert_eq!(fs, vec![Some("0".into()), Some("1".into())]);
+    });
 }

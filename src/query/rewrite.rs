@@ -21,8 +21,7 @@
 //! ```
 //!
 //! - Without a privacy unit (one row is one person) there is no per-unit level: private keys only add
-//!   `dp.keep_group` to HAVING, and public domains read the rows of their cells with one empty row per
-//!   cell appended (`domain_union`), which keeps parallel plans.
+//!   `dp.keep_group` to HAVING, and public domains join the rows themselves.
 //! - Per-unit values: dp_sum takes the unit's sum clamped to the bounds, dp_count the unit's count
 //!   clamped to `max_count_per_unit` (then summed with noise of that scale), dp_avg and the quantiles
 //!   the mean of the unit's clamped values (`contribution.rs`).
@@ -434,8 +433,7 @@ unsafe fn domain_sql(k: &KeyKind, key: *mut Node) -> Check<(String, String)> {
         KeyKind::Declared(Domain::Values(values), relid, att) => {
             let list: Vec<String> = values.iter().map(|v| quote_literal(v)).collect();
             Ok((
-                // unnest in FROM (a function scan) rather than in the select list (a ProjectSet node):
-                // the planner runs the former in parallel plans, not the latter
+                // unnest in FROM (a function scan) rather than in the select list (a ProjectSet node)
                 distinct(format!("SELECT v FROM pg_catalog.unnest(ARRAY[{}]::{typ}[]) AS v", list.join(", "))),
                 format!("{}.{}: {} values", rel_name(*relid), attname(*relid, *att), values.len()),
             ))
@@ -836,46 +834,7 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
         })
     };
     let mut domain_desc = Vec::new();
-    // over declared lists, the keys' test runs per group, in HAVING (domain_union)
-    let mut domain_having: *mut Node = std::ptr::null_mut();
-    if let (Some(ds), None) = (&domains, &unit) {
-        // one row per person: the rows whose keys are in the domain (an inner join with it, which
-        // runs in parallel), and one row of NULL values per cell of the domain, which every DP
-        // aggregate skips: each cell is a group, empty ones too, and the aggregation runs on the
-        // rows as they are (a LEFT JOIN from the domain ran serially, before it)
-        domain_desc = ds.iter().map(|(_, d)| d.clone()).collect();
-        let lists: Option<Vec<&Vec<String>>> = kinds
-            .iter()
-            .map(|k| match k {
-                KeyKind::Declared(Domain::Values(values), ..) => Some(values),
-                _ => None,
-            })
-            .collect();
-        let u = domain_union(b_query, ds, &keys, &inner_cols, lists.is_some())?;
-        rtes.push(subquery_rte(u, "dp_cells"));
-        b_idx = 1;
-        for (i, (e, _)) in keys.iter().enumerate() {
-            key_vars.push(var_for(b_idx, (i + 1) as i16, *e));
-        }
-        if let Some(lists) = &lists {
-            // CASE WHEN key1 = ANY(list1) AND … THEN dp.random_order() IS NOT NULL END: one volatile
-            // expression, which the planner keeps in HAVING instead of moving it below the
-            // aggregation into a test per row
-            let mut test: *mut Node = std::ptr::null_mut();
-            for (i, (_, sgc)) in keys.iter().enumerate() {
-                test = and(test, in_values(copy(key_vars[i]), lists[i], (**sgc).eqop));
-            }
-            let random = node::<pg_sys::FuncExpr>(NodeTag::T_FuncExpr);
-            (*random).funcid = function(Some("dp"), "random_order", &[]);
-            (*random).funcresulttype = pg_sys::FLOAT8OID;
-            (*random).funcformat = pg_sys::CoercionForm::COERCE_EXPLICIT_CALL;
-            (*random).location = -1;
-            domain_having = case_when(test, is_not_null(random as *mut Node));
-        }
-        let r = node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef);
-        (*r).rtindex = 1;
-        fromlist.push(r as *mut Node);
-    } else if let Some(ds) = &domains {
+    if let Some(ds) = &domains {
         // every combination of the keys' public values, joined to the per-unit rows
         let mut sql = String::from("SELECT ");
         sql.push_str(&(1..=ds.len()).map(|i| format!("d{i}.v")).collect::<Vec<_>>().join(", "));
@@ -970,7 +929,7 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
             new_having = and(new_having, mutator(h, ctx));
         }
     }
-    (*q).havingQual = and(and(new_having, key_filters), domain_having);
+    (*q).havingQual = and(new_having, key_filters);
     // every column the level reads now is a key, a per-unit value or the unit: anything else would
     // read a column of the rewritten FROM clause under its old meaning
     let mut allowed: Vec<(i32, i16)> = m.key_vars.iter().chain(m.values.iter().map(|(_, v)| v)).map(|v| {
@@ -1011,102 +970,6 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
         level.keys = KeyRelease::PublicDomain(domain_desc);
     }
     Ok(())
-}
-
-/// The domain's cells as a query: `SELECT d1.v, d2.v, … FROM (values of key 1) d1 CROSS JOIN …`.
-unsafe fn domain_query(ds: &[(String, String)]) -> *mut Query {
-    let mut sql = String::from("SELECT ");
-    sql.push_str(&(1..=ds.len()).map(|i| format!("d{i}.v")).collect::<Vec<_>>().join(", "));
-    sql.push_str(" FROM ");
-    sql.push_str(&ds.iter().enumerate().map(|(i, (s, _))| format!("({s}) d{}", i + 1)).collect::<Vec<_>>().join(" CROSS JOIN "));
-    analyse(&sql)
-}
-
-/// The input of a level over one row per person with public-domain keys:
-///
-/// ```text
-/// SELECT r.* FROM rows r JOIN cells d ON r.keys = d.keys      -- the rows of the domain's cells
-/// UNION ALL
-/// SELECT d.keys, NULL, … FROM cells d                         -- one empty row per cell
-/// ```
-///
-/// with the columns of `rows` (`inner_cols`: the keys, then one value per DP aggregate). The
-/// aggregates skip NULL values (a count of rows counts a per-row 1), so an empty cell releases noise
-/// over no rows, as from the LEFT JOIN of the domain with the rows.
-///
-/// When every key's domain is a declared list (`in_having`), arm 1 is all the rows, and the level
-/// keeps only the groups whose keys are in the lists, in HAVING: one test per group instead of a
-/// join or a test per row (a second hash lookup per row, 35–40% of a GROUP BY's time). The groups
-/// of other keys are aggregated and dropped: never released, as groups that HAVING drops.
-unsafe fn domain_union(
-    rows: *mut Query,
-    ds: &[(String, String)],
-    keys: &[(*mut Node, *mut pg_sys::SortGroupClause)],
-    inner_cols: &[*mut Node],
-    in_having: bool,
-) -> Check<*mut Query> {
-    let nkeys = keys.len();
-    // arm 1: the rows of the cells
-    let r1 = subquery_rte(rows, "dp_rows");
-    let mut quals: *mut Node = std::ptr::null_mut();
-    let mut rtes1 = vec![r1];
-    if !in_having {
-        rtes1.push(subquery_rte(domain_query(ds), "dp_domain"));
-        for (i, (e, sgc)) in keys.iter().enumerate() {
-            let rv = var_for(1, (i + 1) as i16, *e);
-            let dv = var_for(2, (i + 1) as i16, *e);
-            quals = and(quals, op_expr((**sgc).eqop, rv, dv, pg_sys::exprCollation(*e)));
-        }
-    }
-    let tles1: Vec<*mut pg_sys::TargetEntry> =
-        inner_cols.iter().enumerate().map(|(i, e)| tle(var_for(1, (i + 1) as i16, *e), i + 1, &format!("c{}", i + 1), 0, false)).collect();
-    let arm1 = select_query(&rtes1, quals, tles1);
-    // arm 2: one row of NULL values per cell
-    let d2 = subquery_rte(domain_query(ds), "dp_domain");
-    let tles2: Vec<*mut pg_sys::TargetEntry> = inner_cols
-        .iter()
-        .enumerate()
-        .map(|(i, e)| {
-            let v = if i < nkeys {
-                var_for(1, (i + 1) as i16, *e)
-            } else {
-                pg_sys::makeNullConst(expr_type(*e), pg_sys::exprTypmod(*e), pg_sys::exprCollation(*e)) as *mut Node
-            };
-            tle(v, i + 1, &format!("c{}", i + 1), 0, false)
-        })
-        .collect();
-    let arm2 = select_query(&[d2], std::ptr::null_mut(), tles2);
-    // UNION ALL of the two, its columns read from the left arm as the parser writes them
-    let u = node::<Query>(NodeTag::T_Query);
-    (*u).commandType = pg_sys::CmdType::CMD_SELECT;
-    (*u).querySource = pg_sys::QuerySource::QSRC_ORIGINAL;
-    (*u).canSetTag = true;
-    (*u).rtable = ptr_list(&[subquery_rte(arm1, "dp_cell_rows"), subquery_rte(arm2, "dp_empty_cells")]);
-    (*u).jointree = pg_sys::makeFromExpr(std::ptr::null_mut(), std::ptr::null_mut());
-    let so = node::<pg_sys::SetOperationStmt>(NodeTag::T_SetOperationStmt);
-    (*so).op = pg_sys::SetOperation::SETOP_UNION;
-    (*so).all = true;
-    let (l, r) = (node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef), node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef));
-    (*l).rtindex = 1;
-    (*r).rtindex = 2;
-    (*so).larg = l as *mut Node;
-    (*so).rarg = r as *mut Node;
-    let mut types: *mut pg_sys::List = std::ptr::null_mut();
-    let mut typmods: *mut pg_sys::List = std::ptr::null_mut();
-    let mut colls: *mut pg_sys::List = std::ptr::null_mut();
-    for e in inner_cols {
-        types = pg_sys::lappend_oid(types, expr_type(*e));
-        typmods = pg_sys::lappend_int(typmods, pg_sys::exprTypmod(*e));
-        colls = pg_sys::lappend_oid(colls, pg_sys::exprCollation(*e));
-    }
-    (*so).colTypes = types;
-    (*so).colTypmods = typmods;
-    (*so).colCollations = colls;
-    (*u).setOperations = so as *mut Node;
-    let tles: Vec<*mut pg_sys::TargetEntry> =
-        inner_cols.iter().enumerate().map(|(i, e)| tle(var_for(1, (i + 1) as i16, *e), i + 1, &format!("c{}", i + 1), 0, false)).collect();
-    (*u).targetList = ptr_list(&tles);
-    Ok(u)
 }
 
 /// True if `e` reads a column of its level (at any subquery depth) that is not one of `allowed`
