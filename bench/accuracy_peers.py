@@ -137,6 +137,9 @@ def pg_connect(args):
     conn = psycopg.connect(host=args.host, port=args.port, dbname=args.dbname, user=args.user,
                            autocommit=True)
     conn.execute("SET dp.require_budget = off")  # superuser only: thousands of releases
+    # every repeat must be a fresh release: with the release cache on, the same query and ε would
+    # return one release again and again, and the RMSE would be that of a single release
+    conn.execute("SET dp.release_cache = off")
     return conn
 
 
