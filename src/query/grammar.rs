@@ -1234,10 +1234,31 @@ unsafe fn attach(cx: &Cx, q: *mut Query, items: &[Item], src: usize, conjuncts: 
 /// attached, if a whole key is covered.
 unsafe fn unique_key_matched(q: *mut Query, item: &Item, attached: &[i32], quals: &[*mut Node]) -> Option<Vec<String>> {
     let relid = (*item.rte).relid;
-    let rel = pg_sys::relation_open(relid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-    let indexes = pg_sys::RelationGetIndexList(rel);
     let mut found = None;
-    for idx in crate::pg::nodes::list_oids(indexes) {
+    find_unique_index(relid, |irel, keys| {
+        let mut cols = Vec::new();
+        let all = keys.iter().enumerate().all(|(k, &attno)| {
+            let opfamily = *(*irel).rd_opfamily.add(k);
+            let ok = quals.iter().any(|c| is_key_equality(q, *c, item.rtindex, attno, opfamily, attached));
+            if ok {
+                cols.push(attname(relid, attno));
+            }
+            ok
+        });
+        if all && !keys.is_empty() {
+            found = Some(cols);
+        }
+        found.is_some()
+    });
+    found
+}
+
+/// Calls `f` with each valid, immediate, non-partial unique index of `relid` on plain columns and its
+/// key columns, until `f` returns true; returns whether it did.
+unsafe fn find_unique_index(relid: Oid, mut f: impl FnMut(pg_sys::Relation, &[i16]) -> bool) -> bool {
+    let rel = pg_sys::relation_open(relid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+    let mut done = false;
+    for idx in crate::pg::nodes::list_oids(pg_sys::RelationGetIndexList(rel)) {
         let irel = pg_sys::index_open(idx, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
         let ind = (*irel).rd_index;
         let usable = (*ind).indisunique
@@ -1247,28 +1268,15 @@ unsafe fn unique_key_matched(q: *mut Query, item: &Item, attached: &[i32], quals
             && pg_sys::RelationGetIndexExpressions(irel).is_null();
         if usable {
             let nkeys = (*ind).indnkeyatts as usize;
-            let keys = (*ind).indkey.values.as_slice(nkeys);
-            let mut cols = Vec::new();
-            let all = (0..nkeys).all(|k| {
-                let attno = keys[k];
-                let opfamily = *(*irel).rd_opfamily.add(k);
-                let ok = quals.iter().any(|c| is_key_equality(q, *c, item.rtindex, attno, opfamily, attached));
-                if ok {
-                    cols.push(attname(relid, attno));
-                }
-                ok
-            });
-            if all && nkeys > 0 {
-                found = Some(cols);
-            }
+            done = f(irel, (*ind).indkey.values.as_slice(nkeys));
         }
         pg_sys::index_close(irel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-        if found.is_some() {
+        if done {
             break;
         }
     }
     pg_sys::relation_close(rel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-    found
+    done
 }
 
 // ----- joins of protected tables on their privacy unit ----------------------------------------
@@ -1392,7 +1400,7 @@ unsafe fn unit_link(q: *mut Query, item: &Item, units: &[(i32, Oid)], conjuncts:
         // the operator must be the equality of both columns' own types (their default B-tree
         // families): a cast to another type may compare with a looser equality (bpchar ignores
         // trailing spaces) than the one that tells units apart
-        if !own_equality(q, args[0], (*op).opno) || !own_equality(q, args[1], (*op).opno) {
+        if !own_equality(args[0], (*op).opno) || !own_equality(args[1], (*op).opno) {
             continue;
         }
         for ((p_rt, p_att), (a_rt, a_att)) in [(x, y), (y, x)] {
@@ -1401,11 +1409,18 @@ unsafe fn unit_link(q: *mut Query, item: &Item, units: &[(i32, Oid)], conjuncts:
             }
             let Some(&(_, a_rel)) = units.iter().find(|(rt, _)| *rt == a_rt) else { continue };
             let Some((a_unit, _)) = protect::effective_privacy_unit(a_rel) else { continue };
-            let linked = (a_att == a_unit && p_att == p_unit && unit_namespace(a_rel, a_unit).is_some() && unit_namespace(a_rel, a_unit) == unit_namespace(p_rel, p_unit))
+            let same_namespace = || {
+                let ns = unit_namespace(a_rel, a_unit);
+                ns.is_some() && ns == unit_namespace(p_rel, p_unit)
+            };
+            let linked = (a_att == a_unit && p_att == p_unit && same_namespace())
                 || (a_att == a_unit && first_ref(a_rel, a_unit) == Some((p_rel, p_att)))
                 || (p_att == p_unit && first_ref(p_rel, p_unit) == Some((a_rel, a_att)));
             // and both units end at the same column (the rewrite groups by the first table's)
-            let linked = linked && unit_root(a_rel).is_some() && unit_root(a_rel) == unit_root(p_rel);
+            let linked = linked && {
+                let root = unit_root(a_rel);
+                root.is_some() && root == unit_root(p_rel)
+            };
             // the table attached matches at most one row per row already joined (its column is
             // unique), as a public table does: a person's rows in two tables with many rows each
             // would pair up, n·m rows that make a query's time grow with them
@@ -1426,47 +1441,16 @@ unsafe fn unit_link(q: *mut Query, item: &Item, units: &[(i32, Oid)], conjuncts:
 /// Whether column `attnum` of `relid` alone is a unique key: a valid, immediate, non-partial unique
 /// index on exactly that column.
 unsafe fn unique_column(relid: Oid, attnum: i16) -> bool {
-    let rel = pg_sys::relation_open(relid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-    let mut found = false;
-    for idx in crate::pg::nodes::list_oids(pg_sys::RelationGetIndexList(rel)) {
-        let irel = pg_sys::index_open(idx, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-        let ind = (*irel).rd_index;
-        if (*ind).indisunique
-            && (*ind).indimmediate
-            && (*ind).indisvalid
-            && (*ind).indnkeyatts == 1
-            && (*ind).indkey.values.as_slice(1)[0] == attnum
-            && pg_sys::RelationGetIndexPredicate(irel).is_null()
-            && pg_sys::RelationGetIndexExpressions(irel).is_null()
-        {
-            found = true;
-        }
-        pg_sys::index_close(irel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-        if found {
-            break;
-        }
-    }
-    pg_sys::relation_close(rel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-    found
+    find_unique_index(relid, |_, keys| keys == [attnum])
 }
 
 /// Whether `opno` is the equality of the default B-tree operator family of the type of column `e`
 /// (the column itself, below binary-compatible relabelling).
-unsafe fn own_equality(q: *mut Query, mut e: *mut Node, opno: Oid) -> bool {
-    let _ = q;
+unsafe fn own_equality(mut e: *mut Node, opno: Oid) -> bool {
     while !e.is_null() && (*e).type_ == NodeTag::T_RelabelType {
         e = (*(e as *mut pg_sys::RelabelType)).arg as *mut Node;
     }
-    if e.is_null() {
-        return false;
-    }
-    let typ = pg_sys::exprType(e);
-    let opclass = pg_sys::GetDefaultOpClass(typ, pg_sys::BTREE_AM_OID);
-    if opclass == pg_sys::InvalidOid {
-        return false;
-    }
-    let family = pg_sys::get_opclass_family(opclass);
-    family.to_u32() < pg_sys::FirstNormalObjectId && pg_sys::get_op_opfamily_strategy(opno, family) == pg_sys::BTEqualStrategyNumber as i32
+    !e.is_null() && crate::query::tree::type_equality(pg_sys::exprType(e), opno)
 }
 
 /// An equality that holds only between equal values: a built-in operator that is the equality of a
@@ -1474,16 +1458,13 @@ unsafe fn own_equality(q: *mut Query, mut e: *mut Node, opno: Oid) -> bool {
 /// would pair 'a' with 'A', two different units).
 unsafe fn unit_equality(op: *mut pg_sys::OpExpr) -> bool {
     let builtin = |o: Oid| o.to_u32() < pg_sys::FirstNormalObjectId;
-    if !builtin((*op).opno) || !builtin((*op).opfuncid) {
+    // an equality that reads a setting (timestamp = timestamptz reads TimeZone) pairs rows as the
+    // analyst's session decides
+    if !crate::query::tree::builtin_immutable_operator((*op).opno) || !builtin((*op).opfuncid) {
         return false;
     }
     let coll = (*op).inputcollid;
     if coll != pg_sys::InvalidOid && !pg_sys::get_collation_isdeterministic(coll) {
-        return false;
-    }
-    // an equality that reads a setting (timestamp = timestamptz reads TimeZone) pairs rows as the
-    // analyst's session decides
-    if pg_sys::func_volatile((*op).opfuncid) != pg_sys::PROVOLATILE_IMMUTABLE as std::ffi::c_char {
         return false;
     }
     crate::pg::nodes::list_oids(pg_sys::get_mergejoin_opfamilies((*op).opno))

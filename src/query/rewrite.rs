@@ -56,6 +56,7 @@ use crate::pg::build::aggref;
 use crate::pg::build::function;
 use crate::pg::build::case_when;
 use crate::query::tree::flatten_join_aliases;
+use crate::query::tree::{builtin_immutable_operator, column_type_collation, type_equality};
 use crate::query::tree::group_keys;
 use crate::pg::build::is_not_null;
 use crate::query::tree::keys_as_first_columns;
@@ -171,7 +172,7 @@ pub(crate) unsafe fn foreign_key_to_unit(relid: Oid, attnum: i16) -> Option<(Hop
         if att > 0 {
             if let Some((mut hop, unit)) = own_foreign_key_to_unit(a, att) {
                 hop.fk_attnum = attnum;
-                hop.sound = hop.sound && same_column_kind(relid, attnum, a, att);
+                hop.sound = hop.sound && column_type_collation(relid, attnum) == column_type_collation(a, att);
                 return Some((hop, unit));
             }
         }
@@ -179,43 +180,19 @@ pub(crate) unsafe fn foreign_key_to_unit(relid: Oid, attnum: i16) -> Option<(Hop
     None
 }
 
-/// Whether two columns have one type and one collation.
-unsafe fn same_column_kind(r1: Oid, a1: i16, r2: Oid, a2: i16) -> bool {
-    let kind = |r: Oid, a: i16| {
-        let (mut typ, mut typmod, mut coll) = (pg_sys::InvalidOid, -1, pg_sys::InvalidOid);
-        pg_sys::get_atttypetypmodcoll(r, a, &mut typ, &mut typmod, &mut coll);
-        (typ, coll)
-    };
-    kind(r1, a1) == kind(r2, a2)
-}
-
 /// Whether a foreign key from (`relid`, `attnum`) to (`ref_relid`, `ref_attnum`) with PK = FK
 /// operator `pfeqop` joins rows exactly when the two columns hold equal values as each column's own
 /// type tells them apart: a built-in immutable operator that is the equality of the default B-tree
 /// family of both columns' types, and both columns under the same deterministic collation (or none).
 unsafe fn sound_key(relid: Oid, attnum: i16, ref_relid: Oid, ref_attnum: i16, pfeqop: Oid) -> bool {
-    let builtin = |o: Oid| o.to_u32() < pg_sys::FirstNormalObjectId;
-    let func = pg_sys::get_opcode(pfeqop);
-    if !builtin(pfeqop) || !builtin(func) || pg_sys::func_volatile(func) != pg_sys::PROVOLATILE_IMMUTABLE as std::ffi::c_char {
+    if !builtin_immutable_operator(pfeqop) {
         return false;
     }
-    let col = |r: Oid, a: i16| {
-        let (mut typ, mut typmod, mut coll) = (pg_sys::InvalidOid, -1, pg_sys::InvalidOid);
-        pg_sys::get_atttypetypmodcoll(r, a, &mut typ, &mut typmod, &mut coll);
-        (typ, coll)
-    };
-    let ((t1, c1), (t2, c2)) = (col(relid, attnum), col(ref_relid, ref_attnum));
+    let ((t1, c1), (t2, c2)) = (column_type_collation(relid, attnum), column_type_collation(ref_relid, ref_attnum));
     if c1 != c2 || (c1 != pg_sys::InvalidOid && !pg_sys::get_collation_isdeterministic(c1)) {
         return false;
     }
-    [t1, t2].iter().all(|&t| {
-        let opclass = pg_sys::GetDefaultOpClass(t, pg_sys::BTREE_AM_OID);
-        if opclass == pg_sys::InvalidOid {
-            return false;
-        }
-        let family = pg_sys::get_opclass_family(opclass);
-        builtin(family) && pg_sys::get_op_opfamily_strategy(pfeqop, family) == pg_sys::BTEqualStrategyNumber as i32
-    })
+    type_equality(t1, pfeqop) && type_equality(t2, pfeqop)
 }
 
 /// [`foreign_key_to_unit`] among the relation's own foreign keys.

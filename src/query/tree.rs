@@ -1,6 +1,7 @@
 //! Reading analysed query trees: range-table entries, plain columns through join aliases and
-//! subqueries, names, conjuncts, GROUP BY keys, and whether an expression aggregates at its level.
-//! Shared by the grammar and every rewrite of an admitted level.
+//! subqueries, names, conjuncts, GROUP BY keys, and whether an expression aggregates at its level;
+//! and what the catalog says of a column's type and of an equality operator. Shared by the grammar
+//! and every rewrite of an admitted level.
 use crate::pg::error::{Check, Refusal};
 use crate::pg::nodes::list_iter;
 use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query, RangeTblEntry};
@@ -15,6 +16,32 @@ pub unsafe fn attname(relid: Oid, attno: i16) -> String {
     } else {
         CStr::from_ptr(n).to_string_lossy().into_owned()
     }
+}
+
+/// The type and collation of column `attnum` of `relid`.
+pub unsafe fn column_type_collation(relid: Oid, attnum: i16) -> (Oid, Oid) {
+    let (mut typ, mut typmod, mut coll) = (pg_sys::InvalidOid, -1, pg_sys::InvalidOid);
+    pg_sys::get_atttypetypmodcoll(relid, attnum, &mut typ, &mut typmod, &mut coll);
+    (typ, coll)
+}
+
+/// Whether operator `opno` and its function are built in and the function is immutable (an operator
+/// that reads a setting, as timestamp = timestamptz reads TimeZone, is not).
+pub unsafe fn builtin_immutable_operator(opno: Oid) -> bool {
+    let builtin = |o: Oid| o.to_u32() < pg_sys::FirstNormalObjectId;
+    let func = pg_sys::get_opcode(opno);
+    builtin(opno) && builtin(func) && pg_sys::func_volatile(func) == pg_sys::PROVOLATILE_IMMUTABLE as std::ffi::c_char
+}
+
+/// Whether `opno` is the equality of the default B-tree operator family of type `typ`, a built-in
+/// family: the equality that tells the type's values apart.
+pub unsafe fn type_equality(typ: Oid, opno: Oid) -> bool {
+    let opclass = pg_sys::GetDefaultOpClass(typ, pg_sys::BTREE_AM_OID);
+    if opclass == pg_sys::InvalidOid {
+        return false;
+    }
+    let family = pg_sys::get_opclass_family(opclass);
+    family.to_u32() < pg_sys::FirstNormalObjectId && pg_sys::get_op_opfamily_strategy(opno, family) == pg_sys::BTEqualStrategyNumber as i32
 }
 
 pub unsafe fn func_signature(funcid: Oid) -> String {
