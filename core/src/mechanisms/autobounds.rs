@@ -213,6 +213,12 @@ impl MagnitudeHistogram {
         let zero_count = noisy(self.zeros);
         let zero_passes = zero_count >= tau as i128;
         let tau_ext = extension_threshold(epsilon) as i128;
+        // the window thresholds (WINDOWS), once per choice and whatever the data: at β for a sign's
+        // first bound, at β_ext for its tail
+        let tau_w: Vec<(usize, i128, i128)> = WINDOWS
+            .iter()
+            .map(|&k| (k, window_threshold(epsilon, k, AUTO_BOUNDS_MISS) as i128, window_threshold(epsilon, k, AUTO_BOUNDS_EXTEND_MISS) as i128))
+            .collect();
         let mut top = [None, None];
         let mut counts: [Vec<i128>; 2] = [Vec::new(), Vec::new()];
         for side in [POS, NEG] {
@@ -225,8 +231,7 @@ impl MagnitudeHistogram {
             // (within the highest such window, the bound is its highest bin that reaches τ_ext: an
             // empty bin at the top of a window that passes through the bins below it is not data)
             let found = (0..=EXPONENTS).rev().find(|&i| c[i] >= tau as i128).or_else(|| {
-                WINDOWS.iter().find_map(|&k| {
-                    let tau_k = window_threshold(epsilon, k, AUTO_BOUNDS_MISS) as i128;
+                tau_w.iter().find_map(|&(k, tau_k, _)| {
                     let j = (0..=EXPONENTS + 1 - k).rev().find(|&j| c[j..j + k].iter().sum::<i128>() >= tau_k)?;
                     Some((j..j + k).rev().find(|&i| c[i] >= tau_ext).unwrap_or(j + k - 1))
                 })
@@ -240,11 +245,10 @@ impl MagnitudeHistogram {
                         i += 1;
                         continue;
                     }
-                    let next = WINDOWS.iter().find_map(|&k| {
+                    let next = tau_w.iter().find_map(|&(k, _, t)| {
                         if i + k > EXPONENTS {
                             return None;
                         }
-                        let t = window_threshold(epsilon, k, AUTO_BOUNDS_EXTEND_MISS) as i128;
                         (c[i + 1..=i + k].iter().sum::<i128>() >= t).then(|| (i + 1..=i + k).rev().find(|&m| c[m] >= tau_ext).unwrap_or(i + k))
                     });
                     match next {
