@@ -1239,18 +1239,13 @@ COMMENT ON FUNCTION dp.last_releases(int) IS 'pg_dp: the n (at most 100) newest 
 -- GROUP BY, FILTER or privacy unit) of a NOT NULL column then divides by n and spends all of ε on the sum.
 CREATE FUNCTION dp.set_public_count(tbl regclass, n bigint) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    w text;
 BEGIN
     PERFORM dp.refuse_nulls('dp.set_public_count', ARRAY['tbl', 'n'], ARRAY[tbl IS NULL, n IS NULL]);
     IF n < 1 OR n > 9007199254740992 THEN
         RAISE EXCEPTION 'n must be an integer between 1 and 9007199254740992 (2^53), got %', n USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    FOR w IN SELECT trim(x) FROM pg_catalog.pg_seclabel l, unnest(string_to_array(l.label, ',')) x
-              WHERE l.objoid = tbl AND l.classoid = 'pg_catalog.pg_class'::regclass AND l.objsubid = 0
-                AND l.provider = 'pg_dp' AND trim(x) LIKE 'public\_count=%' LOOP
-        PERFORM dp.relabel_table(tbl, w, false);
-    END LOOP;
+    -- the previous count's word first: a table has one
+    PERFORM dp.drop_public_count(tbl);
     PERFORM dp.relabel_table(tbl, 'public_count=' || n, true);
 END
 $$;
