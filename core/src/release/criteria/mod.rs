@@ -1,0 +1,1 @@
+//! Acceptance criteria of a synthetic release, computed with DP, and private selection.

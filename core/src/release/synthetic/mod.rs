@@ -1,0 +1,3 @@
+//! Private synthetic microdata: the engine (count tables, structure selection, measurement,
+//! estimation, sampling) and the public encoding of columns into codes ([`columns`]).
+pub mod columns;
