@@ -1,0 +1,415 @@
+//! dp.release_synthetic: a private synthetic copy of a table (a graphical model of 1-way and 2-way
+//! marginals, docs/privacy/synthetic.md) written to a new table, with a public report table. The core
+//! does the encoding's arithmetic, the model and the sampling; this file resolves each column's public
+//! encoding from the catalog and the arguments, charges the ledger, reads the table and writes the
+//! result.
+//!
+//! Order, so that nothing the caller learns before paying depends on the data:
+//! 1. every argument, the source (as for DPRP: a table, no privacy unit, no row security for the
+//!    caller, SELECT unless protected), each column's public encoding (a declared domain, bin edges
+//!    given in the call, or declared bounds with `bins` equal bins; booleans are their two values),
+//!    and the memory of the count tables are checked from the arguments, the catalog and the role;
+//! 2. the target and its report table are created (empty);
+//! 3. the release is charged in the ledger's own transaction;
+//! 4. one direct scan of every leaf turns each row into codes (NULL, NaN and values outside a domain
+//!    have a code of their own; numbers outside the bins are clamped), never an error;
+//! 5. the core fits the model and samples the noisy row count's worth of rows, written in batches.
+//!    After the charge the only failure is an interrupt.
+use super::source::{close_source, open_source, scan_rows, Conversion, Source};
+use crate::catalog::protect::{self, Domain};
+use crate::pg::error::{raise_with, OrRaise};
+use crate::settings::noise::with_rng;
+use pg_dp_core::accounting::charge::{charged_decimal, ReleaseRecord};
+use pg_dp_core::release::dprp::{Interrupted, ReleaseFailure};
+use pg_dp_core::release::synthetic::columns::{ColumnCode, Decoded};
+use pg_dp_core::release::synthetic::{Method, SyntheticParams, SyntheticSpec};
+use pgrx::pg_sys::{self, Oid};
+use pgrx::prelude::*;
+use pgrx::spi::quote_identifier;
+use pgrx::{JsonB, PgSqlErrorCode};
+use std::collections::HashMap;
+use std::ffi::CStr;
+
+const F: &str = "dp.release_synthetic";
+
+/// Most columns one release may model (the written INSERT passes one array per column).
+const MAX_COLUMNS: usize = 64;
+/// Rows sampled and written per batch.
+const BATCH_ROWS: usize = 10_000;
+
+fn required<T>(v: Option<T>, arg: &str) -> T {
+    v.unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, format!("{F}: {arg} must not be NULL"), None))
+}
+
+fn invalid(msg: String) -> ! {
+    raise_with(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("{F}: {msg}"), None)
+}
+
+/// How a column's stored values become codes, without any possible error.
+enum Reader {
+    /// By the text form of the value (the type's output function), looked up among the domain's.
+    Text { output: Box<pg_sys::FmgrInfo>, lookup: HashMap<Vec<u8>, u32> },
+    /// Integers, exactly.
+    Integer(Conversion),
+    /// Other numbers, as float8 (NaN is NULL).
+    Real(Conversion),
+}
+
+/// One column of the release: its name, the SQL type of the target's column, its public encoding,
+/// the domain values (categorical columns) and how its values are read.
+struct Column {
+    name: String,
+    sql_type: String,
+    code: ColumnCode,
+    values: Vec<String>,
+    reader: Reader,
+}
+
+impl Column {
+    /// The code of one stored value.
+    unsafe fn encode(&mut self, value: pg_sys::Datum, null: bool) -> u32 {
+        if null {
+            return self.code.null_code();
+        }
+        match &mut self.reader {
+            Reader::Text { output, lookup } => {
+                let text = pg_sys::OutputFunctionCall(&mut **output, value);
+                lookup.get(CStr::from_ptr(text).to_bytes()).copied().unwrap_or_else(|| self.code.null_code())
+            }
+            Reader::Integer(c) => self.code.encode_integer(c.convert_integer(value)),
+            Reader::Real(c) => self.code.encode_real(c.convert(value)),
+        }
+    }
+
+    /// The text of a decoded value (NULL as None), valid input for the target column's type.
+    fn text(&self, d: Decoded) -> Option<String> {
+        match d {
+            Decoded::Null => None,
+            Decoded::Category(k) => self.values.get(k as usize).cloned(),
+            Decoded::Integer(x) => Some(x.to_string()),
+            Decoded::Real(x) => Some(format!("{x:?}")),
+        }
+    }
+}
+
+/// The type of the target's column: the source column's base type and modifier (a domain type's
+/// constraints could refuse a sampled value after the charge; its base type cannot).
+unsafe fn target_type(typid: Oid, typmod: i32) -> (Oid, String) {
+    let mut m = typmod;
+    let base = pg_sys::getBaseTypeAndTypmod(typid, &mut m);
+    (base, crate::pg::fmgr::cstr_or(pg_sys::format_type_with_typemod(base, m), "?"))
+}
+
+/// The distinct values of a declared domain as the column type's text, in the declared order (a
+/// table domain in the type's order), read with the caller's privileges.
+fn domain_values(domain: &Domain, sql_type: &str) -> Vec<String> {
+    let sql = match domain {
+        Domain::Values(values) => {
+            let list: Vec<String> = values.iter().map(|v| quote_literal(v)).collect();
+            format!(
+                "SELECT v::text FROM (SELECT v, pg_catalog.min(o) AS o FROM pg_catalog.unnest(ARRAY[{}]::{sql_type}[]) WITH ORDINALITY AS u(v, o) GROUP BY v) s ORDER BY o",
+                list.join(", ")
+            )
+        }
+        Domain::Table { table, column } => {
+            let (relid, att) = unsafe { protect::domain_table_column(table, column) };
+            let name = unsafe { protect::relation_name(relid) };
+            let col = crate::query::tree::attname(relid, att);
+            format!("SELECT v::{sql_type}::text FROM (SELECT DISTINCT {} AS v FROM {name} WHERE {} IS NOT NULL) s ORDER BY v", quote_identifier(&col), quote_identifier(&col))
+        }
+    };
+    Spi::connect(|c| {
+        let rows = c.select(&sql, None, &[]).unwrap_or_else(|e| invalid(format!("the domain could not be read: {e}")));
+        rows.map(|r| r.get::<String>(1).ok().flatten().unwrap_or_default()).collect()
+    })
+}
+
+fn quote_literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// Bin edges given in the call for one column, as numbers.
+fn call_edges(edges: &serde_json::Value, column: &str) -> Option<Vec<f64>> {
+    let v = edges.get(column)?;
+    let list = v.as_array().unwrap_or_else(|| invalid(format!("bin_edges.\"{column}\" must be an array of numbers")));
+    Some(
+        list.iter()
+            .map(|x| x.as_f64().unwrap_or_else(|| invalid(format!("bin_edges.\"{column}\" must be an array of numbers, got {x}"))))
+            .collect(),
+    )
+}
+
+/// Checks that every edge is a value of the target column's type (a sampled value between two valid
+/// edges is then valid too), before anything is charged.
+fn check_edges_fit(column: &str, sql_type: &str, edges: &[f64]) {
+    let list: Vec<String> = edges.iter().map(|x| format!("{x:?}")).collect();
+    let sql = format!("SELECT pg_catalog.count(x::{sql_type}) FROM pg_catalog.unnest(ARRAY[{}]::float8[]) x", list.join(", "));
+    if let Err(e) = Spi::get_one::<i64>(&sql) {
+        invalid(format!("the bins of column \"{column}\" do not fit its type {sql_type}: {e}"));
+    }
+}
+
+/// Each column's public encoding, from the call and the catalog only.
+unsafe fn resolve_columns(source: Oid, src: &Source, columns: &[String], bins: usize, edges: &serde_json::Value) -> Vec<Column> {
+    let mut out = Vec::with_capacity(columns.len());
+    for (i, name) in columns.iter().enumerate() {
+        let c = std::ffi::CString::new(name.as_str()).unwrap_or_else(|_| invalid("a column name must not contain a zero byte".into()));
+        let attnum = pg_sys::get_attnum(source, c.as_ptr());
+        let typmod = pg_sys::get_atttypmod(source, attnum);
+        let (base, sql_type) = target_type(src.types[i], typmod);
+        let conversion = Conversion::of(base);
+        let integer = matches!(base, pg_sys::INT2OID | pg_sys::INT4OID | pg_sys::INT8OID);
+        let numeric_code = |lower: f64, upper: f64| -> ColumnCode {
+            if integer {
+                ColumnCode::integer_bins(lower.ceil() as i64, upper.floor() as i64, bins)
+            } else {
+                ColumnCode::real_bins(lower, upper, bins)
+            }
+            .unwrap_or_else(|e| invalid(format!("column \"{name}\": {e}")))
+        };
+        let (code, values, reader) = if let Some(e) = call_edges(edges, name) {
+            let Some(conv) = conversion else {
+                invalid(format!("bin_edges names column \"{name}\", which is {sql_type}, not a number"));
+            };
+            check_edges_fit(name, &sql_type, &e);
+            let code = if integer {
+                if let Some(x) = e.iter().find(|x| x.fract() != 0.0) {
+                    invalid(format!("bin_edges.\"{name}\" must hold integers for an integer column, got {x}"));
+                }
+                ColumnCode::integer_edges(&e.iter().map(|&x| x as i64).collect::<Vec<_>>())
+            } else {
+                ColumnCode::real_edges(e)
+            }
+            .unwrap_or_else(|err| invalid(format!("column \"{name}\": {err}")));
+            (code, vec![], if integer { Reader::Integer(conv) } else { Reader::Real(conv) })
+        } else if let Some(domain) = protect::effective_domain(source, attnum) {
+            let values = domain_values(&domain, &sql_type);
+            let code = ColumnCode::categorical(values.len()).unwrap_or_else(|e| invalid(format!("column \"{name}\": {e}")));
+            let lookup = values.iter().enumerate().map(|(k, v)| (v.as_bytes().to_vec(), k as u32)).collect();
+            (code, values, text_reader(base, lookup))
+        } else if let (Some(conv), Some(b)) = (conversion, protect::effective_bounds(source, attnum)) {
+            let parse = |s: &str| s.trim().parse::<f64>().unwrap_or_else(|_| invalid(format!("the declared bounds of column \"{name}\" are not numbers")));
+            let code = numeric_code(parse(&b.lower), parse(&b.upper));
+            (code, vec![], if integer { Reader::Integer(conv) } else { Reader::Real(conv) })
+        } else if base == pg_sys::BOOLOID {
+            let values = vec!["false".to_string(), "true".to_string()];
+            let lookup = [(b"f".to_vec(), 0u32), (b"t".to_vec(), 1u32)].into_iter().collect();
+            (ColumnCode::categorical(2).unwrap(), values, text_reader(base, lookup))
+        } else {
+            raise_with(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!("{F}: column \"{name}\" of {} has no public values: a synthetic copy needs each column's values or bins fixed before the data are read", src.name),
+                Some("declare its values with dp.set_domain, or its bounds with dp.set_bounds (then bins equal bins), or pass its bin edges in bin_edges"),
+            );
+        };
+        out.push(Column { name: name.clone(), sql_type, code, values, reader });
+    }
+    out
+}
+
+unsafe fn text_reader(typid: Oid, lookup: HashMap<Vec<u8>, u32>) -> Reader {
+    let mut foid = Oid::INVALID;
+    let mut varlena = false;
+    pg_sys::getTypeOutputInfo(typid, &mut foid, &mut varlena);
+    let mut output: Box<pg_sys::FmgrInfo> = Box::new(std::mem::zeroed());
+    pg_sys::fmgr_info(foid, &mut *output);
+    Reader::Text { output, lookup }
+}
+
+/// The core's interrupt check.
+fn pending_interrupt() -> Result<(), Interrupted> {
+    if unsafe { pg_sys::QueryCancelPending != 0 || pg_sys::ProcDiePending != 0 } {
+        Err(Interrupted)
+    } else {
+        Ok(())
+    }
+}
+
+/// Ends a release interrupted after the charge.
+fn failed_after_charge(_: ReleaseFailure) -> ! {
+    pg_sys::check_for_interrupts!();
+    raise_with(PgSqlErrorCode::ERRCODE_QUERY_CANCELED, format!("{F}: the release was interrupted; it was charged"), None)
+}
+
+/// Charges the release to the caller's budget, in the ledger's own transaction. The receipt depends
+/// on the arguments and the catalog only.
+fn charge(source: &str, receipt: &serde_json::Value, epsilon: f64, delta: f64) {
+    let release = ReleaseRecord {
+        aggregate: format!("{F}({source})"),
+        mechanism: "synthetic".into(),
+        sensitivity: 1.0,
+        noise_scale: 0.0,
+        epsilon: charged_decimal(epsilon),
+        delta: charged_decimal(delta),
+        details: receipt.to_string(),
+    };
+    crate::budget::ledger::require_preloaded("charge privacy budgets");
+    unsafe { crate::budget::charge::charge(vec![release], 0, crate::pg::fmgr::cstr_or(pg_sys::debug_query_string, "")) }
+}
+
+/// Appends rows of codes to the target, decoded to text and cast by one INSERT per batch.
+fn insert_batch(target_sql: &str, columns: &[Column], rows: &[u32], rng: &mut pg_dp_core::noise::rng::DpRng) {
+    let d = columns.len();
+    let mut arrays: Vec<Vec<Option<String>>> = vec![Vec::with_capacity(rows.len() / d.max(1)); d];
+    for row in rows.chunks_exact(d) {
+        for ((a, col), &code) in arrays.iter_mut().zip(columns).zip(row) {
+            a.push(col.text(col.code.decode(rng, code)));
+        }
+    }
+    let names: Vec<String> = columns.iter().map(|c| quote_identifier(&c.name)).collect();
+    let casts: Vec<String> = columns.iter().enumerate().map(|(i, c)| format!("u.c{i}::{}", c.sql_type)).collect();
+    let params: Vec<String> = (1..=d).map(|i| format!("${i}::text[]")).collect();
+    let aliases: Vec<String> = (0..d).map(|i| format!("c{i}")).collect();
+    let sql = format!(
+        "INSERT INTO {target_sql} ({}) SELECT {} FROM pg_catalog.unnest({}) AS u({})",
+        names.join(", "),
+        casts.join(", "),
+        params.join(", "),
+        aliases.join(", ")
+    );
+    let args: Vec<pgrx::datum::DatumWithOid> = arrays.into_iter().map(|a| a.into()).collect();
+    Spi::run_with_args(&sql, &args).unwrap_or_else(|e| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{F}: writing the release failed: {e}"), None));
+}
+
+/// The release: a new table `target` (owned by the caller) and `<target>_report`; returns the receipt.
+#[pg_extern(sql = false, volatile)]
+#[allow(clippy::too_many_arguments)]
+fn release_synthetic(
+    source: Option<Oid>, target: Option<&str>, columns: Option<Vec<Option<String>>>, epsilon: Option<f64>, delta: Option<f64>,
+    bins: Option<i32>, bin_edges: Option<JsonB>, method: Option<&str>,
+) -> JsonB {
+    let source = required(source, "source");
+    let target = required(target, "target");
+    let columns: Vec<String> = required(columns, "columns").into_iter().map(|c| required(c, "every column name")).collect();
+    let epsilon = required(epsilon, "epsilon");
+    let delta = required(delta, "delta");
+    let bins = required(bins, "bins");
+    let bins = usize::try_from(bins).ok().filter(|&b| (1..=4096).contains(&b)).unwrap_or_else(|| invalid(format!("bins must be between 1 and 4096, got {bins}")));
+    let edges = bin_edges.map(|j| j.0).unwrap_or(serde_json::Value::Object(Default::default()));
+    if !edges.is_object() {
+        invalid("bin_edges must be a JSON object mapping column names to arrays of edges".into());
+    }
+    if let Some(k) = edges.as_object().unwrap().keys().find(|k| !columns.contains(k)) {
+        invalid(format!("bin_edges names \"{k}\", which is not among columns"));
+    }
+    let method = match required(method, "method") {
+        "mst" => Method::Mst,
+        "privbayes" => Method::PrivBayes,
+        other => invalid(format!("method must be 'mst' or 'privbayes', got '{other}'")),
+    };
+    if columns.is_empty() || columns.len() > MAX_COLUMNS {
+        invalid(format!("columns must name between 1 and {MAX_COLUMNS} columns, got {}", columns.len()));
+    }
+    if target.len() > 56 {
+        invalid(format!("target must be at most 56 bytes long (its report is named target_report), got {}", target.len()));
+    }
+    let target_sql = quote_identifier(target);
+    let report_sql = quote_identifier(&format!("{target}_report"));
+    let src = unsafe { open_source(F, "a synthetic release", source, &columns, &mut |_, _, _| {}) };
+    let mut cols = unsafe { resolve_columns(source, &src, &columns, bins, &edges) };
+    let params = SyntheticParams {
+        cardinalities: cols.iter().map(|c| c.code.cardinality()).collect(),
+        epsilon,
+        delta,
+        method,
+        one_way_share: None,
+        selection_share: None,
+    };
+    let spec = SyntheticSpec::new(&params).or_raise(F);
+    let limit = unsafe { pg_sys::maintenance_work_mem } as usize * 1024;
+    if spec.count_bytes() > limit {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("{F}: the count tables of these columns need {} bytes, more than maintenance_work_mem ({limit} bytes)", spec.count_bytes()),
+            Some("raise maintenance_work_mem, or use fewer bins or columns"),
+        );
+    }
+    let encodings: Vec<serde_json::Value> = cols
+        .iter()
+        .map(|c| {
+            let mut j = c.code.to_json();
+            if let Some(o) = j.as_object_mut() {
+                o.insert("column".into(), c.name.clone().into());
+                if !c.values.is_empty() {
+                    o.insert("values".into(), c.values.clone().into());
+                }
+            }
+            j
+        })
+        .collect();
+    let mut receipt = serde_json::to_value(spec.describe()).unwrap_or_default();
+    if let Some(o) = receipt.as_object_mut() {
+        o.insert("source".into(), src.name.clone().into());
+        o.insert("target".into(), target_sql.clone().into());
+        o.insert("columns".into(), encodings.clone().into());
+    }
+    // the target and the report are created before the charge, so that creating them cannot fail
+    // after paying (a refused charge rolls them back with the statement)
+    for t in [&target_sql, &report_sql] {
+        let exists: bool = Spi::get_one_with_args("SELECT pg_catalog.to_regclass($1) IS NOT NULL", &[t.as_str().into()]).unwrap().unwrap_or(false);
+        if exists {
+            raise_with(PgSqlErrorCode::ERRCODE_DUPLICATE_TABLE, format!("{F}: relation {t} already exists"), Some("choose a new target name"));
+        }
+    }
+    let defs: Vec<String> = cols.iter().map(|c| format!("{} {}", quote_identifier(&c.name), c.sql_type)).collect();
+    Spi::run(&format!("CREATE TABLE {target_sql} ({})", defs.join(", "))).unwrap();
+    Spi::run(&format!("CREATE TABLE {report_sql} (item text NOT NULL, kind text NOT NULL, detail jsonb NOT NULL)")).unwrap();
+    let mut check = pending_interrupt;
+    let (structure, rows_released) = with_rng(|rng| {
+        charge(&src.name, &receipt, epsilon, delta);
+        let mut counts = spec.counter();
+        let mut codes = vec![0u32; cols.len()];
+        unsafe {
+            scan_rows(&src, &mut |values, nulls| -> Result<(), ReleaseFailure> {
+                for (((code, col), &v), &n) in codes.iter_mut().zip(cols.iter_mut()).zip(values).zip(nulls) {
+                    *code = col.encode(v, n);
+                }
+                counts.push(&codes);
+                Ok(())
+            })
+        }
+        .unwrap_or_else(|e| failed_after_charge(e));
+        let model = spec.fit(rng, &counts, &mut check).unwrap_or_else(|e| failed_after_charge(e));
+        drop(counts);
+        let m = model.noisy_rows() as usize;
+        let mut done = 0;
+        while done < m {
+            let n = BATCH_ROWS.min(m - done);
+            let rows = model.sample(rng, n, &mut check).unwrap_or_else(|e| failed_after_charge(e));
+            insert_batch(&target_sql, &cols, &rows, rng);
+            done += n;
+        }
+        (model.structure(), m)
+    });
+    unsafe { close_source(&src) };
+    let edges_named: Vec<serde_json::Value> =
+        structure.iter().map(|&(p, c)| serde_json::json!({ "parent": columns[p], "child": columns[c] })).collect();
+    let mut report: Vec<(String, &str, serde_json::Value)> = vec![
+        ("privacy".into(), "receipt", receipt.clone()),
+        ("rows".into(), "released", serde_json::json!({ "rows": rows_released, "source": src.name })),
+        ("structure".into(), "model", serde_json::json!({ "method": required(method_name(method), "method"), "edges": edges_named })),
+    ];
+    for e in &encodings {
+        report.push((e["column"].as_str().unwrap_or_default().to_string(), "column", e.clone()));
+    }
+    for (item, kind, detail) in report {
+        Spi::run_with_args(
+            &format!("INSERT INTO {report_sql} (item, kind, detail) VALUES ($1, $2, $3)"),
+            &[item.into(), kind.into(), JsonB(detail).into()],
+        )
+        .unwrap();
+    }
+    if let Some(o) = receipt.as_object_mut() {
+        o.insert("rows_released".into(), rows_released.into());
+        o.insert("report".into(), report_sql.into());
+        o.insert("structure".into(), edges_named.into());
+    }
+    JsonB(receipt)
+}
+
+fn method_name(m: Method) -> Option<&'static str> {
+    Some(match m {
+        Method::Mst => "mst",
+        Method::PrivBayes => "privbayes",
+    })
+}
