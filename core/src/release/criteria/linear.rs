@@ -132,7 +132,7 @@ pub fn solve(q: usize, zz: &[i128], zy: &[i128]) -> Vec<f64> {
     }
     let b = DVector::from_iterator(q, zy.iter().map(|&v| v as f64 / unit));
     let scale = a.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    if !(scale > 0.0) || !scale.is_finite() {
+    if scale.is_nan() || scale <= 0.0 || !scale.is_finite() {
         return vec![0.0; q];
     }
     let svd = a.svd(true, true);

@@ -177,6 +177,14 @@ pub struct HoistedStatistics {
     parts: Vec<Vec<Vec<i128>>>,
 }
 
+impl HoistedStatistics {
+    /// The released (noisy) parts of criterion `criterion`, in the order of
+    /// [`CriteriaSpec::hoisted_statistics`]; empty for a criterion noised per candidate. DP outputs.
+    pub fn parts(&self, criterion: usize) -> &[Vec<i128>] {
+        &self.parts[criterion]
+    }
+}
+
 /// A candidate synthetic table: m rows of codes (row-major) and, for each declared numeric column,
 /// m decoded values (row-major, one per numeric column in declaration order). Public.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -190,7 +198,7 @@ impl<'a> Candidate<'a> {
     /// Checks the shapes and the codes against the spec (a candidate is public: errors are fine).
     pub fn new(spec: &CriteriaSpec, codes: &'a [u32], values: &'a [f64]) -> DpResult<Candidate<'a>> {
         let d = spec.cardinalities.len();
-        if codes.len() % d != 0 {
+        if !codes.len().is_multiple_of(d) {
             return Err(DpError::invalid("candidate", format!("whole rows of {d} codes"), format!("{} codes", codes.len())));
         }
         let m = codes.len() / d;
@@ -357,7 +365,7 @@ impl CriteriaSpec {
             let arg = if k_tables > 1 { "k" } else { "cardinalities" };
             return Err(DpError::invalid(
                 arg,
-                format!("small enough that the count tables of at most k columns hold at most {MAX_COUNT_CELLS} cells ({} MiB)", MAX_COUNT_CELLS * CELL_BYTES >> 20),
+                format!("small enough that the count tables of at most k columns hold at most {MAX_COUNT_CELLS} cells ({} MiB)", (MAX_COUNT_CELLS * CELL_BYTES) >> 20),
                 format!("{k_tables} with {cells} cells"),
             ));
         }
