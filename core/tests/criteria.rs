@@ -629,3 +629,24 @@ fn choose_over_all_outcomes_gives_the_closed_form_distribution() {
         assert!(r.is_none_or(|i| i < l.tries()));
     }
 }
+
+#[test]
+fn merged_parallel_scans_equal_one_scan_and_bad_rows_are_total() {
+    let spec = CriteriaSpec::new(toy_params(all_criteria())).unwrap();
+    let u = universe();
+    let mut rng = seeded_rng(9900);
+    let rows: Vec<Row> = (0..500).map(|_| u[rng.random_range(0..u.len())]).collect();
+    let whole = stats_of(&spec, &rows);
+    let mut a = stats_of(&spec, &rows[..173]);
+    a.merge(&stats_of(&spec, &rows[173..]));
+    assert_eq!(a, whole);
+    // out-of-range codes are clamped and NaN values are the midpoint: no error, same as the clamped row
+    let mut s1 = spec.start();
+    s1.push(&[7, 99, 2], &[f64::NAN, f64::INFINITY]);
+    let mut s2 = spec.start();
+    s2.push(&[1, 2, 1], &[0.0, 10.0]);
+    assert_eq!(s1, s2);
+    // a candidate with a code out of range is refused (candidates are public)
+    assert_eq!(arg_of(Candidate::new(&spec, &[0, 3, 0], &[0.0, 0.0]).unwrap_err()), "candidate");
+    assert_eq!(arg_of(Candidate::new(&spec, &[0, 1, 0], &[0.0]).unwrap_err()), "candidate");
+}

@@ -735,12 +735,19 @@ enum Accum {
 
 /// The exact statistics of D that the criteria need, accumulated in one scan. Private: only
 /// [`CriteriaSpec::release_hoisted`] and [`CriteriaSpec::evaluate`] turn them into DP outputs.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct RealStatistics {
     spec: CriteriaSpec,
     tables: Vec<Vec<u64>>,
     acc: Vec<Accum>,
+    /// Scratch space for one row's design vector (not part of the statistics).
     z: Vec<i64>,
+}
+
+impl PartialEq for RealStatistics {
+    fn eq(&self, o: &Self) -> bool {
+        self.spec == o.spec && self.tables == o.tables && self.acc == o.acc
+    }
 }
 
 impl RealStatistics {
