@@ -367,7 +367,7 @@ fn check_columns(cards: &[usize]) -> DpResult<()> {
 /// The integer σ² ≥ sens2/(2ρ) (rounded up) of a vector of tables with squared L2 sensitivity sens2.
 fn gaussian_part(sens2: f64, rho: f64) -> DpResult<(TableNoise, f64)> {
     let s2 = (sens2 / (2.0 * rho)).ceil().max(1.0);
-    if !(s2 <= MAX_SIGMA2) {
+    if s2.is_nan() || s2 > MAX_SIGMA2 {
         return Err(DpError::invalid("epsilon", "large enough (with delta) that every noise variance is at most 2^60", "a smaller value"));
     }
     let sigma2 = s2 as u128;
@@ -417,7 +417,7 @@ impl SyntheticSpec {
                 }
             }
             Some(rho) => {
-                if !(rho > 0.0) {
+                if rho.is_nan() || rho <= 0.0 {
                     return Err(DpError::invalid("epsilon", "large enough (with delta) to give a positive zCDP budget", fmt_f64(epsilon)));
                 }
                 let (one, r1) = gaussian_part(d as f64, run[0])?;
@@ -435,7 +435,7 @@ impl SyntheticSpec {
         };
         if let Some(rho) = rho {
             let used: f64 = spent.iter().sum();
-            if !(used <= rho) {
+            if used.is_nan() || used > rho {
                 return Err(DpError::invalid("epsilon", "a value whose calibration stays within its budget", fmt_f64(epsilon)));
             }
         }
@@ -611,7 +611,8 @@ impl SyntheticSpec {
             raw_one.push(noisy(rng, counts.one_way(j), &self.one_way_noise, &mut ticker, check)?);
         }
         // public reference for the scores: n̂ and the margins from the 1-way tables alone
-        let one_var = self.one_way_noise.variance();
+        // (floored: at huge ε the variance underflows to 0 and the weights would be infinite)
+        let one_var = self.one_way_noise.variance().max(1e-12);
         let (n_hat, probs) = model::reference(&self.cards, &raw_one);
         // (2) the structure
         let chosen = self.select(rng, counts, n_hat, &probs, check)?;
@@ -628,7 +629,7 @@ impl SyntheticSpec {
             raw_two.push(if p < c { t } else { model::transpose(&t, self.cards[i], self.cards[j]) });
         }
         // (4) and (5): estimation and the samplers, post-processing
-        model::Model::estimate(&self.cards, raw_one, one_var, oriented, raw_two, two_noise.variance(), check)
+        model::Model::estimate(&self.cards, raw_one, one_var, oriented, raw_two, two_noise.variance().max(1e-12), check)
     }
 }
 
