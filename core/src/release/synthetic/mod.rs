@@ -365,10 +365,15 @@ fn check_columns(cards: &[usize]) -> DpResult<()> {
 }
 
 /// The integer σ² ≥ sens2/(2ρ) (rounded up) of a vector of tables with squared L2 sensitivity sens2.
-fn gaussian_part(sens2: f64, rho: f64) -> DpResult<(TableNoise, f64)> {
+/// Refused (naming `epsilon`) when σ² would exceed 2^60, the sampler's limit.
+fn gaussian_part(sens2: f64, rho: f64, epsilon: f64) -> DpResult<(TableNoise, f64)> {
     let s2 = (sens2 / (2.0 * rho)).ceil().max(1.0);
     if s2.is_nan() || s2 > MAX_SIGMA2 {
-        return Err(DpError::invalid("epsilon", "large enough (with delta) that every noise variance is at most 2^60", "a smaller value"));
+        return Err(DpError::invalid(
+            "epsilon",
+            "large enough, at this delta and these columns, that every discrete Gaussian has σ² at most 2^60",
+            fmt_f64(epsilon),
+        ));
     }
     let sigma2 = s2 as u128;
     Ok((TableNoise::Gaussian { sigma2 }, sens2 / (2.0 * sigma2 as f64)))
@@ -420,11 +425,11 @@ impl SyntheticSpec {
                 if rho.is_nan() || rho <= 0.0 {
                     return Err(DpError::invalid("epsilon", "large enough (with delta) to give a positive zCDP budget", fmt_f64(epsilon)));
                 }
-                let (one, r1) = gaussian_part(d as f64, run[0])?;
+                let (one, r1) = gaussian_part(d as f64, run[0], epsilon)?;
                 if d == 1 {
                     (one, None, None, [r1, 0.0, 0.0])
                 } else {
-                    let (two, r2) = gaussian_part(pairs as f64, run[2])?;
+                    let (two, r2) = gaussian_part(pairs as f64, run[2], epsilon)?;
                     // ε-bounded range is ε²/8-zCDP: ε_round = √(8ρ_sel/rounds)
                     let eps_round = (8.0 * run[1] / pairs as f64).sqrt() * PART_MARGIN;
                     let sel = Selection::new(pairs, eps_round, false)?;

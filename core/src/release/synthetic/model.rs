@@ -3,6 +3,9 @@ use super::{Interrupted, ReleaseFailure, Ticker, IPF_SWEEPS};
 use crate::noise::rng::uniform01;
 use rand::Rng;
 
+/// Weight of the product of the margins mixed into each clipped pair table before raking.
+const MIX: f64 = 1e-6;
+
 /// n̂ and the margins p̂_j from the noisy 1-way tables alone: n̂ is the inverse-variance average of
 /// the d table sums (variance c_j·v each), p̂_j the table clipped at 0 and normalised (uniform if
 /// nothing is left). Public: a function of released tables.
@@ -173,10 +176,14 @@ impl Model {
             let (cp, cc) = (cards[p], cards[c]);
             let clipped: Vec<f64> = t.iter().map(|&x| x.max(0) as f64).collect();
             let total: f64 = clipped.iter().sum();
+            // a trace (MIX) of the product of the margins keeps every cell the margins need
+            // reachable by the raking: without it a clipped table with an empty column where the
+            // consensus margin has mass would rake to all zeros
+            let outer = |k: usize| probs[p][k / cc] * probs[c][k % cc];
             let mut joint: Vec<f64> = if total > 0.0 {
-                clipped.iter().map(|x| x / total).collect()
+                clipped.iter().enumerate().map(|(k, x)| (1.0 - MIX) * x / total + MIX * outer(k)).collect()
             } else {
-                (0..cp * cc).map(|k| probs[p][k / cc] * probs[c][k % cc]).collect()
+                (0..cp * cc).map(outer).collect()
             };
             rake(&mut joint, &probs[p], &probs[c], &mut ticker, check)?;
             let child_margin = Alias::new(&probs[c]);
