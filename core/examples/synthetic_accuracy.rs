@@ -147,14 +147,19 @@ fn main() {
         p.one_way_share = one_way_share;
         p.selection_share = selection_share;
         let spec = SyntheticSpec::new(&p).expect("valid parameters");
+        let t = Instant::now();
         let mut counts = spec.counter();
         for r in data.chunks_exact(d) {
             counts.push(r);
         }
+        let count_secs = t.elapsed().as_secs_f64();
         let mut rng = seeded_rng(seed);
         let t = Instant::now();
         let model = spec.fit(&mut rng, &counts, &mut || Ok(())).expect("fit");
         let secs = t.elapsed().as_secs_f64();
+        if seed == 1000 && eps == 1.0 && delta == 0.0 && method == Method::Mst {
+            println!("(one scan of the {N} rows into the count tables: {:.1} ms)", count_secs * 1e3);
+        }
         let sample = model.sample(&mut rng, N, &mut || Ok(())).expect("sample");
         let (a, b) = tvd(&cards, &data, &sample);
         (a, b, secs)
@@ -187,5 +192,30 @@ fn main() {
                 eps, delta, m.0, m.1, pb.0, pb.1, ind.0, ind.1, m.2 * 1e3
             );
         }
+    }
+    // timing at the size of a binned census table: 14 columns, random codes
+    let big = vec![20, 9, 16, 16, 7, 15, 6, 5, 2, 20, 20, 20, 42, 2];
+    let mut rng = seeded_rng(99);
+    let rows: Vec<u32> = (0..N).flat_map(|_| big.iter().map(|&c| rand::Rng::random_range(&mut rng, 0..c as u32)).collect::<Vec<_>>()).collect();
+    for &delta in &[0.0, 1e-9] {
+        let spec = SyntheticSpec::new(&SyntheticParams::new(big.clone(), 1.0, delta, Method::Mst)).expect("valid");
+        let t = Instant::now();
+        let mut counts = spec.counter();
+        for r in rows.chunks_exact(big.len()) {
+            counts.push(r);
+        }
+        let scan = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let model = spec.fit(&mut rng, &counts, &mut || Ok(())).expect("fit");
+        let fit = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let _ = model.sample(&mut rng, N, &mut || Ok(())).expect("sample");
+        println!(
+            "14 columns {big:?}, δ = {delta}: {} count bytes; scan {:.1} ms, fit {:.1} ms, sample of {N} rows {:.1} ms",
+            spec.count_bytes(),
+            scan * 1e3,
+            fit * 1e3,
+            t.elapsed().as_secs_f64() * 1e3
+        );
     }
 }

@@ -417,7 +417,9 @@ fn counts_push_and_merge() {
 
 /// Rows from a tree-structured distribution: X0 root; X1|X0, X2|X0, X3|X1, X4|X1, X5|X4, each child
 /// concentrated near its parent's relative position.
-fn tree_data(n: usize, rng: &mut DpRng) -> (Vec<usize>, Vec<Vec<u32>>, Vec<(usize, usize)>) {
+type TreeData = (Vec<usize>, Vec<Vec<u32>>, Vec<(usize, usize)>);
+
+fn tree_data(n: usize, rng: &mut DpRng) -> TreeData {
     let cards = vec![3, 5, 4, 2, 6, 3];
     let tree = vec![(0, 1), (0, 2), (1, 3), (1, 4), (4, 5)];
     let mut cond: Vec<Vec<Alias>> = Vec::new();

@@ -64,6 +64,8 @@ pub const NEIGHBOURS: &str = "add or remove one row";
 /// The relative margin by which every part runs below its nominal share, so that float rounding
 /// of the split can never make the parts add up to more than the charged budget.
 const PART_MARGIN: f64 = 1.0 - 1.0 / (1u64 << 40) as f64;
+/// Scores are clamped to [−2^62, 2^62].
+pub const SCORE_BOUND: i128 = 1 << 62;
 /// The largest σ² the discrete Gaussian sampler accepts.
 const MAX_SIGMA2: f64 = (1u64 << 60) as f64;
 
@@ -202,8 +204,8 @@ impl Selection {
         }
     }
 
-    /// Bernoulli(exp(−α·gap)), exactly (an overflow of α·gap only happens where the probability is
-    /// below exp(−2^60): the coin is then 0).
+    /// Bernoulli(exp(−α·gap)), exactly. With scores clamped to ±2^62 (gap < 2^63) and the
+    /// numerator of α below 2^53, the product never overflows; the fallback is unreachable.
     fn coin<R: Rng + ?Sized>(&self, rng: &mut R, gap: u128) -> bool {
         match self.alpha_num.checked_mul(gap) {
             Some(n) => bernoulli_exp(rng, n, self.alpha_den),
@@ -539,7 +541,9 @@ impl SyntheticSpec {
                 ticker.tick(cj, check)?;
             }
             let penalty = ((ci * cj) as f64 * mean_abs).round().min(1e30) as i128;
-            scores.push(l1 - penalty);
+            // clamping is 1-Lipschitz (the sensitivity stays 1) and keeps every gap below 2^63, so
+            // that α·gap never overflows in the selection's coins
+            scores.push((l1 - penalty).clamp(-SCORE_BOUND, SCORE_BOUND));
         }
         Ok(scores)
     }
