@@ -29,6 +29,7 @@ include!("preview.rs");
 include!("recent.rs");
 include!("autobounds.rs");
 include!("roles.rs");
+include!("synthetic.rs");
 
 /// Runs a query and returns the first column of every row as text.
 pub fn column(sql: &str) -> Vec<Option<String>> {

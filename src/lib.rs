@@ -31,6 +31,7 @@ extension_sql_file!("../sql/bounds.sql", name = "pg_dp_bounds", requires = ["pg_
 extension_sql_file!("../sql/cache.sql", name = "pg_dp_cache", requires = ["pg_dp_bounds"]);
 extension_sql_file!("../sql/expressions.sql", name = "pg_dp_expressions", requires = ["pg_dp_cache"]);
 extension_sql_file!("../sql/distributed.sql", name = "pg_dp_distributed", requires = ["pg_dp_cache"]);
+extension_sql_file!("../sql/synthetic.sql", name = "pg_dp_synthetic", requires = ["pg_dp_bounds"]);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {

@@ -316,6 +316,15 @@ pub fn effective_bounds(relid: Oid, attnum: i16) -> Option<DeclaredBounds> {
     })
 }
 
+/// True for a table whose rows are public values: a plain or partitioned table created by a user,
+/// protected neither itself nor through a partition or child.
+pub unsafe fn public_table(relid: Oid) -> bool {
+    let kind = pg_sys::get_rel_relkind(relid) as u8;
+    (kind == pg_sys::RELKIND_RELATION || kind == pg_sys::RELKIND_PARTITIONED_TABLE)
+        && relid.to_u32() >= pg_sys::FirstNormalObjectId
+        && !reads_protected(relid, true)
+}
+
 /// The public domain declared for a column, if any.
 pub fn domain_of(relid: Oid, attnum: i16) -> Option<Domain> {
     column_labels(relid).iter().find_map(|(a, l)| match l {

@@ -338,7 +338,7 @@ unsafe fn classify_key(q: *mut Query, e: *mut Node, source: Oid, joined: &[Oid])
             None => KeyKind::Private,
         };
     }
-    if public_table(relid) {
+    if protect::public_table(relid) {
         KeyKind::PublicColumn(relid, att)
     } else {
         KeyKind::Private
@@ -366,15 +366,6 @@ unsafe fn quote_ident(s: &str) -> String {
     CStr::from_ptr(pg_sys::quote_identifier(c.as_ptr())).to_string_lossy().into_owned()
 }
 
-/// True for a table whose rows are public values: a plain or partitioned table created by a user,
-/// protected neither itself nor through a partition or child.
-unsafe fn public_table(relid: Oid) -> bool {
-    let kind = pg_sys::get_rel_relkind(relid) as u8;
-    (kind == pg_sys::RELKIND_RELATION || kind == pg_sys::RELKIND_PARTITIONED_TABLE)
-        && relid.to_u32() >= pg_sys::FirstNormalObjectId
-        && !protect::reads_protected(relid, true)
-}
-
 /// The SQL text of one key's public values, as column `v` without duplicates under the key's own
 /// equality and collation (a duplicate would join the same rows twice), and a description for
 /// receipts.
@@ -391,7 +382,7 @@ unsafe fn domain_sql(k: &KeyKind, key: *mut Node) -> Check<(String, String)> {
     };
     let distinct = |inner: String| format!("SELECT DISTINCT v::{typ}{collate} AS v FROM ({inner}) s");
     let table_sql = |relid: Oid, att: i16| -> Check<(String, String)> {
-        if !public_table(relid) {
+        if !protect::public_table(relid) {
             return Err(Refusal::new(format!(
                 "the domain of a GROUP BY key is {}, which is not a public table: a domain must be a plain table that is not protected",
                 protect::relation_name(relid)

@@ -2,4 +2,4 @@
 //! Imports every layer but `aggregates`.
 pub mod dprp;
 pub mod source;
-// pub mod synthetic; (wired when the engine lands)
+pub mod synthetic;

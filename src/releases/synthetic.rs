@@ -22,7 +22,14 @@ use crate::settings::noise::with_rng;
 use pg_dp_core::accounting::charge::{charged_decimal, ReleaseRecord};
 use pg_dp_core::release::dprp::{Interrupted, ReleaseFailure};
 use pg_dp_core::release::synthetic::columns::{ColumnCode, Decoded};
-use pg_dp_core::release::synthetic::{Method, SyntheticParams, SyntheticSpec};
+use pg_dp_core::noise::rng::DpRng;
+use pg_dp_core::params::fmt_f64;
+use pg_dp_core::release::criteria::selection::{plan_epsilon, LoopSpec};
+use pg_dp_core::release::criteria::{
+    Candidate, CriteriaParams, CriteriaSpec, CriterionParams, Evaluation, NumericColumn, RealStatistics, NAME_MAX_MARGINAL, NAME_MEANS, NAME_ONE_WAY,
+    NAME_REGRESSION, NAME_TSTR,
+};
+use pg_dp_core::release::synthetic::{Method, Model, PairCounts, SyntheticParams, SyntheticSpec, NEIGHBOURS};
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 use pgrx::spi::quote_identifier;
@@ -66,18 +73,34 @@ struct Column {
 }
 
 impl Column {
-    /// The code of one stored value.
-    unsafe fn encode(&mut self, value: pg_sys::Datum, null: bool) -> u32 {
+    /// The code of one stored value, and its number for a numeric column (NaN for NULL and for
+    /// categorical columns).
+    unsafe fn encode(&mut self, value: pg_sys::Datum, null: bool) -> (u32, f64) {
         if null {
-            return self.code.null_code();
+            return (self.code.null_code(), f64::NAN);
         }
         match &mut self.reader {
             Reader::Text { output, lookup } => {
                 let text = pg_sys::OutputFunctionCall(&mut **output, value);
-                lookup.get(CStr::from_ptr(text).to_bytes()).copied().unwrap_or_else(|| self.code.null_code())
+                (lookup.get(CStr::from_ptr(text).to_bytes()).copied().unwrap_or_else(|| self.code.null_code()), f64::NAN)
             }
-            Reader::Integer(c) => self.code.encode_integer(c.convert_integer(value)),
-            Reader::Real(c) => self.code.encode_real(c.convert(value)),
+            Reader::Integer(c) => {
+                let x = c.convert_integer(value);
+                (self.code.encode_integer(x), x as f64)
+            }
+            Reader::Real(c) => {
+                let x = c.convert(value);
+                (self.code.encode_real(x), x)
+            }
+        }
+    }
+
+    /// The public bounds of a numeric column (its first and last bin edges), or None.
+    fn numeric_bounds(&self) -> Option<(f64, f64)> {
+        match &self.code {
+            ColumnCode::Categorical { .. } => None,
+            ColumnCode::Real { edges } => Some((edges[0], *edges.last().unwrap())),
+            ColumnCode::Integer { edges } => Some((edges[0] as f64, (*edges.last().unwrap() - 1) as f64)),
         }
     }
 
@@ -94,10 +117,10 @@ impl Column {
 
 /// The type of the target's column: the source column's base type and modifier (a domain type's
 /// constraints could refuse a sampled value after the charge; its base type cannot).
-unsafe fn target_type(typid: Oid, typmod: i32) -> (Oid, String) {
+unsafe fn target_type(typid: Oid, typmod: i32) -> (Oid, i32, String) {
     let mut m = typmod;
     let base = pg_sys::getBaseTypeAndTypmod(typid, &mut m);
-    (base, crate::pg::fmgr::cstr_or(pg_sys::format_type_with_typemod(base, m), "?"))
+    (base, m, crate::pg::fmgr::cstr_or(pg_sys::format_type_with_typemod(base, m), "?"))
 }
 
 /// The distinct values of a declared domain as the column type's text, in the declared order (a
@@ -114,7 +137,14 @@ fn domain_values(domain: &Domain, sql_type: &str) -> Vec<String> {
         Domain::Table { table, column } => {
             let (relid, att) = unsafe { protect::domain_table_column(table, column) };
             let name = unsafe { protect::relation_name(relid) };
-            let col = crate::query::tree::attname(relid, att);
+            if !unsafe { protect::public_table(relid) } {
+                raise_with(
+                    PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                    format!("{F}: the domain of a column is {name}, which is not a public table: a domain must be a plain table that is not protected"),
+                    None,
+                );
+            }
+            let col = unsafe { crate::query::tree::attname(relid, att) };
             format!("SELECT v::{sql_type}::text FROM (SELECT DISTINCT {} AS v FROM {name} WHERE {} IS NOT NULL) s ORDER BY v", quote_identifier(&col), quote_identifier(&col))
         }
     };
@@ -140,12 +170,29 @@ fn call_edges(edges: &serde_json::Value, column: &str) -> Option<Vec<f64>> {
 }
 
 /// Checks that every edge is a value of the target column's type (a sampled value between two valid
-/// edges is then valid too), before anything is charged.
-fn check_edges_fit(column: &str, sql_type: &str, edges: &[f64]) {
-    let list: Vec<String> = edges.iter().map(|x| format!("{x:?}")).collect();
-    let sql = format!("SELECT pg_catalog.count(x::{sql_type}) FROM pg_catalog.unnest(ARRAY[{}]::float8[]) x", list.join(", "));
-    if let Err(e) = Spi::get_one::<i64>(&sql) {
-        invalid(format!("the bins of column \"{column}\" do not fit its type {sql_type}: {e}"));
+/// edges is then valid too), before anything is charged: integers within the type's range, numeric
+/// values within the precision of a numeric(p, s) once rounded to its scale.
+fn check_edges_fit(column: &str, base: Oid, typmod: i32, sql_type: &str, edges: &[f64]) {
+    let range = match base {
+        pg_sys::INT2OID => Some((i16::MIN as f64, i16::MAX as f64)),
+        pg_sys::INT4OID => Some((i32::MIN as f64, i32::MAX as f64)),
+        pg_sys::INT8OID => Some((-9.223372036854775e18, 9.223372036854775e18)),
+        pg_sys::NUMERICOID if typmod >= 4 => {
+            let precision = ((typmod - 4) >> 16) & 0xffff;
+            let scale = (((typmod - 4) & 0x7ff) ^ 1024) - 1024;
+            let limit = 10f64.powi(precision - scale);
+            let step = 10f64.powi(-scale);
+            if let Some(x) = edges.iter().find(|&&x| ((x / step).round() * step).abs() >= limit) {
+                invalid(format!("the bins of column \"{column}\" do not fit its type {sql_type}: edge {x}"));
+            }
+            None
+        }
+        _ => None,
+    };
+    if let Some((lo, hi)) = range {
+        if let Some(x) = edges.iter().find(|&&x| x < lo || x > hi) {
+            invalid(format!("the bins of column \"{column}\" do not fit its type {sql_type}: edge {x}"));
+        }
     }
 }
 
@@ -155,8 +202,9 @@ unsafe fn resolve_columns(source: Oid, src: &Source, columns: &[String], bins: u
     for (i, name) in columns.iter().enumerate() {
         let c = std::ffi::CString::new(name.as_str()).unwrap_or_else(|_| invalid("a column name must not contain a zero byte".into()));
         let attnum = pg_sys::get_attnum(source, c.as_ptr());
-        let typmod = pg_sys::get_atttypmod(source, attnum);
-        let (base, sql_type) = target_type(src.types[i], typmod);
+        let (mut typid, mut typmod, mut coll) = (Oid::INVALID, -1i32, Oid::INVALID);
+        pg_sys::get_atttypetypmodcoll(source, attnum, &mut typid, &mut typmod, &mut coll);
+        let (base, typmod, sql_type) = target_type(src.types[i], typmod);
         let conversion = Conversion::of(base);
         let integer = matches!(base, pg_sys::INT2OID | pg_sys::INT4OID | pg_sys::INT8OID);
         let numeric_code = |lower: f64, upper: f64| -> ColumnCode {
@@ -171,16 +219,16 @@ unsafe fn resolve_columns(source: Oid, src: &Source, columns: &[String], bins: u
             let Some(conv) = conversion else {
                 invalid(format!("bin_edges names column \"{name}\", which is {sql_type}, not a number"));
             };
-            check_edges_fit(name, &sql_type, &e);
             let code = if integer {
                 if let Some(x) = e.iter().find(|x| x.fract() != 0.0) {
                     invalid(format!("bin_edges.\"{name}\" must hold integers for an integer column, got {x}"));
                 }
                 ColumnCode::integer_edges(&e.iter().map(|&x| x as i64).collect::<Vec<_>>())
             } else {
-                ColumnCode::real_edges(e)
+                ColumnCode::real_edges(e.clone())
             }
             .unwrap_or_else(|err| invalid(format!("column \"{name}\": {err}")));
+            check_edges_fit(name, base, typmod, &sql_type, &e);
             (code, vec![], if integer { Reader::Integer(conv) } else { Reader::Real(conv) })
         } else if let Some(domain) = protect::effective_domain(source, attnum) {
             let values = domain_values(&domain, &sql_type);
@@ -247,28 +295,161 @@ fn charge(source: &str, receipt: &serde_json::Value, epsilon: f64, delta: f64) {
     unsafe { crate::budget::charge::charge(vec![release], 0, crate::pg::fmgr::cstr_or(pg_sys::debug_query_string, "")) }
 }
 
-/// Appends rows of codes to the target, decoded to text and cast by one INSERT per batch.
-fn insert_batch(target_sql: &str, columns: &[Column], rows: &[u32], rng: &mut pg_dp_core::noise::rng::DpRng) {
-    let d = columns.len();
-    let mut arrays: Vec<Vec<Option<String>>> = vec![Vec::with_capacity(rows.len() / d.max(1)); d];
-    for row in rows.chunks_exact(d) {
-        for ((a, col), &code) in arrays.iter_mut().zip(columns).zip(row) {
-            a.push(col.text(col.code.decode(rng, code)));
-        }
+/// A candidate synthetic table: its codes and each cell decoded (a value uniform in its bin),
+/// row-major; what is written if it is released.
+struct Sample {
+    codes: Vec<u32>,
+    cells: Vec<Decoded>,
+}
+
+impl Sample {
+    /// Samples `m` rows from the model and decodes them.
+    fn draw(model: &Model, columns: &[Column], m: usize, rng: &mut DpRng, check: &mut dyn FnMut() -> Result<(), Interrupted>) -> Result<Sample, ReleaseFailure> {
+        let codes = model.sample(rng, m, check)?;
+        let d = columns.len();
+        let cells = codes.iter().enumerate().map(|(i, &c)| columns[i % d].code.decode(rng, c)).collect();
+        Ok(Sample { codes, cells })
     }
+
+    /// The values of the numeric columns, row-major, as the criteria read them (NaN for NULL).
+    fn numeric_values(&self, numeric: &[usize], d: usize) -> Vec<f64> {
+        let m = self.codes.len() / d.max(1);
+        let mut out = Vec::with_capacity(m * numeric.len());
+        for r in 0..m {
+            for &j in numeric {
+                out.push(match self.cells[r * d + j] {
+                    Decoded::Real(x) => x,
+                    Decoded::Integer(x) => x as f64,
+                    _ => f64::NAN,
+                });
+            }
+        }
+        out
+    }
+}
+
+/// Appends decoded rows to the target: one INSERT per batch, each column an array of text cast to
+/// the column's type.
+fn insert_rows(target_sql: &str, columns: &[Column], cells: &[Decoded]) {
+    let d = columns.len();
     let names: Vec<String> = columns.iter().map(|c| quote_identifier(&c.name)).collect();
     let casts: Vec<String> = columns.iter().enumerate().map(|(i, c)| format!("u.c{i}::{}", c.sql_type)).collect();
-    let params: Vec<String> = (1..=d).map(|i| format!("${i}::text[]")).collect();
+    let params: Vec<String> = (1..=d).map(|i| format!("pg_catalog.unnest(${i}::text[])")).collect();
     let aliases: Vec<String> = (0..d).map(|i| format!("c{i}")).collect();
     let sql = format!(
-        "INSERT INTO {target_sql} ({}) SELECT {} FROM pg_catalog.unnest({}) AS u({})",
+        "INSERT INTO {target_sql} ({}) SELECT {} FROM ROWS FROM ({}) AS u({})",
         names.join(", "),
         casts.join(", "),
         params.join(", "),
         aliases.join(", ")
     );
-    let args: Vec<pgrx::datum::DatumWithOid> = arrays.into_iter().map(|a| a.into()).collect();
-    Spi::run_with_args(&sql, &args).unwrap_or_else(|e| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{F}: writing the release failed: {e}"), None));
+    for batch in cells.chunks(BATCH_ROWS * d.max(1)) {
+        let mut arrays: Vec<Vec<Option<String>>> = vec![Vec::with_capacity(batch.len() / d.max(1)); d];
+        for row in batch.chunks_exact(d) {
+            for ((a, col), &cell) in arrays.iter_mut().zip(columns).zip(row) {
+                a.push(col.text(cell));
+            }
+        }
+        let args: Vec<pgrx::datum::DatumWithOid> = arrays.into_iter().map(|a| a.into()).collect();
+        Spi::run_with_args(&sql, &args).unwrap_or_else(|e| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{F}: writing the release failed: {e}"), None));
+        pg_sys::check_for_interrupts!();
+    }
+}
+
+/// A column named by a criterion, as its index among `columns` (numeric ones must be numeric).
+fn criterion_column(columns: &[Column], c: &serde_json::Value, key: &str, numeric: bool) -> usize {
+    let name = c.get(key).and_then(|v| v.as_str()).unwrap_or_else(|| invalid(format!("criteria: {key} must name a column, in {c}")));
+    let j = columns.iter().position(|col| col.name == name).unwrap_or_else(|| invalid(format!("criteria: {key} names \"{name}\", which is not among columns")));
+    if numeric && columns[j].numeric_bounds().is_none() {
+        invalid(format!("criteria: {key} names \"{name}\", which is not a numeric column (it has a domain, not bins)"));
+    }
+    j
+}
+
+/// The criteria argument: a JSON array of objects, each with "criterion", "threshold", "epsilon" and
+/// the criterion's own keys.
+fn parse_criteria(columns: &[Column], criteria: &serde_json::Value) -> CriteriaParams {
+    let list = criteria.as_array().unwrap_or_else(|| invalid("criteria must be a JSON array of objects".into()));
+    if list.is_empty() {
+        invalid("criteria must hold at least one criterion (or be NULL)".into());
+    }
+    let number = |c: &serde_json::Value, key: &str| -> f64 {
+        c.get(key).and_then(|v| v.as_f64()).unwrap_or_else(|| invalid(format!("criteria: {key} must be a number, in {c}")))
+    };
+    let features = |c: &serde_json::Value| -> Vec<usize> {
+        let list = c.get("features").and_then(|v| v.as_array()).unwrap_or_else(|| invalid(format!("criteria: features must be an array of column names, in {c}")));
+        list.iter().map(|f| criterion_column(columns, &serde_json::json!({ "feature": f }), "feature", true)).collect()
+    };
+    let mut out = Vec::with_capacity(list.len());
+    for c in list {
+        let (threshold, epsilon) = (number(c, "threshold"), number(c, "epsilon"));
+        out.push(match c.get("criterion").and_then(|v| v.as_str()) {
+            Some(NAME_MAX_MARGINAL) => {
+                let k = number(c, "k");
+                if k.fract() != 0.0 || !(1.0..=3.0).contains(&k) {
+                    invalid(format!("criteria: k must be 1, 2 or 3, got {k}"));
+                }
+                CriterionParams::MaxMarginalError { k: k as usize, threshold, epsilon }
+            }
+            Some(NAME_ONE_WAY) => CriterionParams::OneWayRelativeError { threshold, epsilon },
+            Some(NAME_MEANS) => CriterionParams::ConditionalMeans {
+                group: criterion_column(columns, c, "group", false),
+                value: criterion_column(columns, c, "value", true),
+                threshold,
+                epsilon,
+            },
+            Some(NAME_REGRESSION) => {
+                CriterionParams::Regression { target: criterion_column(columns, c, "target", true), features: features(c), threshold, epsilon }
+            }
+            Some(NAME_TSTR) => CriterionParams::TrainSyntheticTestReal {
+                target: criterion_column(columns, c, "target", true),
+                features: features(c),
+                threshold,
+                epsilon,
+            },
+            _ => invalid(format!(
+                "criteria: criterion must be one of {NAME_MAX_MARGINAL}, {NAME_ONE_WAY}, {NAME_MEANS}, {NAME_REGRESSION}, {NAME_TSTR}, in {c}"
+            )),
+        });
+    }
+    let numeric = columns
+        .iter()
+        .enumerate()
+        .filter_map(|(j, c)| c.numeric_bounds().map(|(lower, upper)| NumericColumn { column: j, lower, upper }))
+        .collect();
+    CriteriaParams { cardinalities: columns.iter().map(|c| c.code.cardinality() as u32).collect(), numeric, criteria: out }
+}
+
+/// The criteria and the selection loop around the model, with the model's share of ε.
+struct Acceptance {
+    spec: CriteriaSpec,
+    selection: LoopSpec,
+    refit: bool,
+    numeric: Vec<usize>,
+}
+
+/// The model's ε: what remains of the total once the criteria and the loop are paid for, nudged down
+/// until the plan's total is at most the total charged.
+fn model_epsilon(total: f64, a: &Acceptance) -> f64 {
+    let (h, l, e0) = (a.spec.hoisted_epsilon(), a.spec.loop_epsilon(), a.selection.epsilon0);
+    let mut m = if a.refit { (total - h - e0) / 2.0 - l } else { total - h - 2.0 * l - e0 };
+    if !(m >= pg_dp_core::params::EPSILON_MIN) {
+        let need = plan_epsilon(0.0, h, l, e0, !a.refit);
+        invalid(format!(
+            "epsilon must be more than {} to leave the model a share: the criteria and the selection loop cost {need} ({})",
+            fmt_f64(need),
+            if a.refit { "hoisted criteria + 2 × (model + criteria per candidate) + epsilon0" } else { "model + hoisted criteria + 2 × criteria per candidate + epsilon0" }
+        ));
+    }
+    while plan_epsilon(m, h, l, e0, !a.refit) > total {
+        m = m.next_down();
+    }
+    m
+}
+
+/// Bytes one candidate row holds while the loop runs: its codes and decoded cells.
+fn candidate_row_bytes(d: usize) -> usize {
+    d * (std::mem::size_of::<u32>() + std::mem::size_of::<Decoded>() + std::mem::size_of::<f64>())
 }
 
 /// The release: a new table `target` (owned by the caller) and `<target>_report`; returns the receipt.
@@ -276,7 +457,8 @@ fn insert_batch(target_sql: &str, columns: &[Column], rows: &[u32], rng: &mut pg
 #[allow(clippy::too_many_arguments)]
 fn release_synthetic(
     source: Option<Oid>, target: Option<&str>, columns: Option<Vec<Option<String>>>, epsilon: Option<f64>, delta: Option<f64>,
-    bins: Option<i32>, bin_edges: Option<JsonB>, method: Option<&str>,
+    bins: Option<i32>, bin_edges: Option<JsonB>, method: Option<&str>, criteria: Option<JsonB>, gamma: Option<f64>,
+    epsilon0: Option<f64>, refit: Option<bool>,
 ) -> JsonB {
     let source = required(source, "source");
     let target = required(target, "target");
@@ -297,31 +479,40 @@ fn release_synthetic(
         "privbayes" => Method::PrivBayes,
         other => invalid(format!("method must be 'mst' or 'privbayes', got '{other}'")),
     };
+    let (gamma, epsilon0, refit) = (required(gamma, "gamma"), required(epsilon0, "epsilon0"), required(refit, "refit"));
     if columns.is_empty() || columns.len() > MAX_COLUMNS {
         invalid(format!("columns must name between 1 and {MAX_COLUMNS} columns, got {}", columns.len()));
     }
     if target.len() > 56 {
         invalid(format!("target must be at most 56 bytes long (its report is named target_report), got {}", target.len()));
     }
+    pg_dp_core::params::check_epsilon("epsilon", epsilon).or_raise(F);
+    pg_dp_core::params::check_delta("delta", delta, true).or_raise(F);
     let target_sql = quote_identifier(target);
     let report_sql = quote_identifier(&format!("{target}_report"));
     let src = unsafe { open_source(F, "a synthetic release", source, &columns, &mut |_, _, _| {}) };
     let mut cols = unsafe { resolve_columns(source, &src, &columns, bins, &edges) };
-    let params = SyntheticParams {
-        cardinalities: cols.iter().map(|c| c.code.cardinality()).collect(),
-        epsilon,
-        delta,
-        method,
-        one_way_share: None,
-        selection_share: None,
-    };
+    let d = cols.len();
+    let acceptance = criteria.map(|c| {
+        let params = parse_criteria(&cols, &c.0);
+        let numeric = params.numeric.iter().map(|n| n.column).collect();
+        let spec = CriteriaSpec::new(params).or_raise(F);
+        let selection = LoopSpec::new(gamma, epsilon0).or_raise(F);
+        if refit && delta > 0.0 {
+            invalid("refit must be false when delta > 0: the selection loop's guarantee is stated for pure epsilon tries; fit once and select among samples".into());
+        }
+        Acceptance { spec, selection, refit, numeric }
+    });
+    let model_eps = acceptance.as_ref().map_or(epsilon, |a| model_epsilon(epsilon, a));
+    let params = SyntheticParams::new(cols.iter().map(|c| c.code.cardinality()).collect(), model_eps, delta, method);
     let spec = SyntheticSpec::new(&params).or_raise(F);
     let limit = unsafe { pg_sys::maintenance_work_mem } as usize * 1024;
-    if spec.count_bytes() > limit {
+    let fixed = spec.count_bytes().saturating_add(acceptance.as_ref().map_or(0, |a| usize::try_from(a.spec.count_bytes()).unwrap_or(usize::MAX)));
+    if fixed > limit {
         raise_with(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            format!("{F}: the count tables of these columns need {} bytes, more than maintenance_work_mem ({limit} bytes)", spec.count_bytes()),
-            Some("raise maintenance_work_mem, or use fewer bins or columns"),
+            format!("{F}: the count tables of these columns need {fixed} bytes, more than maintenance_work_mem ({limit} bytes)"),
+            Some("raise maintenance_work_mem, or use fewer bins, columns or a smaller k"),
         );
     }
     let encodings: Vec<serde_json::Value> = cols
@@ -337,11 +528,27 @@ fn release_synthetic(
             j
         })
         .collect();
-    let mut receipt = serde_json::to_value(spec.describe()).unwrap_or_default();
-    if let Some(o) = receipt.as_object_mut() {
-        o.insert("source".into(), src.name.clone().into());
-        o.insert("target".into(), target_sql.clone().into());
-        o.insert("columns".into(), encodings.clone().into());
+    let mut receipt = serde_json::json!({
+        "method": method.name(),
+        "epsilon": epsilon,
+        "delta": delta,
+        "neighbours": NEIGHBOURS,
+        "model": spec.describe(),
+        "source": src.name,
+        "target": target_sql,
+        "columns": encodings,
+    });
+    if let Some(a) = &acceptance {
+        receipt["criteria"] = serde_json::to_value(a.spec.receipt()).unwrap_or_default();
+        receipt["selection"] = serde_json::json!({
+            "rule": "first candidate that passes every criterion, Liu-Talwar private selection with a known threshold",
+            "gamma": a.selection.gamma,
+            "epsilon0": a.selection.epsilon0,
+            "tries": a.selection.tries(),
+            "refit": a.refit,
+            "epsilon_model": model_eps,
+            "accounting": if a.refit { "hoisted + 2 (model + per candidate) + epsilon0" } else { "model + hoisted + 2 per candidate + epsilon0" },
+        });
     }
     // the target and the report are created before the charge, so that creating them cannot fail
     // after paying (a refused charge rolls them back with the statement)
@@ -355,42 +562,73 @@ fn release_synthetic(
     Spi::run(&format!("CREATE TABLE {target_sql} ({})", defs.join(", "))).unwrap();
     Spi::run(&format!("CREATE TABLE {report_sql} (item text NOT NULL, kind text NOT NULL, detail jsonb NOT NULL)")).unwrap();
     let mut check = pending_interrupt;
-    let (structure, rows_released) = with_rng(|rng| {
+    let outcome = with_rng(|rng| {
         charge(&src.name, &receipt, epsilon, delta);
         let mut counts = spec.counter();
-        let mut codes = vec![0u32; cols.len()];
+        let mut real = acceptance.as_ref().map(|a| a.spec.start());
+        let mut codes = vec![0u32; d];
+        let mut values = Vec::with_capacity(d);
         unsafe {
-            scan_rows(&src, &mut |values, nulls| -> Result<(), ReleaseFailure> {
-                for (((code, col), &v), &n) in codes.iter_mut().zip(cols.iter_mut()).zip(values).zip(nulls) {
-                    *code = col.encode(v, n);
+            scan_rows(&src, &mut |datums, nulls| -> Result<(), ReleaseFailure> {
+                values.clear();
+                for (j, ((col, &v), &n)) in cols.iter_mut().zip(datums).zip(nulls).enumerate() {
+                    let (code, x) = col.encode(v, n);
+                    codes[j] = code;
+                    values.push(x);
                 }
                 counts.push(&codes);
+                if let (Some(real), Some(a)) = (real.as_mut(), acceptance.as_ref()) {
+                    let numeric: Vec<f64> = a.numeric.iter().map(|&j| values[j]).collect();
+                    real.push(&codes, &numeric);
+                }
                 Ok(())
             })
         }
         .unwrap_or_else(|e| failed_after_charge(e));
-        let model = spec.fit(rng, &counts, &mut check).unwrap_or_else(|e| failed_after_charge(e));
-        drop(counts);
-        let m = model.noisy_rows() as usize;
-        let mut done = 0;
-        while done < m {
-            let n = BATCH_ROWS.min(m - done);
-            let rows = model.sample(rng, n, &mut check).unwrap_or_else(|e| failed_after_charge(e));
-            insert_batch(&target_sql, &cols, &rows, rng);
-            done += n;
+        match (acceptance.as_ref(), real) {
+            (None, _) => {
+                let model = spec.fit(rng, &counts, &mut check).unwrap_or_else(|e| failed_after_charge(e));
+                drop(counts);
+                let m = model.noisy_rows() as usize;
+                let mut done = 0;
+                while done < m {
+                    let n = BATCH_ROWS.min(m - done);
+                    let sample = Sample::draw(&model, &cols, n, rng, &mut check).unwrap_or_else(|e| failed_after_charge(e));
+                    insert_rows(&target_sql, &cols, &sample.cells);
+                    done += n;
+                }
+                Outcome { structure: Some(model.structure()), rows: m, evaluation: None }
+            }
+            (Some(a), Some(real)) => select(a, &spec, &counts, &real, &cols, limit - fixed, rng, &mut check, &target_sql),
+            (Some(_), None) => unreachable!("criteria statistics are started with the criteria"),
         }
-        (model.structure(), m)
     });
     unsafe { close_source(&src) };
-    let edges_named: Vec<serde_json::Value> =
-        structure.iter().map(|&(p, c)| serde_json::json!({ "parent": columns[p], "child": columns[c] })).collect();
+    let edges_named: Option<Vec<serde_json::Value>> = outcome
+        .structure
+        .as_ref()
+        .map(|s| s.iter().map(|&(p, c)| serde_json::json!({ "parent": columns[p], "child": columns[c] })).collect());
     let mut report: Vec<(String, &str, serde_json::Value)> = vec![
         ("privacy".into(), "receipt", receipt.clone()),
-        ("rows".into(), "released", serde_json::json!({ "rows": rows_released, "source": src.name })),
-        ("structure".into(), "model", serde_json::json!({ "method": required(method_name(method), "method"), "edges": edges_named })),
+        ("rows".into(), "released", serde_json::json!({ "rows": outcome.rows, "source": src.name, "accepted": outcome.structure.is_some() })),
     ];
-    for e in &encodings {
+    if let Some(e) = &edges_named {
+        report.push(("structure".into(), "model", serde_json::json!({ "method": method.name(), "edges": e })));
+    }
+    for e in receipt["columns"].as_array().into_iter().flatten() {
         report.push((e["column"].as_str().unwrap_or_default().to_string(), "column", e.clone()));
+    }
+    if let Some(ev) = &outcome.evaluation {
+        for r in &ev.results {
+            report.push((r.name.to_string(), "criterion", serde_json::to_value(r).unwrap_or_default()));
+        }
+    }
+    if acceptance.is_some() && outcome.structure.is_none() {
+        report.push((
+            "selection".into(),
+            "no candidate passed",
+            serde_json::json!({ "note": "no candidate passed every criterion before the loop stopped: nothing was released but this fact, which is itself differentially private and was charged" }),
+        ));
     }
     for (item, kind, detail) in report {
         Spi::run_with_args(
@@ -399,17 +637,69 @@ fn release_synthetic(
         )
         .unwrap();
     }
-    if let Some(o) = receipt.as_object_mut() {
-        o.insert("rows_released".into(), rows_released.into());
-        o.insert("report".into(), report_sql.into());
-        o.insert("structure".into(), edges_named.into());
+    receipt["rows_released"] = outcome.rows.into();
+    receipt["report"] = report_sql.into();
+    receipt["structure"] = edges_named.map_or(serde_json::Value::Null, |e| e.into());
+    if acceptance.is_some() {
+        receipt["accepted"] = outcome.structure.is_some().into();
+        receipt["evaluation"] = outcome.evaluation.map_or(serde_json::Value::Null, |e| serde_json::to_value(e.results).unwrap_or_default());
     }
     JsonB(receipt)
 }
 
-fn method_name(m: Method) -> Option<&'static str> {
-    Some(match m {
-        Method::Mst => "mst",
-        Method::PrivBayes => "privbayes",
-    })
+/// What a release produced: the model's structure, the rows written and the accepted candidate's
+/// criteria (None when no candidate passed).
+struct Outcome {
+    structure: Option<Vec<(usize, usize)>>,
+    rows: usize,
+    evaluation: Option<Evaluation>,
+}
+
+/// The selection loop: all T tries run (the number that would have been needed is never an
+/// output, nor the time); the first passing try before the stopping point is written. A try whose
+/// rows would not fit in the memory left fails (a function of that try's own output).
+#[allow(clippy::too_many_arguments)]
+fn select(
+    a: &Acceptance, spec: &SyntheticSpec, counts: &PairCounts, real: &RealStatistics, cols: &[Column], memory: usize, rng: &mut DpRng,
+    check: &mut dyn FnMut() -> Result<(), Interrupted>, target_sql: &str,
+) -> Outcome {
+    let d = cols.len();
+    let hoisted = a.spec.release_hoisted(rng, real);
+    let stop = a.selection.draw_stop(rng);
+    let once = if a.refit { None } else { Some(spec.fit(rng, counts, check).unwrap_or_else(|e| failed_after_charge(e))) };
+    let mut chosen: Option<(Sample, Evaluation, Vec<(usize, usize)>)> = None;
+    for j in 0..a.selection.tries() {
+        check().unwrap_or_else(|_| failed_after_charge(ReleaseFailure::Interrupted));
+        let fitted;
+        let model = match &once {
+            Some(m) => m,
+            None => {
+                fitted = spec.fit(rng, counts, check).unwrap_or_else(|e| failed_after_charge(e));
+                &fitted
+            }
+        };
+        let m = model.noisy_rows() as usize;
+        // the chosen candidate is kept while the others run: room for two
+        let fits = m.checked_mul(candidate_row_bytes(d)).and_then(|b| b.checked_mul(2)).is_some_and(|b| b <= memory);
+        let (sample, evaluation) = if fits {
+            let sample = Sample::draw(model, cols, m, rng, check).unwrap_or_else(|e| failed_after_charge(e));
+            let values = sample.numeric_values(&a.numeric, d);
+            let candidate = Candidate::new(&a.spec, &sample.codes, &values).or_raise(F);
+            let ev = a.spec.evaluate(rng, real, &hoisted, &candidate);
+            (Some(sample), Some(ev))
+        } else {
+            (None, None)
+        };
+        let passed = evaluation.as_ref().is_some_and(|e| e.passed);
+        if passed && j < stop && chosen.is_none() {
+            chosen = Some((sample.unwrap(), evaluation.unwrap(), model.structure()));
+        }
+    }
+    match chosen {
+        Some((sample, evaluation, structure)) => {
+            insert_rows(target_sql, cols, &sample.cells);
+            Outcome { structure: Some(structure), rows: sample.codes.len() / d.max(1), evaluation: Some(evaluation) }
+        }
+        None => Outcome { structure: None, rows: 0, evaluation: None },
+    }
 }

@@ -1,0 +1,215 @@
+// dp.release_synthetic: the target's columns and types, the public encodings (domains, declared
+// bounds, bin edges in the call, booleans), the report, the receipt and the charge, the order of
+// checks (nothing data-dependent before the charge), values that never fail, and the answers at a
+// huge ε. The engine's statistics (noise distributions, empirical privacy of the structure choice,
+// accuracy) are tested in core/tests/synthetic.rs.
+
+/// A table of 2000 people: a region with a declared domain, an age with declared bounds, an income
+/// binned in the call, a flag, and a score that depends on the region (a 2-way dependence the model
+/// must keep).
+fn synthetic_source() {
+    Spi::run(
+        "CREATE TABLE people AS
+           SELECT g AS id, (ARRAY['north', 'south', 'east', 'west'])[1 + g % 4] AS region,
+                  (18 + g % 60)::int AS age, (g % 100) * 1000.0::float8 AS income, g % 3 = 0 AS member,
+                  CASE g % 4 WHEN 0 THEN 10 WHEN 1 THEN 30 WHEN 2 THEN 50 ELSE 70 END + (g % 5)::int AS score
+             FROM generate_series(1, 2000) g",
+    )
+    .unwrap();
+    Spi::run("SELECT dp.set_domain('people', 'region', ARRAY['north', 'south', 'east', 'west'])").unwrap();
+    Spi::run("SELECT dp.set_bounds('people', 'age', 18, 77)").unwrap();
+    Spi::run("SELECT dp.set_bounds('people', 'score', 0, 79)").unwrap();
+}
+
+const SYN_COLUMNS: &str = "ARRAY['region', 'age', 'income', 'member', 'score']";
+const SYN_EDGES: &str = r#"'{"income": [0, 25000, 50000, 75000, 100000]}'"#;
+
+fn synthetic_receipts() -> i64 {
+    one_i64("SELECT count(*) FROM dp.ledger WHERE mechanism = 'synthetic' AND query_text = current_query()")
+}
+
+fn synthetic_refused(sql: &str, expect: &str) -> String {
+    let before = synthetic_receipts();
+    let msg = refused(sql, expect);
+    assert_eq!(synthetic_receipts(), before, "charged although refused: {sql}");
+    assert_eq!(one_i64("SELECT count(*) FROM pg_class WHERE relname IN ('syn', 'syn_report')"), 0, "tables left by a refusal: {sql}");
+    msg
+}
+
+#[pg_test]
+fn a_synthetic_copy_has_the_sources_columns_and_types_and_a_public_report() {
+    synthetic_source();
+    let r: serde_json::Value = serde_json::from_str(&one_text(&format!(
+        "SELECT dp.release_synthetic('people', 'syn', {SYN_COLUMNS}, 1e4, bins => 8, bin_edges => {SYN_EDGES})::text"
+    )))
+    .unwrap();
+    assert_eq!(r["target"], "syn");
+    assert_eq!(r["report"], "syn_report");
+    assert_eq!(r["neighbours"], "add or remove one row");
+    let cols = column("SELECT attname || ' ' || format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'syn'::regclass AND attnum > 0 ORDER BY attnum");
+    assert_eq!(
+        cols,
+        ["region text", "age integer", "income double precision", "member boolean", "score integer"].map(|s| Some(s.to_string())).to_vec()
+    );
+    // the released row count is the noisy one; at ε = 1e4 it is n to within a few rows
+    let m = one_i64("SELECT count(*) FROM syn");
+    assert_eq!(m, r["rows_released"].as_i64().unwrap());
+    assert!((m - 2000).abs() <= 5, "{m} rows");
+    // every value comes from the public encoding: domain values, bins, NULL
+    assert_eq!(one_i64("SELECT count(*) FROM syn WHERE region NOT IN ('north', 'south', 'east', 'west')"), 0);
+    assert_eq!(one_i64("SELECT count(*) FROM syn WHERE age NOT BETWEEN 18 AND 77 OR income NOT BETWEEN 0 AND 100000 OR score NOT BETWEEN 0 AND 79"), 0);
+    // the report: the receipt, the row count, the structure and one row per column
+    let kinds = column("SELECT kind || ':' || item FROM syn_report ORDER BY kind, item");
+    for k in ["column:age", "column:income", "column:member", "column:region", "column:score", "model:structure", "receipt:privacy", "released:rows"] {
+        assert!(kinds.contains(&Some(k.to_string())), "{k} missing from {kinds:?}");
+    }
+    assert_eq!(one_i64("SELECT jsonb_array_length(detail->'edges') FROM syn_report WHERE item = 'structure'"), 4, "a tree on five columns");
+    assert_eq!(one_text("SELECT detail->>'kind' FROM syn_report WHERE item = 'age'"), "integer_bins");
+    assert_eq!(one_text("SELECT (detail->'values')::text FROM syn_report WHERE item = 'region'"), r#"["north", "south", "east", "west"]"#);
+    // both tables belong to the caller
+    assert_eq!(one_i64("SELECT count(*) FROM pg_tables WHERE tablename IN ('syn', 'syn_report') AND tableowner = current_user"), 2);
+}
+
+#[pg_test]
+fn at_a_huge_epsilon_the_synthetic_margins_and_a_strong_dependence_match_the_source() {
+    synthetic_source();
+    Spi::run(&format!("SELECT dp.release_synthetic('people', 'syn', {SYN_COLUMNS}, 1e4, bins => 8, bin_edges => {SYN_EDGES})")).unwrap();
+    // 1-way: the regions' shares
+    for region in ["north", "south", "east", "west"] {
+        let share = one_f64(&format!("SELECT avg((region = '{region}')::int)::float8 FROM syn"));
+        assert!((share - 0.25).abs() < 0.05, "{region}: {share}");
+    }
+    let member = one_f64("SELECT avg(member::int)::float8 FROM syn");
+    assert!((member - 1.0 / 3.0).abs() < 0.05, "member share {member}");
+    // 2-way: the score depends on the region (its bin of 10 is fixed by the region); the tree keeps
+    // it, so the mean score per region is close to the source's
+    for (region, want) in [("north", 12.0), ("south", 32.0), ("east", 52.0), ("west", 72.0)] {
+        let got = one_f64(&format!("SELECT avg(score)::float8 FROM syn WHERE region = '{region}'"));
+        assert!((got - want).abs() < 6.0, "{region}: mean score {got}, source {want}");
+    }
+}
+
+#[pg_test]
+fn the_synthetic_release_is_charged_once_before_the_read_with_the_returned_receipt() {
+    synthetic_source();
+    let before = one_i64("SELECT pg_stat_get_xact_numscans('people'::regclass)");
+    let returned: serde_json::Value = serde_json::from_str(&one_text(&format!(
+        "SELECT (dp.release_synthetic('people', 'syn', {SYN_COLUMNS}, 2, 1e-6, bin_edges => {SYN_EDGES}) - 'rows_released' - 'report' - 'structure')::text"
+    )))
+    .unwrap();
+    assert_eq!(one_i64("SELECT pg_stat_get_xact_numscans('people'::regclass)"), before + 1, "one scan");
+    // the receipt records the statement the client sent: this test's own call
+    let mine = "FROM dp.ledger WHERE mechanism = 'synthetic' AND query_text LIKE '%synthetic_release_is_charged_once_before%'";
+    assert_eq!(one_i64(&format!("SELECT count(*) {mine}")), 1);
+    assert_eq!(one_text(&format!("SELECT concat_ws('|', aggregate, epsilon, delta) {mine}")), "dp.release_synthetic(people)|2|0.000001");
+    let charged: serde_json::Value = serde_json::from_str(&one_text(&format!("SELECT (details - 'execution')::text {mine}"))).unwrap();
+    assert_eq!(returned, charged);
+    assert_eq!(charged["epsilon"], 2.0);
+}
+
+#[pg_test]
+fn synthetic_releases_are_refused_from_public_information_before_anything_is_charged_or_read() {
+    synthetic_source();
+    Spi::run("CREATE TABLE notes AS SELECT g AS id, 'note ' || g AS body, g::float8 AS x FROM generate_series(1, 50) g").unwrap();
+    let before = one_i64("SELECT pg_stat_get_xact_numscans('people'::regclass)");
+    let call = |args: &str| format!("SELECT dp.release_synthetic({args})");
+    synthetic_refused(&call("'notes', 'syn', ARRAY['body'], 1"), "column \"body\" of notes has no public values");
+    synthetic_refused(&call("'notes', 'syn', ARRAY['x'], 1"), "column \"x\" of notes has no public values");
+    synthetic_refused(&call(&format!("'people', 'syn', {SYN_COLUMNS}, 1")), "column \"income\" of people has no public values");
+    synthetic_refused(&call(&format!("'people', 'syn', {SYN_COLUMNS}, 0, bin_edges => {SYN_EDGES}")), "epsilon must be");
+    synthetic_refused(&call(&format!("'people', 'syn', {SYN_COLUMNS}, 1, 1, bin_edges => {SYN_EDGES}")), "delta must be");
+    synthetic_refused(&call(&format!("'people', 'syn', {SYN_COLUMNS}, 1, bins => 0, bin_edges => {SYN_EDGES}")), "bins must be between 1 and 4096, got 0");
+    synthetic_refused(&call("'people', 'syn', ARRAY['age'], 1, method => 'gan'"), "method must be 'mst' or 'privbayes', got 'gan'");
+    synthetic_refused(&call("'people', 'syn', ARRAY['age'], 1, bin_edges => '{\"income\": [0, 1]}'"), "bin_edges names \"income\", which is not among columns");
+    synthetic_refused(&call("'people', 'syn', ARRAY['income'], 1, bin_edges => '{\"income\": [5, 1]}'"), "strictly increasing, got 5 then 1");
+    synthetic_refused(&call("'people', 'syn', ARRAY['age'], 1, bin_edges => '{\"age\": [0, 1.5, 3]}'"), "must hold integers for an integer column");
+    synthetic_refused(&call("'people', 'syn', ARRAY['age'], 1, bin_edges => '{\"age\": [0, 3000000000]}'"), "do not fit its type integer");
+    synthetic_refused(&call("'people', 'syn', ARRAY['region'], 1, bin_edges => '{\"region\": [0, 1]}'"), "which is text, not a number");
+    synthetic_refused(&call("'people', 'syn', ARRAY['age', 'age'], 1"), "columns must not repeat a column");
+    synthetic_refused(&call("'people', 'syn', ARRAY['nope'], 1"), "column \"nope\" of people does not exist");
+    synthetic_refused(&call("'people', 'syn', ARRAY[]::text[], 1"), "columns must name between 1 and 64 columns");
+    synthetic_refused(&call("'people', NULL, ARRAY['age'], 1"), "target must not be NULL");
+    Spi::run("CREATE VIEW people_view AS SELECT * FROM people").unwrap();
+    synthetic_refused(&call("'people_view', 'syn', ARRAY['age'], 1"), "is a view, not a table");
+    // a privacy unit: many rows per person, and the model protects one row
+    Spi::run("CREATE TABLE visits AS SELECT g % 10 AS person, (g % 7)::int AS ward FROM generate_series(1, 100) g").unwrap();
+    Spi::run("SELECT dp.protect_table('visits', 'person')").unwrap();
+    Spi::run("SELECT dp.set_bounds('visits', 'ward', 0, 6)").unwrap();
+    synthetic_refused(&call("'visits', 'syn', ARRAY['ward'], 1"), "declares the privacy unit");
+    // a target that exists already
+    Spi::run("CREATE TABLE syn_report (x int)").unwrap();
+    let before_report = synthetic_receipts();
+    refused(&call("'people', 'syn', ARRAY['age'], 1"), "relation syn_report already exists");
+    assert_eq!(synthetic_receipts(), before_report);
+    Spi::run("DROP TABLE syn_report").unwrap();
+    assert_eq!(one_i64("SELECT pg_stat_get_xact_numscans('people'::regclass)"), before, "a refused release read the table");
+}
+
+#[pg_test]
+fn synthetic_values_outside_the_encoding_are_released_as_null_or_clamped_and_never_fail() {
+    Spi::run(
+        "CREATE TABLE odd (region text, x float8, n numeric, k int8, flag bool);
+         INSERT INTO odd VALUES ('north', 'NaN', 'NaN', 9223372036854775807, NULL), ('mars', 'Infinity', 1e300, -9223372036854775808, true),
+                                (NULL, '-Infinity', NULL, NULL, false), ('south', 1e308, -1e300, 0, true);
+         INSERT INTO odd SELECT 'south', 5, 5, 5, true FROM generate_series(1, 300)",
+    )
+    .unwrap();
+    Spi::run("SELECT dp.set_domain('odd', 'region', ARRAY['north', 'south'])").unwrap();
+    Spi::run("SELECT dp.set_bounds('odd', 'k', -10, 10)").unwrap();
+    Spi::run("SELECT dp.set_bounds('odd', 'n', 0, 10)").unwrap();
+    let r: serde_json::Value = serde_json::from_str(&one_text(
+        r#"SELECT dp.release_synthetic('odd', 'syn', ARRAY['region', 'x', 'n', 'k', 'flag'], 1e4, bins => 4, bin_edges => '{"x": [0, 5, 10]}')::text"#,
+    ))
+    .unwrap();
+    let m = r["rows_released"].as_i64().unwrap();
+    assert!((m - 304).abs() <= 3, "{m}");
+    assert_eq!(one_i64("SELECT count(*) FROM syn WHERE region NOT IN ('north', 'south') OR x NOT BETWEEN 0 AND 10 OR n NOT BETWEEN 0 AND 10 OR k NOT BETWEEN -10 AND 10"), 0);
+    // the common row is kept: region south, x and n in the bin of 5, k in the bin of 5
+    assert!(one_i64("SELECT count(*) FROM syn WHERE region = 'south' AND x BETWEEN 5 AND 10 AND flag") > 250);
+}
+
+#[pg_test]
+fn a_synthetic_copy_of_an_empty_table_is_empty_and_a_report() {
+    Spi::run("CREATE TABLE nobody (age int, flag bool)").unwrap();
+    Spi::run("SELECT dp.set_bounds('nobody', 'age', 0, 100)").unwrap();
+    let r: serde_json::Value = serde_json::from_str(&one_text("SELECT dp.release_synthetic('nobody', 'syn', ARRAY['age', 'flag'], 1e4)::text")).unwrap();
+    assert_eq!(r["rows_released"], 0);
+    assert_eq!(one_i64("SELECT count(*) FROM syn"), 0);
+    assert!(one_i64("SELECT count(*) FROM syn_report") >= 4);
+}
+
+#[pg_test]
+fn a_synthetic_release_without_budget_is_refused_before_the_read_whatever_the_data() {
+    synthetic_source();
+    Spi::run("CREATE TABLE people_empty (LIKE people)").unwrap();
+    Spi::run("SELECT dp.set_domain('people_empty', 'region', ARRAY['north', 'south', 'east', 'west'])").unwrap();
+    Spi::run("CREATE ROLE dp_poor_syn").unwrap();
+    Spi::run("GRANT SELECT ON people, people_empty TO dp_poor_syn").unwrap();
+    Spi::run("GRANT USAGE, CREATE ON SCHEMA public TO dp_poor_syn").unwrap();
+    Spi::run("SET dp.require_budget = on").unwrap();
+    let mut messages = Vec::new();
+    for t in ["people", "people_empty"] {
+        let before = one_i64(&format!("SELECT pg_stat_get_xact_numscans('{t}'::regclass)"));
+        Spi::run("SET ROLE dp_poor_syn").unwrap();
+        messages.push(refused(&format!("SELECT dp.release_synthetic('{t}', 'leak', ARRAY['region'], 1)"), "has no privacy budget"));
+        Spi::run("RESET ROLE").unwrap();
+        assert_eq!(one_i64(&format!("SELECT pg_stat_get_xact_numscans('{t}'::regclass)")), before, "{t} read before the charge");
+    }
+    assert_eq!(messages[0], messages[1]);
+    assert_eq!(one_i64("SELECT count(*) FROM pg_class WHERE relname IN ('leak', 'leak_report')"), 0);
+}
+
+#[pg_test]
+fn a_dp_only_role_releases_a_synthetic_copy_of_a_protected_table_and_owns_it() {
+    synthetic_source();
+    Spi::run("SELECT dp.protect_table('people')").unwrap();
+    Spi::run("CREATE ROLE dp_syn_analyst").unwrap();
+    Spi::run("GRANT USAGE, CREATE ON SCHEMA public TO dp_syn_analyst").unwrap();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    Spi::run("SET ROLE dp_syn_analyst").unwrap();
+    refused("SELECT count(*) FROM people", "it is protected by pg_dp");
+    Spi::run("SELECT dp.release_synthetic('people', 'syn', ARRAY['region', 'age'], 1)").unwrap();
+    assert!(one_i64("SELECT count(*) FROM syn") > 1000);
+    Spi::run("RESET ROLE").unwrap();
+    assert_eq!(one_text("SELECT tableowner::text FROM pg_tables WHERE tablename = 'syn'"), "dp_syn_analyst");
+}
