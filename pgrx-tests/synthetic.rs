@@ -213,3 +213,91 @@ fn a_dp_only_role_releases_a_synthetic_copy_of_a_protected_table_and_owns_it() {
     Spi::run("RESET ROLE").unwrap();
     assert_eq!(one_text("SELECT tableowner::text FROM pg_tables WHERE tablename = 'syn'"), "dp_syn_analyst");
 }
+
+const SYN_CRITERIA: &str = r#"'[{"criterion": "max_marginal_error", "k": 2, "threshold": 0.05, "epsilon": 10},
+                               {"criterion": "one_way_relative_error", "threshold": 1, "epsilon": 10},
+                               {"criterion": "conditional_means", "group": "region", "value": "score", "threshold": 0.1, "epsilon": 10},
+                               {"criterion": "regression_coefficients", "target": "score", "features": ["age"], "threshold": 0.5, "epsilon": 10},
+                               {"criterion": "train_synthetic_test_real", "target": "score", "features": ["age"], "threshold": 1, "epsilon": 10}]'"#;
+
+#[pg_test]
+fn synthetic_acceptance_criteria_pass_at_a_huge_epsilon_and_the_report_states_each_one() {
+    synthetic_source();
+    let r: serde_json::Value = serde_json::from_str(&one_text(&format!(
+        "SELECT dp.release_synthetic('people', 'syn', {SYN_COLUMNS}, 1e4, bins => 8, bin_edges => {SYN_EDGES}, criteria => {SYN_CRITERIA})::text"
+    )))
+    .unwrap();
+    assert_eq!(r["accepted"], true, "{r}");
+    // the plan: model + hoisted (3 criteria released once) + 2 × per candidate (2 criteria) + ε₀ = ε
+    let s = &r["selection"];
+    assert_eq!(s["tries"], 53, "γ = 0.1 and ε₀ = 0.01 give T = 53");
+    assert_eq!(s["refit"], false);
+    let model = s["epsilon_model"].as_f64().unwrap();
+    assert!(model <= 1e4 - 30.0 - 40.0 - 0.01 && model > 1e4 - 30.0 - 40.0 - 0.011, "{s}");
+    assert_eq!(r["criteria"]["epsilon_hoisted"], 30.0);
+    assert_eq!(r["criteria"]["epsilon_per_candidate"], 20.0);
+    // one row per criterion in the report, each passed, with its DP value, threshold, ε and noise
+    let rows = column("SELECT item || ':' || (detail->>'passed') || ':' || (detail->>'epsilon') FROM syn_report WHERE kind = 'criterion' ORDER BY item");
+    assert_eq!(
+        rows,
+        [
+            "conditional_means:true:10.0",
+            "max_marginal_error:true:10.0",
+            "one_way_relative_error:true:10.0",
+            "regression_coefficients:true:10.0",
+            "train_synthetic_test_real:true:10.0"
+        ]
+        .map(|s| Some(s.to_string()))
+        .to_vec()
+    );
+    assert_eq!(one_i64("SELECT count(*) FROM syn"), r["rows_released"].as_i64().unwrap());
+    // one receipt, at the total ε
+    assert_eq!(one_text("SELECT epsilon::text FROM dp.ledger WHERE mechanism = 'synthetic' AND query_text LIKE '%acceptance_criteria_pass_at_a_huge%'"), "10000");
+}
+
+#[pg_test]
+fn a_synthetic_release_whose_criteria_no_candidate_passes_says_so_writes_nothing_and_is_charged() {
+    synthetic_source();
+    // a threshold of 0 on the max marginal error needs every 2-way cell exact: never at ε = 10
+    let r: serde_json::Value = serde_json::from_str(&one_text(&format!(
+        r#"SELECT dp.release_synthetic('people', 'syn', {SYN_COLUMNS}, 10, bin_edges => {SYN_EDGES},
+                   criteria => '[{{"criterion": "max_marginal_error", "k": 2, "threshold": 0, "epsilon": 1}}]')::text"#
+    )))
+    .unwrap();
+    assert_eq!(r["accepted"], false, "{r}");
+    assert_eq!(r["rows_released"], 0);
+    assert!(r["structure"].is_null() && r["evaluation"].is_null(), "nothing about the tries: {r}");
+    assert_eq!(one_i64("SELECT count(*) FROM syn"), 0);
+    assert_eq!(one_i64("SELECT count(*) FROM syn_report WHERE kind = 'no candidate passed'"), 1);
+    assert_eq!(one_i64("SELECT count(*) FROM syn_report WHERE kind IN ('criterion', 'model')"), 0);
+    assert_eq!(one_i64("SELECT count(*) FROM dp.ledger WHERE mechanism = 'synthetic' AND query_text LIKE '%criteria_no_candidate_passes%'"), 1);
+    // nothing in the receipt or the report counts tries beyond the public cap
+    let report = one_text("SELECT string_agg(detail::text, ' ') FROM syn_report");
+    assert!(!report.contains("tried") && !report.contains("attempt"), "{report}");
+}
+
+#[pg_test]
+fn synthetic_criteria_are_checked_from_the_call_before_anything_is_charged() {
+    synthetic_source();
+    let call = |criteria: &str, extra: &str| {
+        format!("SELECT dp.release_synthetic('people', 'syn', {SYN_COLUMNS}, 5, bin_edges => {SYN_EDGES}, criteria => '{criteria}'{extra})")
+    };
+    let mm = r#"[{"criterion": "max_marginal_error", "k": 2, "threshold": 0.1, "epsilon": 1}]"#;
+    synthetic_refused(&call(r#"[{"criterion": "max_marginal_error", "k": 2, "threshold": 0.1, "epsilon": 3}]"#, ""), "epsilon must be more than 6.01");
+    // refitting pays the model twice: (5 - 0.5)/2 - 1 leaves 1.25, (2 - 0.5)/2 - 1 nothing
+    synthetic_refused(
+        &format!("SELECT dp.release_synthetic('people', 'syn', {SYN_COLUMNS}, 2, bin_edges => {SYN_EDGES}, criteria => '{mm}', refit => true, epsilon0 => 0.5)"),
+        "epsilon must be more than 2.5",
+    );
+    synthetic_refused(&call(mm, ", gamma => 0"), "gamma must be");
+    synthetic_refused(&call(mm, ", epsilon0 => 2"), "epsilon0 must be");
+    synthetic_refused(&call(r#"[{"criterion": "max_marginal_error", "k": 4, "threshold": 0.1, "epsilon": 1}]"#, ""), "k must be 1, 2 or 3, got 4");
+    synthetic_refused(&call(r#"[{"criterion": "conditional_means", "group": "region", "value": "region", "threshold": 0.1, "epsilon": 1}]"#, ""), "is not a numeric column");
+    synthetic_refused(&call(r#"[{"criterion": "conditional_means", "group": "nope", "value": "age", "threshold": 0.1, "epsilon": 1}]"#, ""), "group names \"nope\", which is not among columns");
+    synthetic_refused(&call(r#"[{"criterion": "fidelity", "threshold": 0.1, "epsilon": 1}]"#, ""), "criterion must be one of");
+    synthetic_refused(&call(r#"[{"criterion": "max_marginal_error", "k": 2, "threshold": -1, "epsilon": 1}]"#, ""), "threshold must be");
+    synthetic_refused(&call("[]", ""), "criteria must hold at least one criterion");
+    synthetic_refused(&call(r#"{"criterion": "max_marginal_error"}"#, ""), "criteria must be a JSON array");
+    // refitting in the loop is for pure ε tries only
+    synthetic_refused(&format!("SELECT dp.release_synthetic('people', 'syn', {SYN_COLUMNS}, 5, 1e-6, bin_edges => {SYN_EDGES}, criteria => '{mm}', refit => true)"), "refit must be false when delta > 0");
+}

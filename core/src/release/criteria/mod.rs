@@ -469,8 +469,8 @@ impl CriteriaSpec {
                     let sens = parts.iter().zip(&units).map(|((s, _), u)| *s as f64 * u).collect();
                     let scale = parts.iter().zip(&units).map(|((s, e), u)| laplace_scale_f64(*s, mechanism_epsilon(*e)) * u).collect();
                     let (name, rule) = match &c.kind {
-                        Kind::OneWay => (NAME_ONE_WAY, "noisy 1-way counts of every column (rows, L1 over all columns), released once; passes when max |N_S − Ñ_D|/(max(Ñ_D, 0) + 1) is at most threshold"),
-                        Kind::Means { .. } => (NAME_MEANS, "noisy sums of the scaled clamped values (units of the half-span) and noisy counts per group, released once; passes when max over groups |mean_S − mean_D̃| / span is at most threshold"),
+                        Kind::OneWay => (NAME_ONE_WAY, "noisy 1-way counts of every column (rows, L1 over all columns), released once; passes when max |N_S − max(Ñ_D, 0)|/(max(Ñ_D, 0) + 1) is at most threshold"),
+                        Kind::Means { .. } => (NAME_MEANS, "noisy sums of the scaled clamped values (units of the half-span) and noisy counts per group, released once; passes when max over the groups whose noisy count is at least 5 count-noise scales of |mean_S − mean_D̃| / span is at most threshold"),
                         _ => (NAME_REGRESSION, "noisy ZᵀZ (upper triangle) and Zᵀy of the scaled clamped values with an intercept, released once; passes when max |β̃_D − β_S| (scaled units) is at most threshold"),
                     };
                     (name, sens, scale, rule.into())
@@ -479,6 +479,13 @@ impl CriteriaSpec {
             rows.push(CriterionReceipt { name, threshold: c.threshold, epsilon: c.epsilon, mechanism: DISCRETE_LAPLACE, hoisted, sensitivity: sens, noise_scale: scale, rule });
         }
         CriteriaReceipt { neighbours: "add or remove one row", criteria: rows, epsilon_hoisted: eh, epsilon_per_candidate: el, count_bytes: self.count_bytes() }
+    }
+
+    /// The smallest noisy group count a conditional-means criterion compares: 5 noise scales of the
+    /// counts' discrete Laplace noise (an empty group reaches it with probability below e^-5/2).
+    fn means_count_floor(&self, epsilon: f64) -> f64 {
+        let (_, ec) = means_split(epsilon);
+        (5.0 * laplace_scale_f64(1, mechanism_epsilon(ec))).max(1.0)
     }
 
     /// Σ ε of the hoisted criteria (spent once).
@@ -664,8 +671,9 @@ impl CriteriaSpec {
                             counts[row[j] as usize] += 1;
                         }
                         for (v, &ns) in counts.iter().enumerate() {
-                            let nd = noisy[off + v];
-                            let err = (ns as f64 - nd as f64).abs() / (nd.max(0) as f64 + 1.0);
+                            // a noisy count below 0 is an empty cell: clipped on both sides
+                            let nd = noisy[off + v].max(0) as f64;
+                            let err = (ns as f64 - nd).abs() / (nd + 1.0);
                             worst = worst.max(err);
                         }
                         off += cj;
@@ -683,8 +691,14 @@ impl CriteriaSpec {
                         scnt[code] += 1;
                     }
                     let one = ONE as f64;
+                    // groups whose noisy count is within the noise of empty are not compared: their
+                    // noisy mean is noise (a public rule on a DP output)
+                    let floor = self.means_count_floor(c.epsilon);
                     let mut worst = 0.0f64;
                     for k in 0..g {
+                        if (counts[k] as f64) < floor {
+                            continue;
+                        }
                         let ud = (sums[k] as f64 / one / (counts[k].max(1) as f64)).clamp(-1.0, 1.0);
                         let us = if scnt[k] > 0 { ssum[k] as f64 / one / scnt[k] as f64 } else { 0.0 };
                         worst = worst.max((ud - us).abs() / 2.0);
