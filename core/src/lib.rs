@@ -13,7 +13,8 @@
 //!   Raskhodnikova & Smith 2007) and the exponential mechanism, automatic bounds, DP partition
 //!   selection, and the 95% intervals of every release;
 //! - [`release`]: whole-table releases: DPRP, differentially private random projection (Gondara &
-//!   Wang 2020).
+//!   Wang 2020), and private synthetic microdata (a tree of 2-way marginals, acceptance criteria
+//!   computed with DP, private selection among candidates).
 //!
 //! At the root, below them all: [`total_arith`] (the arithmetic admitted below a DP aggregate,
 //! defined for every value), [`params`] (validation of ε, δ and bounds, with errors that name the

@@ -1440,3 +1440,15 @@ UPDATE pg_catalog.pg_proc SET provolatile = 'v'
                'dp_percentile(int8, float8, int8, int8, float8, float8)'::regprocedure,
                'dp_percentile_em(int8, float8, int8, int8)'::regprocedure,
                'dp_percentile_em(int8, float8, int8, int8, float8)'::regprocedure);
+
+-- Private synthetic microdata (sql/synthetic.sql)
+CREATE FUNCTION dp.release_synthetic(source regclass, target text, columns text[], epsilon float8, delta float8 DEFAULT 0,
+                                     bins int DEFAULT 16, bin_edges jsonb DEFAULT NULL, method text DEFAULT 'mst',
+                                     criteria jsonb DEFAULT NULL, gamma float8 DEFAULT 0.1, epsilon0 float8 DEFAULT 0.01,
+                                     refit boolean DEFAULT false)
+    RETURNS jsonb LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'release_synthetic_wrapper';
+COMMENT ON FUNCTION dp.release_synthetic(regclass, text, text[], float8, float8, int, jsonb, text, jsonb, float8, float8, boolean) IS
+    'pg_dp: creates table target (owned by the caller) with a differentially private synthetic copy of columns of source (a table or partitioned table, one row per person) and target_report with the public report; (epsilon, delta)-DP in total for adding or removing one row (delta = 0: pure epsilon). Each column needs public values: a domain (dp.set_domain; NULL and values outside it are released as NULL), bin edges in bin_edges ({"column": [edges]}), or declared bounds (dp.set_bounds) cut into bins equal bins; booleans are their two values. method mst (a tree of 2-way marginals chosen privately) or privbayes. criteria (a JSON array) are acceptance criteria computed with DP; candidates are drawn until one passes them all by private selection (stopping probability gamma, epsilon0 for the cap on tries; refit fits a new model per try), and epsilon is split between the model, the criteria and the loop. Charged to the caller''s budget before the source is read; returns the receipt';
+
+-- A DP release charged to the caller, like the aggregates: executable by everyone with a budget.
+GRANT EXECUTE ON FUNCTION dp.release_synthetic(regclass, text, text[], float8, float8, int, jsonb, text, jsonb, float8, float8, boolean) TO PUBLIC;
