@@ -22,14 +22,12 @@ use crate::settings::noise::with_rng;
 use pg_dp_core::accounting::charge::{charged_decimal, ReleaseRecord};
 use pg_dp_core::release::dprp::{Interrupted, ReleaseFailure};
 use pg_dp_core::release::synthetic::columns::{ColumnCode, Decoded};
-use pg_dp_core::noise::rng::DpRng;
-use pg_dp_core::params::fmt_f64;
-use pg_dp_core::release::criteria::selection::{plan_epsilon, LoopSpec};
+use pg_dp_core::release::criteria::selection::LoopSpec;
 use pg_dp_core::release::criteria::{
-    Candidate, CriteriaParams, CriteriaSpec, CriterionParams, Evaluation, NumericColumn, RealStatistics, NAME_MAX_MARGINAL, NAME_MEANS, NAME_ONE_WAY,
-    NAME_REGRESSION, NAME_TSTR,
+    CriteriaParams, CriteriaSpec, CriterionParams, Evaluation, NumericColumn, NAME_MAX_MARGINAL, NAME_MEANS, NAME_ONE_WAY, NAME_REGRESSION, NAME_TSTR,
 };
-use pg_dp_core::release::synthetic::{Method, Model, PairCounts, SyntheticParams, SyntheticSpec, NEIGHBOURS};
+use pg_dp_core::release::synthesis::{select, Acceptance, Sample};
+use pg_dp_core::release::synthetic::{Method, SyntheticParams, SyntheticSpec, NEIGHBOURS};
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 use pgrx::spi::quote_identifier;
@@ -295,39 +293,6 @@ fn charge(source: &str, receipt: &serde_json::Value, epsilon: f64, delta: f64) {
     unsafe { crate::budget::charge::charge(vec![release], 0, crate::pg::fmgr::cstr_or(pg_sys::debug_query_string, "")) }
 }
 
-/// A candidate synthetic table: its codes and each cell decoded (a value uniform in its bin),
-/// row-major; what is written if it is released.
-struct Sample {
-    codes: Vec<u32>,
-    cells: Vec<Decoded>,
-}
-
-impl Sample {
-    /// Samples `m` rows from the model and decodes them.
-    fn draw(model: &Model, columns: &[Column], m: usize, rng: &mut DpRng, check: &mut dyn FnMut() -> Result<(), Interrupted>) -> Result<Sample, ReleaseFailure> {
-        let codes = model.sample(rng, m, check)?;
-        let d = columns.len();
-        let cells = codes.iter().enumerate().map(|(i, &c)| columns[i % d].code.decode(rng, c)).collect();
-        Ok(Sample { codes, cells })
-    }
-
-    /// The values of the numeric columns, row-major, as the criteria read them (NaN for NULL).
-    fn numeric_values(&self, numeric: &[usize], d: usize) -> Vec<f64> {
-        let m = self.codes.len() / d.max(1);
-        let mut out = Vec::with_capacity(m * numeric.len());
-        for r in 0..m {
-            for &j in numeric {
-                out.push(match self.cells[r * d + j] {
-                    Decoded::Real(x) => x,
-                    Decoded::Integer(x) => x as f64,
-                    _ => f64::NAN,
-                });
-            }
-        }
-        out
-    }
-}
-
 /// Appends decoded rows to the target: one INSERT per batch, each column an array of text cast to
 /// the column's type.
 fn insert_rows(target_sql: &str, columns: &[Column], cells: &[Decoded]) {
@@ -420,38 +385,6 @@ fn parse_criteria(columns: &[Column], criteria: &serde_json::Value) -> CriteriaP
     CriteriaParams { cardinalities: columns.iter().map(|c| c.code.cardinality() as u32).collect(), numeric, criteria: out }
 }
 
-/// The criteria and the selection loop around the model, with the model's share of ε.
-struct Acceptance {
-    spec: CriteriaSpec,
-    selection: LoopSpec,
-    refit: bool,
-    numeric: Vec<usize>,
-}
-
-/// The model's ε: what remains of the total once the criteria and the loop are paid for, nudged down
-/// until the plan's total is at most the total charged.
-fn model_epsilon(total: f64, a: &Acceptance) -> f64 {
-    let (h, l, e0) = (a.spec.hoisted_epsilon(), a.spec.loop_epsilon(), a.selection.epsilon0);
-    let mut m = if a.refit { (total - h - e0) / 2.0 - l } else { total - h - 2.0 * l - e0 };
-    if !(m >= pg_dp_core::params::EPSILON_MIN) {
-        let need = plan_epsilon(0.0, h, l, e0, !a.refit);
-        invalid(format!(
-            "epsilon must be more than {} to leave the model a share: the criteria and the selection loop cost {need} ({})",
-            fmt_f64(need),
-            if a.refit { "hoisted criteria + 2 × (model + criteria per candidate) + epsilon0" } else { "model + hoisted criteria + 2 × criteria per candidate + epsilon0" }
-        ));
-    }
-    while plan_epsilon(m, h, l, e0, !a.refit) > total {
-        m = m.next_down();
-    }
-    m
-}
-
-/// Bytes one candidate row holds while the loop runs: its codes and decoded cells.
-fn candidate_row_bytes(d: usize) -> usize {
-    d * (std::mem::size_of::<u32>() + std::mem::size_of::<Decoded>() + std::mem::size_of::<f64>())
-}
-
 /// The release: a new table `target` (owned by the caller) and `<target>_report`; returns the receipt.
 #[pg_extern(sql = false, volatile)]
 #[allow(clippy::too_many_arguments)]
@@ -495,19 +428,18 @@ fn release_synthetic(
     let d = cols.len();
     let acceptance = criteria.map(|c| {
         let params = parse_criteria(&cols, &c.0);
-        let numeric = params.numeric.iter().map(|n| n.column).collect();
         let spec = CriteriaSpec::new(params).or_raise(F);
         let selection = LoopSpec::new(gamma, epsilon0).or_raise(F);
         if refit && delta > 0.0 {
             invalid("refit must be false when delta > 0: the selection loop's guarantee is stated for pure epsilon tries; fit once and select among samples".into());
         }
-        Acceptance { spec, selection, refit, numeric }
+        Acceptance { criteria: spec, selection, refit }
     });
-    let model_eps = acceptance.as_ref().map_or(epsilon, |a| model_epsilon(epsilon, a));
+    let model_eps = acceptance.as_ref().map_or(Ok(epsilon), |a| a.model_epsilon(epsilon)).or_raise(F);
     let params = SyntheticParams::new(cols.iter().map(|c| c.code.cardinality()).collect(), model_eps, delta, method);
     let spec = SyntheticSpec::new(&params).or_raise(F);
     let limit = unsafe { pg_sys::maintenance_work_mem } as usize * 1024;
-    let fixed = spec.count_bytes().saturating_add(acceptance.as_ref().map_or(0, |a| usize::try_from(a.spec.count_bytes()).unwrap_or(usize::MAX)));
+    let fixed = spec.count_bytes().saturating_add(acceptance.as_ref().map_or(0, |a| usize::try_from(a.criteria.count_bytes()).unwrap_or(usize::MAX)));
     if fixed > limit {
         raise_with(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
@@ -539,7 +471,7 @@ fn release_synthetic(
         "columns": encodings,
     });
     if let Some(a) = &acceptance {
-        receipt["criteria"] = serde_json::to_value(a.spec.receipt()).unwrap_or_default();
+        receipt["criteria"] = serde_json::to_value(a.criteria.receipt()).unwrap_or_default();
         receipt["selection"] = serde_json::json!({
             "rule": "first candidate that passes every criterion, Liu-Talwar private selection with a known threshold",
             "gamma": a.selection.gamma,
@@ -562,10 +494,13 @@ fn release_synthetic(
     Spi::run(&format!("CREATE TABLE {target_sql} ({})", defs.join(", "))).unwrap();
     Spi::run(&format!("CREATE TABLE {report_sql} (item text NOT NULL, kind text NOT NULL, detail jsonb NOT NULL)")).unwrap();
     let mut check = pending_interrupt;
+    let codes_of: Vec<ColumnCode> = cols.iter().map(|c| c.code.clone()).collect();
     let outcome = with_rng(|rng| {
         charge(&src.name, &receipt, epsilon, delta);
         let mut counts = spec.counter();
-        let mut real = acceptance.as_ref().map(|a| a.spec.start());
+        let mut real = acceptance.as_ref().map(|a| a.criteria.start());
+        let numeric = acceptance.as_ref().map(|a| a.numeric_columns()).unwrap_or_default();
+        let mut numbers = Vec::with_capacity(numeric.len());
         let mut codes = vec![0u32; d];
         let mut values = Vec::with_capacity(d);
         unsafe {
@@ -577,9 +512,10 @@ fn release_synthetic(
                     values.push(x);
                 }
                 counts.push(&codes);
-                if let (Some(real), Some(a)) = (real.as_mut(), acceptance.as_ref()) {
-                    let numeric: Vec<f64> = a.numeric.iter().map(|&j| values[j]).collect();
-                    real.push(&codes, &numeric);
+                if let Some(real) = real.as_mut() {
+                    numbers.clear();
+                    numbers.extend(numeric.iter().map(|&j| values[j]));
+                    real.push(&codes, &numbers);
                 }
                 Ok(())
             })
@@ -593,13 +529,20 @@ fn release_synthetic(
                 let mut done = 0;
                 while done < m {
                     let n = BATCH_ROWS.min(m - done);
-                    let sample = Sample::draw(&model, &cols, n, rng, &mut check).unwrap_or_else(|e| failed_after_charge(e));
+                    let sample = Sample::draw(&model, &codes_of, n, rng, &mut check).unwrap_or_else(|e| failed_after_charge(e));
                     insert_rows(&target_sql, &cols, &sample.cells);
                     done += n;
                 }
                 Outcome { structure: Some(model.structure()), rows: m, evaluation: None }
             }
-            (Some(a), Some(real)) => select(a, &spec, &counts, &real, &cols, limit - fixed, rng, &mut check, &target_sql),
+            (Some(a), Some(real)) => match select(rng, a, &spec, &counts, &real, &codes_of, limit - fixed, &mut check) {
+                Ok(Some(chosen)) => {
+                    insert_rows(&target_sql, &cols, &chosen.sample.cells);
+                    Outcome { structure: Some(chosen.structure), rows: chosen.sample.rows(d), evaluation: Some(chosen.evaluation) }
+                }
+                Ok(None) => Outcome { structure: None, rows: 0, evaluation: None },
+                Err(e) => failed_after_charge(e),
+            },
             (Some(_), None) => unreachable!("criteria statistics are started with the criteria"),
         }
     });
@@ -648,58 +591,9 @@ fn release_synthetic(
 }
 
 /// What a release produced: the model's structure, the rows written and the accepted candidate's
-/// criteria (None when no candidate passed).
+/// criteria (no structure when no candidate passed).
 struct Outcome {
     structure: Option<Vec<(usize, usize)>>,
     rows: usize,
     evaluation: Option<Evaluation>,
-}
-
-/// The selection loop: all T tries run (the number that would have been needed is never an
-/// output, nor the time); the first passing try before the stopping point is written. A try whose
-/// rows would not fit in the memory left fails (a function of that try's own output).
-#[allow(clippy::too_many_arguments)]
-fn select(
-    a: &Acceptance, spec: &SyntheticSpec, counts: &PairCounts, real: &RealStatistics, cols: &[Column], memory: usize, rng: &mut DpRng,
-    check: &mut dyn FnMut() -> Result<(), Interrupted>, target_sql: &str,
-) -> Outcome {
-    let d = cols.len();
-    let hoisted = a.spec.release_hoisted(rng, real);
-    let stop = a.selection.draw_stop(rng);
-    let once = if a.refit { None } else { Some(spec.fit(rng, counts, check).unwrap_or_else(|e| failed_after_charge(e))) };
-    let mut chosen: Option<(Sample, Evaluation, Vec<(usize, usize)>)> = None;
-    for j in 0..a.selection.tries() {
-        check().unwrap_or_else(|_| failed_after_charge(ReleaseFailure::Interrupted));
-        let fitted;
-        let model = match &once {
-            Some(m) => m,
-            None => {
-                fitted = spec.fit(rng, counts, check).unwrap_or_else(|e| failed_after_charge(e));
-                &fitted
-            }
-        };
-        let m = model.noisy_rows() as usize;
-        // the chosen candidate is kept while the others run: room for two
-        let fits = m.checked_mul(candidate_row_bytes(d)).and_then(|b| b.checked_mul(2)).is_some_and(|b| b <= memory);
-        let (sample, evaluation) = if fits {
-            let sample = Sample::draw(model, cols, m, rng, check).unwrap_or_else(|e| failed_after_charge(e));
-            let values = sample.numeric_values(&a.numeric, d);
-            let candidate = Candidate::new(&a.spec, &sample.codes, &values).or_raise(F);
-            let ev = a.spec.evaluate(rng, real, &hoisted, &candidate);
-            (Some(sample), Some(ev))
-        } else {
-            (None, None)
-        };
-        let passed = evaluation.as_ref().is_some_and(|e| e.passed);
-        if passed && j < stop && chosen.is_none() {
-            chosen = Some((sample.unwrap(), evaluation.unwrap(), model.structure()));
-        }
-    }
-    match chosen {
-        Some((sample, evaluation, structure)) => {
-            insert_rows(target_sql, cols, &sample.cells);
-            Outcome { structure: Some(structure), rows: sample.codes.len() / d.max(1), evaluation: Some(evaluation) }
-        }
-        None => Outcome { structure: None, rows: 0, evaluation: None },
-    }
 }

@@ -390,6 +390,11 @@ impl CriteriaSpec {
         self.cardinalities.len()
     }
 
+    /// The column index of each numeric column, in declaration order (the order of a row's values).
+    pub fn numeric_column_indices(&self) -> Vec<usize> {
+        self.numeric.iter().map(|n| n.column).collect()
+    }
+
     pub fn numeric_columns(&self) -> usize {
         self.numeric.len()
     }

@@ -1,0 +1,154 @@
+//! The synthetic release from counts to rows: the model alone, or the model inside the acceptance
+//! criteria and the private selection loop. The SQL layer reads the table into [`PairCounts`] and
+//! [`RealStatistics`] and writes what this returns; everything between is here, tested in
+//! core/tests/synthesis.rs (the whole pipeline's privacy on neighbouring tables included).
+//!
+//! The loop (docs/privacy/synthetic-criteria.md): the hoisted criteria are released once; the
+//! stopping point is drawn before the first try; all T tries run whatever happens (the number a
+//! sequential loop would have needed is never an output, nor the time); the first passing try before
+//! the stopping point is the release, or "no candidate passed". A try whose rows would not fit in the
+//! memory left fails: a function of that try's own output, so part of the try's mechanism.
+use crate::error::{DpError, DpResult};
+use crate::params::{fmt_f64, EPSILON_MIN};
+use crate::release::criteria::selection::{plan_epsilon, LoopSpec};
+use crate::release::criteria::{Candidate, CriteriaSpec, Evaluation, HoistedStatistics, RealStatistics};
+use crate::release::dprp::{Interrupted, ReleaseFailure};
+use crate::release::synthetic::columns::{ColumnCode, Decoded};
+use crate::release::synthetic::{Model, PairCounts, SyntheticSpec};
+use rand::Rng;
+
+/// The acceptance criteria and the selection loop around the model.
+#[derive(Debug, Clone)]
+pub struct Acceptance {
+    pub criteria: CriteriaSpec,
+    pub selection: LoopSpec,
+    /// A new model for every try (pure ε only) instead of one model sampled T times.
+    pub refit: bool,
+}
+
+impl Acceptance {
+    /// The model's ε: what remains of `total` once the criteria and the loop are paid for, nudged
+    /// down until the plan's total is at most `total`. Refused (naming epsilon) when nothing remains.
+    pub fn model_epsilon(&self, total: f64) -> DpResult<f64> {
+        let (h, l, e0) = (self.criteria.hoisted_epsilon(), self.criteria.loop_epsilon(), self.selection.epsilon0);
+        let fit_once = !self.refit;
+        let mut m = if fit_once { total - h - 2.0 * l - e0 } else { (total - h - e0) / 2.0 - l };
+        if !(m >= EPSILON_MIN) {
+            let need = plan_epsilon(0.0, h, l, e0, fit_once);
+            let rule = if fit_once {
+                "the model + hoisted criteria + 2 × criteria per candidate + epsilon0"
+            } else {
+                "hoisted criteria + 2 × (the model + criteria per candidate) + epsilon0"
+            };
+            return Err(DpError::invalid(
+                "epsilon",
+                format!("more than {} to leave the model a share: the criteria and the selection loop cost {rule}", fmt_f64(need)),
+                fmt_f64(total),
+            ));
+        }
+        while plan_epsilon(m, h, l, e0, fit_once) > total {
+            m = m.next_down();
+        }
+        Ok(m)
+    }
+
+    /// Indices of the numeric columns, in the criteria's order.
+    pub fn numeric_columns(&self) -> Vec<usize> {
+        self.criteria.numeric_column_indices()
+    }
+}
+
+/// Rows drawn from a model: their codes and each cell decoded (a value uniform in its bin),
+/// row-major. What is written if it is released.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub codes: Vec<u32>,
+    pub cells: Vec<Decoded>,
+}
+
+impl Sample {
+    /// Draws `m` rows from the model and decodes them with the columns' encodings.
+    pub fn draw<R: Rng + ?Sized>(
+        model: &Model, columns: &[ColumnCode], m: usize, rng: &mut R, check: &mut dyn FnMut() -> Result<(), Interrupted>,
+    ) -> Result<Sample, ReleaseFailure> {
+        let codes = model.sample(rng, m, check)?;
+        let d = columns.len();
+        let cells = codes.iter().enumerate().map(|(i, &c)| columns[i % d].decode(rng, c)).collect();
+        Ok(Sample { codes, cells })
+    }
+
+    /// Number of rows.
+    pub fn rows(&self, d: usize) -> usize {
+        self.codes.len() / d.max(1)
+    }
+
+    /// The values of the given columns, row-major, as the criteria read them (NaN for NULL).
+    pub fn numeric_values(&self, numeric: &[usize], d: usize) -> Vec<f64> {
+        let m = self.rows(d);
+        let mut out = Vec::with_capacity(m * numeric.len());
+        for r in 0..m {
+            for &j in numeric {
+                out.push(match self.cells[r * d + j] {
+                    Decoded::Real(x) => x,
+                    Decoded::Integer(x) => x as f64,
+                    _ => f64::NAN,
+                });
+            }
+        }
+        out
+    }
+}
+
+/// Bytes one candidate row holds while the loop runs: its codes, decoded cells and criteria values.
+pub fn candidate_row_bytes(d: usize) -> usize {
+    d * (std::mem::size_of::<u32>() + std::mem::size_of::<Decoded>() + std::mem::size_of::<f64>())
+}
+
+/// What the selection released: the accepted candidate with its model's structure and its
+/// criteria, or None ("no candidate passed", itself the DP output).
+#[derive(Debug, Clone)]
+pub struct Selected {
+    pub sample: Sample,
+    pub structure: Vec<(usize, usize)>,
+    pub evaluation: Evaluation,
+}
+
+/// The selection loop (see the module's description). `memory` bounds the bytes of the kept and the
+/// current candidate together.
+#[allow(clippy::too_many_arguments)]
+pub fn select<R: Rng + ?Sized>(
+    rng: &mut R, acceptance: &Acceptance, spec: &SyntheticSpec, counts: &PairCounts, real: &RealStatistics, columns: &[ColumnCode],
+    memory: usize, check: &mut dyn FnMut() -> Result<(), Interrupted>,
+) -> Result<Option<Selected>, ReleaseFailure> {
+    let hoisted: HoistedStatistics = acceptance.criteria.release_hoisted(rng, real);
+    let stop = acceptance.selection.draw_stop(rng);
+    let once = if acceptance.refit { None } else { Some(spec.fit(rng, counts, check)?) };
+    let numeric = acceptance.numeric_columns();
+    let d = columns.len();
+    let mut chosen: Option<Selected> = None;
+    for j in 0..acceptance.selection.tries() {
+        check()?;
+        let fitted;
+        let model = match &once {
+            Some(m) => m,
+            None => {
+                fitted = spec.fit(rng, counts, check)?;
+                &fitted
+            }
+        };
+        let m = model.noisy_rows().min(usize::MAX as u64) as usize;
+        // the kept candidate stays while the others run: room for two
+        let fits = m.checked_mul(candidate_row_bytes(d)).and_then(|b| b.checked_mul(2)).is_some_and(|b| b <= memory);
+        if !fits {
+            continue;
+        }
+        let sample = Sample::draw(model, columns, m, rng, check)?;
+        let values = sample.numeric_values(&numeric, d);
+        let candidate = Candidate::new(&acceptance.criteria, &sample.codes, &values).expect("a sample of the spec's own columns");
+        let evaluation = acceptance.criteria.evaluate(rng, real, &hoisted, &candidate);
+        if evaluation.passed && j < stop && chosen.is_none() {
+            chosen = Some(Selected { sample, structure: model.structure(), evaluation });
+        }
+    }
+    Ok(chosen)
+}
