@@ -124,7 +124,7 @@ fn synthetic_releases_are_refused_from_public_information_before_anything_is_cha
     synthetic_refused(&call("'people', 'syn', ARRAY['income'], 1, bin_edges => '{\"income\": [5, 1]}'"), "strictly increasing, got 5 then 1");
     synthetic_refused(&call("'people', 'syn', ARRAY['age'], 1, bin_edges => '{\"age\": [0, 1.5, 3]}'"), "must hold integers for an integer column");
     synthetic_refused(&call("'people', 'syn', ARRAY['age'], 1, bin_edges => '{\"age\": [0, 3000000000]}'"), "do not fit its type integer");
-    synthetic_refused(&call("'people', 'syn', ARRAY['region'], 1, bin_edges => '{\"region\": [0, 1]}'"), "which is text, not a number");
+    synthetic_refused(&call("'people', 'syn', ARRAY['region'], 1, bin_edges => '{\"region\": [0, 1]}'"), "which is pg_catalog.text, not a number");
     synthetic_refused(&call("'people', 'syn', ARRAY['age', 'age'], 1"), "columns must not repeat a column");
     synthetic_refused(&call("'people', 'syn', ARRAY['nope'], 1"), "column \"nope\" of people does not exist");
     synthetic_refused(&call("'people', 'syn', ARRAY[]::text[], 1"), "columns must name between 1 and 64 columns");
@@ -300,4 +300,111 @@ fn synthetic_criteria_are_checked_from_the_call_before_anything_is_charged() {
     synthetic_refused(&call(r#"{"criterion": "max_marginal_error"}"#, ""), "criteria must be a JSON array");
     // refitting in the loop is for pure ε tries only
     synthetic_refused(&format!("SELECT dp.release_synthetic('people', 'syn', {SYN_COLUMNS}, 5, 1e-6, bin_edges => {SYN_EDGES}, criteria => '{mm}', refit => true)"), "refit must be false when delta > 0");
+}
+
+#[pg_test]
+fn synthetic_post_processing_draws_the_rows_asked_keeps_the_constraints_and_drops_rare_rows() {
+    synthetic_source();
+    // a requested number of rows, each satisfying the caller's public rule
+    let r: serde_json::Value = serde_json::from_str(&one_text(&format!(
+        "SELECT dp.release_synthetic('people', 'syn', {SYN_COLUMNS}, 1e4, bin_edges => {SYN_EDGES}, rows => 700,
+                                     constraints => 'age >= 30 AND region <> ''north'' AND (member OR income < 50000)')::text"
+    )))
+    .unwrap();
+    assert_eq!(r["rows_released"], 700);
+    assert_eq!(r["post_processing"]["rows"], 700);
+    assert_eq!(one_i64("SELECT count(*) FROM syn"), 700);
+    assert_eq!(one_i64("SELECT count(*) FROM syn WHERE NOT (age >= 30 AND region <> 'north' AND (member OR income < 50000))"), 0);
+    // every combination of the two categorical columns that is kept occurs at least min_count times
+    Spi::run("SELECT dp.release_synthetic('people', 'syn2', ARRAY['region', 'member'], 1, rows => 400, min_count => 60)").unwrap();
+    assert_eq!(one_i64("SELECT count(*) FROM (SELECT region, member FROM syn2 GROUP BY 1, 2 HAVING count(*) < 60) s"), 0);
+    assert!(one_i64("SELECT count(*) FROM syn2") > 0);
+    // a rule nothing satisfies releases nothing, without an error
+    Spi::run("SELECT dp.release_synthetic('people', 'syn3', ARRAY['region', 'age'], 1, rows => 50, constraints => 'age < 0')").unwrap();
+    assert_eq!(one_i64("SELECT count(*) FROM syn3"), 0);
+}
+
+#[pg_test]
+fn synthetic_post_processing_arguments_are_checked_before_the_charge() {
+    synthetic_source();
+    let call = |extra: &str| format!("SELECT dp.release_synthetic('people', 'syn', ARRAY['region', 'age'], 1{extra})");
+    synthetic_refused(&call(", rows => -1"), "rows must be between 0 and");
+    synthetic_refused(&call(", min_count => 0"), "min_count must be at least 1, got 0");
+    // PostgreSQL's own errors for the expression, raised while it is prepared
+    synthetic_refused(&call(", constraints => 'nope > 1'"), "column \"nope\" does not exist");
+    synthetic_refused(&call(", constraints => 'true; DROP TABLE people'"), "syntax error at or near \";\"");
+    synthetic_refused(&call(", constraints => 'region'"), "COALESCE types text and boolean cannot be matched");
+    synthetic_refused(&call(", constraints => 'id > 3'"), "column \"id\" does not exist");
+    Spi::run("SET maintenance_work_mem = '1MB'").unwrap();
+    synthetic_refused(&call(", rows => 100000001"), "rows must be between 0 and 100000000");
+    // rows held at once: all of them for min_count's projection (and twice for criteria)
+    synthetic_refused(&call(", rows => 10000000, min_count => 2"), "10000000 rows of these columns do not fit in maintenance_work_mem");
+    assert_eq!(one_i64("SELECT count(*) FROM people"), 2000);
+}
+
+// Found by attacking the synthetic release as an analyst: ways to make it fail after the charge, run
+// the analyst's code inside it, exhaust memory, or lose declared values.
+
+#[pg_test]
+fn attack_synthetic_bins_wider_than_a_numeric_typmod_are_refused_and_the_top_bin_writes() {
+    Spi::run("CREATE TABLE money AS SELECT CASE WHEN g % 2 = 0 THEN 9.99 ELSE (g % 10) / 10.0 END::numeric(3,2) AS n32,
+                     (g % 7)::float4 AS r4 FROM generate_series(1, 2000) g").unwrap();
+    // declared bounds wider than numeric(3,2): refused before the charge, whatever the data
+    Spi::run("SELECT dp.set_bounds('money', 'n32', 0, 10)").unwrap();
+    synthetic_refused("SELECT dp.release_synthetic('money', 'syn', ARRAY['n32'], 1, bins => 4096)", "do not fit its type numeric(3,2)");
+    // bounds that fit: half the rows in the top bin, every value written as it is
+    Spi::run("SELECT dp.set_bounds('money', 'n32', 0, 9.99)").unwrap();
+    Spi::run("SELECT dp.release_synthetic('money', 'syn', ARRAY['n32'], 1e4, bins => 4096)").unwrap();
+    assert!(one_i64("SELECT count(*) FROM syn WHERE n32 >= 9.98") > 900);
+    // two adjacent doubles around 9.995: written rounded to the scale, never rounded up past it
+    Spi::run(r#"SELECT dp.release_synthetic('money', 'syn2', ARRAY['n32'], 1, bin_edges => '{"n32": [9.994999999999997, 9.995]}')"#).unwrap();
+    assert_eq!(one_i64("SELECT count(*) FROM syn2 WHERE n32 <> 9.99"), 0);
+    // float4 bins below its smallest number: tiny values are written as 0, not refused by float4in
+    Spi::run("DROP TABLE syn, syn_report").unwrap();
+    synthetic_refused(r#"SELECT dp.release_synthetic('money', 'syn', ARRAY['r4'], 1e4, bin_edges => '{"r4": [0, 1e-45, 1e-46, 10]}')"#, "strictly increasing");
+    Spi::run(r#"SELECT dp.release_synthetic('money', 'syn4', ARRAY['r4'], 1e4, bin_edges => '{"r4": [0, 1e-45, 10]}')"#).unwrap();
+    assert!(one_i64("SELECT count(*) FROM syn4") > 1900);
+}
+
+#[pg_test]
+fn attack_synthetic_types_named_like_built_in_ones_on_the_search_path_are_not_used() {
+    synthetic_source();
+    Spi::run(
+        "CREATE FUNCTION public.spy(v pg_catalog.text) RETURNS boolean LANGUAGE plpgsql AS
+           $$ BEGIN RAISE EXCEPTION 'the caller''s code ran inside the release'; END $$;
+         CREATE DOMAIN public.text AS pg_catalog.text CHECK (public.spy(VALUE));
+         CREATE DOMAIN public.float8 AS pg_catalog.float8 CHECK (public.spy(VALUE::pg_catalog.text))",
+    )
+    .unwrap();
+    Spi::run("SET search_path = public, pg_catalog").unwrap();
+    Spi::run(&format!("SELECT dp.release_synthetic('people', 'syn', {SYN_COLUMNS}, 1, bin_edges => {SYN_EDGES})")).unwrap();
+    let types = column("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'syn'::regclass AND attnum > 0 ORDER BY attnum");
+    assert_eq!(types[0].as_deref(), Some("pg_catalog.text"), "{types:?}");
+    assert_eq!(types[2].as_deref(), Some("double precision"), "{types:?}");
+}
+
+#[pg_test]
+fn attack_synthetic_domains_of_booleans_and_padded_characters_match_the_stored_values() {
+    Spi::run("CREATE TABLE flags AS SELECT ('c' || (g % 3))::char(4) AS ch, g % 2 = 0 AS flag FROM generate_series(1, 1000) g").unwrap();
+    Spi::run("SELECT dp.set_domain('flags', 'ch', ARRAY['c0', 'c1', 'c2'])").unwrap();
+    Spi::run("SELECT dp.set_domain('flags', 'flag', ARRAY['true', 'false'])").unwrap();
+    Spi::run("SELECT dp.release_synthetic('flags', 'syn', ARRAY['ch', 'flag'], 1e4)").unwrap();
+    assert_eq!(one_i64("SELECT count(*) FROM syn WHERE ch IS NULL OR flag IS NULL"), 0);
+    for v in ["c0", "c1", "c2"] {
+        let n = one_i64(&format!("SELECT count(*) FROM syn WHERE ch = '{v}'"));
+        assert!((300..370).contains(&n), "{v}: {n}");
+    }
+}
+
+#[pg_test]
+fn attack_synthetic_count_tables_are_bounded_whatever_maintenance_work_mem_says() {
+    Spi::run("CREATE TABLE wide AS SELECT g AS a, g AS b, g AS c FROM generate_series(1, 100) g").unwrap();
+    for c in ["a", "b", "c"] {
+        Spi::run(&format!("SELECT dp.set_bounds('wide', '{c}', 0, 4096)")).unwrap();
+    }
+    Spi::run("SET maintenance_work_mem = '2147483647kB'").unwrap();
+    synthetic_refused(
+        "SELECT dp.release_synthetic('wide', 'syn', ARRAY['a', 'b', 'c'], 1, bins => 4096)",
+        "more than the release's limit of 268435456 bytes",
+    );
 }

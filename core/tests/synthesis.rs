@@ -7,7 +7,7 @@
 use pg_dp_core::noise::rng::seeded_rng;
 use pg_dp_core::release::criteria::selection::LoopSpec;
 use pg_dp_core::release::criteria::{CriteriaParams, CriteriaSpec, CriterionParams};
-use pg_dp_core::release::synthesis::{select, Acceptance, Sample};
+use pg_dp_core::release::synthesis::{select, Acceptance, PostProcess, Sample};
 use pg_dp_core::release::synthetic::columns::ColumnCode;
 use pg_dp_core::release::synthetic::{Method, SyntheticParams, SyntheticSpec};
 
@@ -75,7 +75,7 @@ fn frequencies(with_added: bool, epsilon: f64, criteria: bool, seed: u64) -> [us
     for _ in 0..RUNS {
         let e = match (&acceptance, &real) {
             (Some(a), Some(real)) => {
-                let chosen = select(&mut rng, a, &spec, &counts, real, &cols, usize::MAX, &mut no_interrupt).unwrap();
+                let chosen = select(&mut rng, a, &spec, &counts, real, &cols, None, &mut PostProcess::none(), usize::MAX, &mut no_interrupt).unwrap();
                 events(chosen.as_ref().map(|c| &c.sample))
             }
             _ => {
@@ -166,5 +166,40 @@ fn the_model_gets_what_the_criteria_and_the_loop_leave() {
         let total = 0.81 + k as f64 * 0.0137;
         let m = a.model_epsilon(total).unwrap();
         assert!(pg_dp_core::release::criteria::selection::plan_epsilon(m, 0.2, 0.3, 0.01, true) <= total);
+    }
+}
+
+#[test]
+fn constraints_redraw_refused_rows_and_rare_rows_are_dropped() {
+    let cols = columns();
+    let cards: Vec<usize> = cols.iter().map(|c| c.cardinality()).collect();
+    let spec = SyntheticSpec::new(&SyntheticParams::new(cards, 1e4, 0.0, Method::Mst)).unwrap();
+    let mut counts = spec.counter();
+    for r in table(true) {
+        counts.push(&r);
+    }
+    let mut rng = seeded_rng(9);
+    let model = spec.fit(&mut rng, &counts, &mut no_interrupt).unwrap();
+    // a constraint that refuses every row with a = 1: 1000 rows, none of them with a = 1
+    let mut refuse_a1 = |s: &Sample| Ok(s.codes.chunks_exact(2).map(|r| r[0] != 1).collect());
+    let mut post = PostProcess { keep: Some(&mut refuse_a1), min_count: 1, max_rows: usize::MAX };
+    let s = Sample::draw_processed(&model, &cols, 1000, &mut post, &mut rng, &mut no_interrupt).unwrap();
+    assert_eq!(s.rows(2), 1000);
+    assert!(s.codes.chunks_exact(2).all(|r| r[0] != 1));
+    // a constraint nothing passes: at most the cap of draws, and no rows
+    let mut refuse_all = |s: &Sample| Ok(vec![false; s.rows(2)]);
+    let mut post = PostProcess { keep: Some(&mut refuse_all), min_count: 1, max_rows: usize::MAX };
+    let s = Sample::draw_processed(&model, &cols, 50, &mut post, &mut rng, &mut no_interrupt).unwrap();
+    assert_eq!(s.rows(2), 0);
+    // min_count: the single (1, 1) row of 25 is rare in a sample of 25 (about 1 in 25), so a minimum
+    // of 3 occurrences drops it in most samples, and never keeps a combination seen fewer than 3 times
+    let mut post = PostProcess { keep: None, min_count: 3, max_rows: usize::MAX };
+    for _ in 0..100 {
+        let s = Sample::draw_processed(&model, &cols, 25, &mut post, &mut rng, &mut no_interrupt).unwrap();
+        let mut seen = std::collections::HashMap::new();
+        for r in s.codes.chunks_exact(2) {
+            *seen.entry(r.to_vec()).or_insert(0) += 1;
+        }
+        assert!(seen.values().all(|&c| c >= 3), "{seen:?}");
     }
 }

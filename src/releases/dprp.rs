@@ -241,11 +241,11 @@ fn release_projection(
         if exists {
             raise_with(PgSqlErrorCode::ERRCODE_DUPLICATE_TABLE, format!("{F}: relation {target_sql} already exists"), Some("choose a new target name"));
         }
-        let defs: Vec<String> = cols.iter().flatten().flatten().map(|c| format!("{} float8", quote_identifier(c))).collect();
+        let defs: Vec<String> = cols.iter().flatten().flatten().map(|c| format!("{} double precision", quote_identifier(c))).collect();
         Spi::run(&format!("CREATE TABLE {target_sql} ({})", defs.join(", "))).unwrap();
     };
     let (rel, columns, out) = release(source, columns, options, create_target);
-    let relid: Oid = Spi::get_one_with_args("SELECT pg_catalog.to_regclass($1)::oid", &[target_sql.as_str().into()]).unwrap().unwrap();
+    let relid: Oid = Spi::get_one_with_args("SELECT pg_catalog.to_regclass($1)::pg_catalog.oid", &[target_sql.as_str().into()]).unwrap().unwrap();
     unsafe { insert_rows(relid, &out.rows, columns.len()) };
     let mut v = serde_json::to_value(&out.receipt).unwrap_or_default();
     if let Some(o) = v.as_object_mut() {

@@ -104,7 +104,7 @@ pub unsafe fn open_source(f: &str, release: &str, source: Oid, columns: &[String
     if relkind == 0 {
         raise_with(PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE, format!("{f}: source relation {} does not exist", source.to_u32()), None);
     }
-    let name: String = Spi::get_one_with_args("SELECT $1::regclass::text", &[source.into()]).unwrap().unwrap();
+    let name: String = Spi::get_one_with_args("SELECT $1::pg_catalog.regclass::pg_catalog.text", &[source.into()]).unwrap().unwrap();
     // a source named by its OID skips the name lookup and with it the schema's USAGE check
     let namespace = pg_sys::get_rel_namespace(source);
     if pg_sys::pg_namespace_aclcheck(namespace, pg_sys::GetUserId(), pg_sys::ACL_USAGE as pg_sys::AclMode) != pg_sys::AclResult::ACLCHECK_OK {

@@ -26,7 +26,7 @@ use pg_dp_core::release::criteria::selection::LoopSpec;
 use pg_dp_core::release::criteria::{
     CriteriaParams, CriteriaSpec, CriterionParams, Evaluation, NumericColumn, NAME_MAX_MARGINAL, NAME_MEANS, NAME_ONE_WAY, NAME_REGRESSION, NAME_TSTR,
 };
-use pg_dp_core::release::synthesis::{select, Acceptance, Sample};
+use pg_dp_core::release::synthesis::{candidate_row_bytes, select, Acceptance, PostProcess, Sample};
 use pg_dp_core::release::synthetic::{Method, SyntheticParams, SyntheticSpec, NEIGHBOURS};
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
@@ -41,6 +41,12 @@ const F: &str = "dp.release_synthetic";
 const MAX_COLUMNS: usize = 64;
 /// Rows sampled and written per batch.
 const BATCH_ROWS: usize = 10_000;
+/// Most rows one release may write: a requested count above it is refused, a noisy count above it
+/// is cut to it (post-processing; at a tiny epsilon the noisy count can be far above the table's).
+const MAX_ROWS: usize = 100_000_000;
+/// Most bytes of count tables, whatever maintenance_work_mem says (any role may raise that setting,
+/// and the model's estimation needs a few times the tables' size).
+const MAX_COUNT_BYTES: usize = 256 << 20;
 
 fn required<T>(v: Option<T>, arg: &str) -> T {
     v.unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, format!("{F}: {arg} must not be NULL"), None))
@@ -68,6 +74,22 @@ struct Column {
     code: ColumnCode,
     values: Vec<String>,
     reader: Reader,
+    /// How a number is written so that the target's type takes it as it is.
+    format: NumberFormat,
+}
+
+/// How a released number is written: each form is valid input of its type for every value between
+/// two edges that are (checked before the charge), so writing never fails.
+#[derive(Clone, Copy)]
+enum NumberFormat {
+    /// float4: the nearest float4, subnormals as 0 (PostgreSQL refuses some of them).
+    Float4,
+    /// float8: subnormals as 0.
+    Float8,
+    /// numeric(p, s) with s ≥ 0: rounded to s decimals here, so PostgreSQL does not round it again.
+    Scaled(usize),
+    /// Integers and unconstrained numeric: as they are.
+    Plain,
 }
 
 impl Column {
@@ -108,7 +130,15 @@ impl Column {
             Decoded::Null => None,
             Decoded::Category(k) => self.values.get(k as usize).cloned(),
             Decoded::Integer(x) => Some(x.to_string()),
-            Decoded::Real(x) => Some(format!("{x:?}")),
+            Decoded::Real(x) => Some(match self.format {
+                NumberFormat::Float4 => {
+                    let f = x as f32;
+                    format!("{:?}", if f.is_subnormal() { 0.0 } else { f })
+                }
+                NumberFormat::Float8 => format!("{:?}", if x.is_subnormal() { 0.0 } else { x }),
+                NumberFormat::Scaled(s) => format!("{x:.s$}"),
+                NumberFormat::Plain => format!("{x:?}"),
+            }),
         }
     }
 }
@@ -118,17 +148,21 @@ impl Column {
 unsafe fn target_type(typid: Oid, typmod: i32) -> (Oid, i32, String) {
     let mut m = typmod;
     let base = pg_sys::getBaseTypeAndTypmod(typid, &mut m);
-    (base, m, crate::pg::fmgr::cstr_or(pg_sys::format_type_with_typemod(base, m), "?"))
+    // qualified (pg_catalog.text, not text), so that a type of the caller's search path named like a
+    // built-in one cannot stand in for it in the SQL written below
+    let flags = (pg_sys::FORMAT_TYPE_TYPEMOD_GIVEN | pg_sys::FORMAT_TYPE_FORCE_QUALIFY) as pg_sys::bits16;
+    (base, m, crate::pg::fmgr::cstr_or(pg_sys::format_type_extended(base, m, flags), "?"))
 }
 
-/// The distinct values of a declared domain as the column type's text, in the declared order (a
-/// table domain in the type's order), read with the caller's privileges.
+/// The distinct values of a declared domain as the column type's output text (what a stored value's
+/// output function prints, so that they match: `t` for true, `c0  ` for char(4)), in the declared
+/// order (a table domain in the type's order), read with the caller's privileges.
 fn domain_values(domain: &Domain, sql_type: &str) -> Vec<String> {
     let sql = match domain {
         Domain::Values(values) => {
             let list: Vec<String> = values.iter().map(|v| quote_literal(v)).collect();
             format!(
-                "SELECT v::text FROM (SELECT v, pg_catalog.min(o) AS o FROM pg_catalog.unnest(ARRAY[{}]::{sql_type}[]) WITH ORDINALITY AS u(v, o) GROUP BY v) s ORDER BY o",
+                "SELECT pg_catalog.format('%s', v) FROM (SELECT v, pg_catalog.min(o) AS o FROM pg_catalog.unnest(ARRAY[{}]::{sql_type}[]) WITH ORDINALITY AS u(v, o) GROUP BY v) s ORDER BY o",
                 list.join(", ")
             )
         }
@@ -143,7 +177,11 @@ fn domain_values(domain: &Domain, sql_type: &str) -> Vec<String> {
                 );
             }
             let col = unsafe { crate::query::tree::attname(relid, att) };
-            format!("SELECT v::{sql_type}::text FROM (SELECT DISTINCT {} AS v FROM {name} WHERE {} IS NOT NULL) s ORDER BY v", quote_identifier(&col), quote_identifier(&col))
+            format!(
+                "SELECT pg_catalog.format('%s', v) FROM (SELECT DISTINCT {}::{sql_type} AS v FROM {name} WHERE {} IS NOT NULL) s ORDER BY v",
+                quote_identifier(&col),
+                quote_identifier(&col)
+            )
         }
     };
     Spi::connect(|c| {
@@ -167,30 +205,48 @@ fn call_edges(edges: &serde_json::Value, column: &str) -> Option<Vec<f64>> {
     )
 }
 
-/// Checks that every edge is a value of the target column's type (a sampled value between two valid
-/// edges is then valid too), before anything is charged: integers within the type's range, numeric
-/// values within the precision of a numeric(p, s) once rounded to its scale.
-fn check_edges_fit(column: &str, base: Oid, typmod: i32, sql_type: &str, edges: &[f64]) {
-    let range = match base {
-        pg_sys::INT2OID => Some((i16::MIN as f64, i16::MAX as f64)),
-        pg_sys::INT4OID => Some((i32::MIN as f64, i32::MAX as f64)),
-        pg_sys::INT8OID => Some((-9.223372036854775e18, 9.223372036854775e18)),
-        pg_sys::NUMERICOID if typmod >= 4 => {
-            let precision = ((typmod - 4) >> 16) & 0xffff;
-            let scale = (((typmod - 4) & 0x7ff) ^ 1024) - 1024;
-            let limit = 10f64.powi(precision - scale);
-            let step = 10f64.powi(-scale);
-            if let Some(x) = edges.iter().find(|&&x| ((x / step).round() * step).abs() >= limit) {
-                invalid(format!("the bins of column \"{column}\" do not fit its type {sql_type}: edge {x}"));
+/// How the numbers of a binned column are written, after checking that every edge fits the target
+/// column's type once written that way (a value between two edges that fit fits too, as rounding is
+/// monotone), before anything is charged.
+fn number_format(column: &str, base: Oid, typmod: i32, sql_type: &str, code: &ColumnCode) -> NumberFormat {
+    let misfit = |edge: String| -> ! { invalid(format!("the bins of column \"{column}\" do not fit its type {sql_type}: edge {edge}")) };
+    match code {
+        ColumnCode::Integer { edges } => {
+            let (lo, hi): (i128, i128) = match base {
+                pg_sys::INT2OID => (i16::MIN as i128, i16::MAX as i128),
+                pg_sys::INT4OID => (i32::MIN as i128, i32::MAX as i128),
+                _ => (i64::MIN as i128, i64::MAX as i128),
+            };
+            let (first, last) = (edges[0], *edges.last().unwrap() - 1);
+            for e in [first, last] {
+                if e < lo || e > hi {
+                    misfit(e.to_string());
+                }
             }
-            None
+            NumberFormat::Plain
         }
-        _ => None,
-    };
-    if let Some((lo, hi)) = range {
-        if let Some(x) = edges.iter().find(|&&x| x < lo || x > hi) {
-            invalid(format!("the bins of column \"{column}\" do not fit its type {sql_type}: edge {x}"));
-        }
+        ColumnCode::Real { edges } => match base {
+            pg_sys::FLOAT4OID => NumberFormat::Float4,
+            pg_sys::FLOAT8OID => NumberFormat::Float8,
+            pg_sys::NUMERICOID if typmod >= 4 => {
+                let precision = (((typmod - 4) >> 16) & 0xffff) as usize;
+                let scale = (((typmod - 4) & 0x7ff) ^ 1024) - 1024;
+                if scale < 0 {
+                    invalid(format!("column \"{column}\" is {sql_type}, a numeric with a negative scale, which cannot be binned"));
+                }
+                let scale = scale as usize;
+                for e in edges {
+                    let text = format!("{e:.scale$}");
+                    let whole = text.trim_start_matches('-').split('.').next().unwrap_or("").trim_start_matches('0');
+                    if whole.len() + scale > precision {
+                        misfit(text);
+                    }
+                }
+                NumberFormat::Scaled(scale)
+            }
+            _ => NumberFormat::Plain,
+        },
+        ColumnCode::Categorical { .. } => NumberFormat::Plain,
     }
 }
 
@@ -226,7 +282,6 @@ unsafe fn resolve_columns(source: Oid, src: &Source, columns: &[String], bins: u
                 ColumnCode::real_edges(e.clone())
             }
             .unwrap_or_else(|err| invalid(format!("column \"{name}\": {err}")));
-            check_edges_fit(name, base, typmod, &sql_type, &e);
             (code, vec![], if integer { Reader::Integer(conv) } else { Reader::Real(conv) })
         } else if let Some(domain) = protect::effective_domain(source, attnum) {
             let values = domain_values(&domain, &sql_type);
@@ -248,7 +303,8 @@ unsafe fn resolve_columns(source: Oid, src: &Source, columns: &[String], bins: u
                 Some("declare its values with dp.set_domain, or its bounds with dp.set_bounds (then bins equal bins), or pass its bin edges in bin_edges"),
             );
         };
-        out.push(Column { name: name.clone(), sql_type, code, values, reader });
+        let format = number_format(name, base, typmod, &sql_type, &code);
+        out.push(Column { name: name.clone(), sql_type, code, values, reader, format });
     }
     out
 }
@@ -271,8 +327,16 @@ fn pending_interrupt() -> Result<(), Interrupted> {
     }
 }
 
-/// Ends a release interrupted after the charge.
-fn failed_after_charge(_: ReleaseFailure) -> ! {
+/// Ends a release that failed after the charge: the pending interrupt, or the one fixed error of a
+/// released table too large for min_count's projection (a function of the model's noisy row count).
+fn failed_after_charge(e: ReleaseFailure) -> ! {
+    if e == ReleaseFailure::MemoryLimit || e == ReleaseFailure::OutOfMemory {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("{F}: the released table does not fit in maintenance_work_mem for min_count; the release was charged"),
+            Some("raise maintenance_work_mem for this session, or pass rows; the number of released rows is a noisy count, so the limit is only a function of what the release would have shown"),
+        );
+    }
     pg_sys::check_for_interrupts!();
     raise_with(PgSqlErrorCode::ERRCODE_QUERY_CANCELED, format!("{F}: the release was interrupted; it was charged"), None)
 }
@@ -293,13 +357,56 @@ fn charge(source: &str, receipt: &serde_json::Value, epsilon: f64, delta: f64) {
     unsafe { crate::budget::charge::charge(vec![release], 0, crate::pg::fmgr::cstr_or(pg_sys::debug_query_string, "")) }
 }
 
+/// The query that evaluates the caller's constraint on a batch of rows: one boolean per row, in order
+/// (NULL counts as refused). Checked now, before the charge, by preparing it: one expression over the
+/// target's columns, of type boolean.
+fn constraint_query(columns: &[Column], expr: &str) -> String {
+    let d = columns.len();
+    let casts: Vec<String> = columns.iter().enumerate().map(|(i, c)| format!("u.c{i}::{} AS {}", c.sql_type, quote_identifier(&c.name))).collect();
+    let params: Vec<String> = (1..=d).map(|i| format!("pg_catalog.unnest(${i}::pg_catalog.text[])")).collect();
+    let aliases: Vec<String> = (0..d).map(|i| format!("c{i}")).collect();
+    let sql = format!(
+        "SELECT COALESCE(({expr}), false) FROM (SELECT {}, u.pg_dp_row FROM ROWS FROM ({}) WITH ORDINALITY AS u({}, pg_dp_row)) AS t ORDER BY t.pg_dp_row",
+        casts.join(", "),
+        params.join(", "),
+        aliases.join(", ")
+    );
+    let types: Vec<pgrx::PgOid> = vec![pgrx::PgOid::from(pg_sys::TEXTARRAYOID); d];
+    // a bad expression raises PostgreSQL's own error here (a syntax error, an unknown column, a type
+    // that is not boolean), before anything is charged
+    Spi::connect(|c| c.prepare(&sql, &types).map(|_| ())).unwrap_or_else(|e| invalid(format!("constraints must be one boolean expression over the columns: {e}")));
+    sql
+}
+
+/// Which rows of a sample pass the constraint, evaluated batch by batch (the text of at most
+/// BATCH_ROWS rows at a time).
+fn constraint_mask(sql: &str, columns: &[Column], s: &Sample) -> Vec<bool> {
+    let d = columns.len().max(1);
+    let mut out = Vec::with_capacity(s.rows(d));
+    for batch in s.cells.chunks(BATCH_ROWS * d) {
+        let mut arrays: Vec<Vec<Option<String>>> = vec![Vec::with_capacity(batch.len() / d); d];
+        for row in batch.chunks_exact(d) {
+            for ((a, col), &cell) in arrays.iter_mut().zip(columns).zip(row) {
+                a.push(col.text(cell));
+            }
+        }
+        let args: Vec<pgrx::datum::DatumWithOid> = arrays.into_iter().map(|a| a.into()).collect();
+        Spi::connect(|c| {
+            let rows = c.select(sql, None, &args).unwrap_or_else(|e| raise_with(PgSqlErrorCode::ERRCODE_DATA_EXCEPTION, format!("{F}: the constraint failed on a synthetic row: {e}"), None));
+            out.extend(rows.map(|r| r.get::<bool>(1).ok().flatten().unwrap_or(false)));
+        });
+        pg_sys::check_for_interrupts!();
+    }
+    out
+}
+
 /// Appends decoded rows to the target: one INSERT per batch, each column an array of text cast to
 /// the column's type.
 fn insert_rows(target_sql: &str, columns: &[Column], cells: &[Decoded]) {
     let d = columns.len();
     let names: Vec<String> = columns.iter().map(|c| quote_identifier(&c.name)).collect();
     let casts: Vec<String> = columns.iter().enumerate().map(|(i, c)| format!("u.c{i}::{}", c.sql_type)).collect();
-    let params: Vec<String> = (1..=d).map(|i| format!("pg_catalog.unnest(${i}::text[])")).collect();
+    let params: Vec<String> = (1..=d).map(|i| format!("pg_catalog.unnest(${i}::pg_catalog.text[])")).collect();
     let aliases: Vec<String> = (0..d).map(|i| format!("c{i}")).collect();
     let sql = format!(
         "INSERT INTO {target_sql} ({}) SELECT {} FROM ROWS FROM ({}) AS u({})",
@@ -391,7 +498,7 @@ fn parse_criteria(columns: &[Column], criteria: &serde_json::Value) -> CriteriaP
 fn release_synthetic(
     source: Option<Oid>, target: Option<&str>, columns: Option<Vec<Option<String>>>, epsilon: Option<f64>, delta: Option<f64>,
     bins: Option<i32>, bin_edges: Option<JsonB>, method: Option<&str>, criteria: Option<JsonB>, gamma: Option<f64>,
-    epsilon0: Option<f64>, refit: Option<bool>,
+    epsilon0: Option<f64>, refit: Option<bool>, rows: Option<i64>, min_count: Option<i32>, constraints: Option<&str>,
 ) -> JsonB {
     let source = required(source, "source");
     let target = required(target, "target");
@@ -413,6 +520,11 @@ fn release_synthetic(
         other => invalid(format!("method must be 'mst' or 'privbayes', got '{other}'")),
     };
     let (gamma, epsilon0, refit) = (required(gamma, "gamma"), required(epsilon0, "epsilon0"), required(refit, "refit"));
+    let requested = rows.map(|r| {
+        usize::try_from(r).ok().filter(|&r| r <= MAX_ROWS).unwrap_or_else(|| invalid(format!("rows must be between 0 and {MAX_ROWS} or NULL (the noisy row count), got {r}")))
+    });
+    let min_count = required(min_count, "min_count");
+    let min_count = usize::try_from(min_count).ok().filter(|&k| k >= 1).unwrap_or_else(|| invalid(format!("min_count must be at least 1, got {min_count}")));
     if columns.is_empty() || columns.len() > MAX_COLUMNS {
         invalid(format!("columns must name between 1 and {MAX_COLUMNS} columns, got {}", columns.len()));
     }
@@ -438,14 +550,34 @@ fn release_synthetic(
     let model_eps = acceptance.as_ref().map_or(Ok(epsilon), |a| a.model_epsilon(epsilon)).or_raise(F);
     let params = SyntheticParams::new(cols.iter().map(|c| c.code.cardinality()).collect(), model_eps, delta, method);
     let spec = SyntheticSpec::new(&params).or_raise(F);
+    let constraint_sql = constraints.map(|expr| constraint_query(&cols, expr));
     let limit = unsafe { pg_sys::maintenance_work_mem } as usize * 1024;
     let fixed = spec.count_bytes().saturating_add(acceptance.as_ref().map_or(0, |a| usize::try_from(a.criteria.count_bytes()).unwrap_or(usize::MAX)));
+    if fixed > MAX_COUNT_BYTES {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("{F}: the count tables of these columns need {fixed} bytes, more than the release's limit of {MAX_COUNT_BYTES} bytes"),
+            Some("use fewer bins or columns, or a smaller k"),
+        );
+    }
     if fixed > limit {
         raise_with(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             format!("{F}: the count tables of these columns need {fixed} bytes, more than maintenance_work_mem ({limit} bytes)"),
             Some("raise maintenance_work_mem, or use fewer bins, columns or a smaller k"),
         );
+    }
+    // the rows that must be held at once: a requested count is public, so checked now; without one
+    // the noisy count is checked when known (a function of the model, a DP output)
+    let held = |m: usize| if acceptance.is_some() { m.saturating_mul(2) } else if min_count > 1 { m } else { m.min(BATCH_ROWS) };
+    if let Some(m) = requested {
+        if held(m).saturating_mul(candidate_row_bytes(d)) > limit - fixed {
+            raise_with(
+                PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                format!("{F}: {m} rows of these columns do not fit in maintenance_work_mem ({limit} bytes) next to the count tables"),
+                Some("raise maintenance_work_mem, or request fewer rows"),
+            );
+        }
     }
     let encodings: Vec<serde_json::Value> = cols
         .iter()
@@ -469,6 +601,11 @@ fn release_synthetic(
         "source": src.name,
         "target": target_sql,
         "columns": encodings,
+        "post_processing": {
+            "rows": requested,
+            "min_count": min_count,
+            "constraints": constraints,
+        },
     });
     if let Some(a) = &acceptance {
         receipt["criteria"] = serde_json::to_value(a.criteria.receipt()).unwrap_or_default();
@@ -492,7 +629,7 @@ fn release_synthetic(
     }
     let defs: Vec<String> = cols.iter().map(|c| format!("{} {}", quote_identifier(&c.name), c.sql_type)).collect();
     Spi::run(&format!("CREATE TABLE {target_sql} ({})", defs.join(", "))).unwrap();
-    Spi::run(&format!("CREATE TABLE {report_sql} (item text NOT NULL, kind text NOT NULL, detail jsonb NOT NULL)")).unwrap();
+    Spi::run(&format!("CREATE TABLE {report_sql} (item pg_catalog.text NOT NULL, kind pg_catalog.text NOT NULL, detail pg_catalog.jsonb NOT NULL)")).unwrap();
     let mut check = pending_interrupt;
     let codes_of: Vec<ColumnCode> = cols.iter().map(|c| c.code.clone()).collect();
     let outcome = with_rng(|rng| {
@@ -521,23 +658,38 @@ fn release_synthetic(
             })
         }
         .unwrap_or_else(|e| failed_after_charge(e));
+        let cols = &cols;
+        let mut keep = |s: &Sample| -> Result<Vec<bool>, ReleaseFailure> { Ok(constraint_mask(constraint_sql.as_deref().unwrap_or_default(), cols, s)) };
+        let mut post = PostProcess { keep: constraint_sql.is_some().then_some(&mut keep as &mut dyn FnMut(&Sample) -> Result<Vec<bool>, ReleaseFailure>), min_count, max_rows: MAX_ROWS };
         match (acceptance.as_ref(), real) {
             (None, _) => {
                 let model = spec.fit(rng, &counts, &mut check).unwrap_or_else(|e| failed_after_charge(e));
                 drop(counts);
-                let m = model.noisy_rows() as usize;
-                let mut done = 0;
-                while done < m {
-                    let n = BATCH_ROWS.min(m - done);
-                    let sample = Sample::draw(&model, &codes_of, n, rng, &mut check).unwrap_or_else(|e| failed_after_charge(e));
-                    insert_rows(&target_sql, &cols, &sample.cells);
-                    done += n;
+                let m = requested.unwrap_or(model.noisy_rows().min(MAX_ROWS as u64) as usize);
+                let mut written = 0;
+                if min_count > 1 {
+                    // the projection needs the whole sample: it must fit (a function of the model)
+                    if held(m).saturating_mul(candidate_row_bytes(d)) > limit - fixed {
+                        failed_after_charge(ReleaseFailure::MemoryLimit);
+                    }
+                    let sample = Sample::draw_processed(&model, &codes_of, m, &mut post, rng, &mut check).unwrap_or_else(|e| failed_after_charge(e));
+                    insert_rows(&target_sql, cols, &sample.cells);
+                    written = sample.rows(d);
+                } else {
+                    let mut done = 0;
+                    while done < m {
+                        let n = BATCH_ROWS.min(m - done);
+                        let sample = Sample::draw_processed(&model, &codes_of, n, &mut post, rng, &mut check).unwrap_or_else(|e| failed_after_charge(e));
+                        insert_rows(&target_sql, cols, &sample.cells);
+                        written += sample.rows(d);
+                        done += n;
+                    }
                 }
-                Outcome { structure: Some(model.structure()), rows: m, evaluation: None }
+                Outcome { structure: Some(model.structure()), rows: written, evaluation: None }
             }
-            (Some(a), Some(real)) => match select(rng, a, &spec, &counts, &real, &codes_of, limit - fixed, &mut check) {
+            (Some(a), Some(real)) => match select(rng, a, &spec, &counts, &real, &codes_of, requested, &mut post, limit - fixed, &mut check) {
                 Ok(Some(chosen)) => {
-                    insert_rows(&target_sql, &cols, &chosen.sample.cells);
+                    insert_rows(&target_sql, cols, &chosen.sample.cells);
                     Outcome { structure: Some(chosen.structure), rows: chosen.sample.rows(d), evaluation: Some(chosen.evaluation) }
                 }
                 Ok(None) => Outcome { structure: None, rows: 0, evaluation: None },

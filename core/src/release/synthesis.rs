@@ -73,8 +73,71 @@ impl Sample {
     ) -> Result<Sample, ReleaseFailure> {
         let codes = model.sample(rng, m, check)?;
         let d = columns.len();
-        let cells = codes.iter().enumerate().map(|(i, &c)| columns[i % d].decode(rng, c)).collect();
+        let mut cells = reserve(codes.len())?;
+        cells.extend(codes.iter().enumerate().map(|(i, &c)| columns[i % d].decode(rng, c)));
         Ok(Sample { codes, cells })
+    }
+
+    /// Draws `m` rows that pass the caller's public constraints (`keep` marks the rows of a batch that
+    /// pass), drawing again for the rows refused until `m` pass or [`MAX_DRAWS_PER_ROW`]·m + 1000 rows
+    /// were drawn, then drops every row whose codes occur fewer than `min_count` times. Post-processing
+    /// of the model: any rule that reads only the sample is free.
+    pub fn draw_processed<R: Rng + ?Sized>(
+        model: &Model, columns: &[ColumnCode], m: usize, post: &mut PostProcess, rng: &mut R,
+        check: &mut dyn FnMut() -> Result<(), Interrupted>,
+    ) -> Result<Sample, ReleaseFailure> {
+        let d = columns.len().max(1);
+        let mut out = Sample { codes: reserve(m.saturating_mul(d))?, cells: reserve(m.saturating_mul(d))? };
+        let cap = m.saturating_mul(MAX_DRAWS_PER_ROW).saturating_add(1000);
+        let mut drawn = 0usize;
+        while out.rows(d) < m && drawn < cap {
+            let want = (m - out.rows(d)).min(cap - drawn);
+            let batch = Sample::draw(model, columns, want, rng, check)?;
+            drawn += want;
+            match post.keep.as_mut() {
+                None => out.append(batch),
+                Some(keep) => {
+                    let mask = keep(&batch)?;
+                    for (r, ok) in mask.into_iter().enumerate() {
+                        if ok {
+                            out.codes.extend_from_slice(&batch.codes[r * d..(r + 1) * d]);
+                            out.cells.extend_from_slice(&batch.cells[r * d..(r + 1) * d]);
+                        }
+                    }
+                }
+            }
+        }
+        out.keep_common(d, post.min_count)?;
+        Ok(out)
+    }
+
+    fn append(&mut self, other: Sample) {
+        self.codes.extend(other.codes);
+        self.cells.extend(other.cells);
+    }
+
+    /// Drops every row whose codes occur fewer than `min_count` times in the sample.
+    pub fn keep_common(&mut self, d: usize, min_count: usize) -> Result<(), ReleaseFailure> {
+        if min_count <= 1 {
+            return Ok(());
+        }
+        let mut seen: std::collections::HashMap<&[u32], usize> = std::collections::HashMap::new();
+        seen.try_reserve(self.rows(d)).map_err(|_| ReleaseFailure::OutOfMemory)?;
+        for row in self.codes.chunks_exact(d) {
+            *seen.entry(row).or_default() += 1;
+        }
+        let mut keep = reserve(self.rows(d))?;
+        keep.extend(self.codes.chunks_exact(d).map(|row| seen[row] >= min_count));
+        let (mut codes, mut cells) = (reserve(self.codes.len())?, reserve(self.cells.len())?);
+        for (r, ok) in keep.into_iter().enumerate() {
+            if ok {
+                codes.extend_from_slice(&self.codes[r * d..(r + 1) * d]);
+                cells.extend_from_slice(&self.cells[r * d..(r + 1) * d]);
+            }
+        }
+        self.codes = codes;
+        self.cells = cells;
+        Ok(())
     }
 
     /// Number of rows.
@@ -83,9 +146,9 @@ impl Sample {
     }
 
     /// The values of the given columns, row-major, as the criteria read them (NaN for NULL).
-    pub fn numeric_values(&self, numeric: &[usize], d: usize) -> Vec<f64> {
+    pub fn numeric_values(&self, numeric: &[usize], d: usize) -> Result<Vec<f64>, ReleaseFailure> {
         let m = self.rows(d);
-        let mut out = Vec::with_capacity(m * numeric.len());
+        let mut out = reserve(m.saturating_mul(numeric.len()))?;
         for r in 0..m {
             for &j in numeric {
                 out.push(match self.cells[r * d + j] {
@@ -95,7 +158,34 @@ impl Sample {
                 });
             }
         }
-        out
+        Ok(out)
+    }
+}
+
+/// An empty vector with room for `n` items, or [`ReleaseFailure::OutOfMemory`] (a refused allocation
+/// must not abort the server, as a plain one would).
+fn reserve<T>(n: usize) -> Result<Vec<T>, ReleaseFailure> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| ReleaseFailure::OutOfMemory)?;
+    Ok(v)
+}
+
+/// Most rows drawn per requested row when constraints refuse rows (then fewer rows are released).
+pub const MAX_DRAWS_PER_ROW: usize = 20;
+
+/// Public post-processing of every sample: constraints on rows (`keep`: which rows of a batch pass,
+/// or an interrupt) and a minimum number of occurrences of a row's codes.
+pub struct PostProcess<'a> {
+    pub keep: Option<&'a mut dyn FnMut(&Sample) -> Result<Vec<bool>, ReleaseFailure>>,
+    pub min_count: usize,
+    /// Most rows of a sample whose size is the model's noisy row count (cut to it).
+    pub max_rows: usize,
+}
+
+impl PostProcess<'_> {
+    /// Nothing removed.
+    pub fn none() -> PostProcess<'static> {
+        PostProcess { keep: None, min_count: 1, max_rows: usize::MAX }
     }
 }
 
@@ -113,12 +203,13 @@ pub struct Selected {
     pub evaluation: Evaluation,
 }
 
-/// The selection loop (see the module's description). `memory` bounds the bytes of the kept and the
-/// current candidate together.
+/// The selection loop (see the module's description). Each candidate has `rows` rows (None: its
+/// model's noisy row count) after `post`. `memory` bounds the bytes of the kept and the current
+/// candidate together.
 #[allow(clippy::too_many_arguments)]
 pub fn select<R: Rng + ?Sized>(
     rng: &mut R, acceptance: &Acceptance, spec: &SyntheticSpec, counts: &PairCounts, real: &RealStatistics, columns: &[ColumnCode],
-    memory: usize, check: &mut dyn FnMut() -> Result<(), Interrupted>,
+    rows: Option<usize>, post: &mut PostProcess, memory: usize, check: &mut dyn FnMut() -> Result<(), Interrupted>,
 ) -> Result<Option<Selected>, ReleaseFailure> {
     let hoisted: HoistedStatistics = acceptance.criteria.release_hoisted(rng, real);
     let stop = acceptance.selection.draw_stop(rng);
@@ -136,14 +227,21 @@ pub fn select<R: Rng + ?Sized>(
                 &fitted
             }
         };
-        let m = model.noisy_rows().min(usize::MAX as u64) as usize;
+        let m = rows.unwrap_or_else(|| model.noisy_rows().min(post.max_rows as u64) as usize);
         // the kept candidate stays while the others run: room for two
         let fits = m.checked_mul(candidate_row_bytes(d)).and_then(|b| b.checked_mul(2)).is_some_and(|b| b <= memory);
         if !fits {
             continue;
         }
-        let sample = Sample::draw(model, columns, m, rng, check)?;
-        let values = sample.numeric_values(&numeric, d);
+        // a try the system has no memory for fails, as one over the limit does
+        let sample = match Sample::draw_processed(model, columns, m, post, rng, check) {
+            Err(ReleaseFailure::OutOfMemory) => continue,
+            other => other?,
+        };
+        let values = match sample.numeric_values(&numeric, d) {
+            Ok(v) => v,
+            Err(_) => continue,
+        };
         let candidate = Candidate::new(&acceptance.criteria, &sample.codes, &values).expect("a sample of the spec's own columns");
         let evaluation = acceptance.criteria.evaluate(rng, real, &hoisted, &candidate);
         if evaluation.passed && j < stop && chosen.is_none() {
