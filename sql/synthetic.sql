@@ -14,3 +14,13 @@ COMMENT ON FUNCTION dp.release_synthetic(regclass, text, text[], float8, float8,
 
 -- A DP release charged to the caller, like the aggregates: executable by everyone with a budget.
 GRANT EXECUTE ON FUNCTION dp.release_synthetic(regclass, text, text[], float8, float8, int, jsonb, text, jsonb, float8, float8, boolean, bigint, int, text) TO PUBLIC;
+
+CREATE FUNCTION dp.preview_synthetic(source regclass, columns text[], epsilon float8, delta float8 DEFAULT 0,
+                                     bins int DEFAULT 16, bin_edges jsonb DEFAULT NULL, method text DEFAULT 'mst',
+                                     criteria jsonb DEFAULT NULL, gamma float8 DEFAULT 0.1, epsilon0 float8 DEFAULT 0.01,
+                                     refit boolean DEFAULT false, rows bigint DEFAULT NULL, min_count int DEFAULT 1,
+                                     constraints text DEFAULT NULL, runs int DEFAULT 10)
+    RETURNS jsonb LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'preview_synthetic_wrapper';
+COMMENT ON FUNCTION dp.preview_synthetic(regclass, text[], float8, float8, int, jsonb, text, jsonb, float8, float8, boolean, bigint, int, text, int) IS
+    'pg_dp: runs the pipeline of dp.release_synthetic with the same arguments runs times (1 to 100) on a table the caller may read directly (not protected, or the caller owns it, is trusted or a superuser), uncharged and writing nothing; returns how often a candidate was accepted, the mean rows, the criteria''s mean values and the mean total-variation distance of the copies'' 1-way and 2-way tables from the table''s. For choosing settings on public look-alike data before paying for a release';
+GRANT EXECUTE ON FUNCTION dp.preview_synthetic(regclass, text[], float8, float8, int, jsonb, text, jsonb, float8, float8, boolean, bigint, int, text, int) TO PUBLIC;

@@ -23,11 +23,13 @@ use pg_dp_core::accounting::charge::{charged_decimal, ReleaseRecord};
 use pg_dp_core::release::dprp::{Interrupted, ReleaseFailure};
 use pg_dp_core::release::synthetic::columns::{ColumnCode, Decoded};
 use pg_dp_core::release::criteria::selection::LoopSpec;
+use pg_dp_core::noise::rng::DpRng;
 use pg_dp_core::release::criteria::{
-    CriteriaParams, CriteriaSpec, CriterionParams, Evaluation, NumericColumn, NAME_MAX_MARGINAL, NAME_MEANS, NAME_ONE_WAY, NAME_REGRESSION, NAME_TSTR,
+    CriteriaParams, CriteriaSpec, CriterionParams, Evaluation, NumericColumn, RealStatistics, NAME_MAX_MARGINAL, NAME_MEANS, NAME_ONE_WAY,
+    NAME_REGRESSION, NAME_TSTR,
 };
 use pg_dp_core::release::synthesis::{candidate_row_bytes, select, Acceptance, PostProcess, Sample};
-use pg_dp_core::release::synthetic::{Method, SyntheticParams, SyntheticSpec, NEIGHBOURS};
+use pg_dp_core::release::synthetic::{Method, PairCounts, SyntheticParams, SyntheticSpec, NEIGHBOURS};
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 use pgrx::spi::quote_identifier;
@@ -492,53 +494,90 @@ fn parse_criteria(columns: &[Column], criteria: &serde_json::Value) -> CriteriaP
     CriteriaParams { cardinalities: columns.iter().map(|c| c.code.cardinality() as u32).collect(), numeric, criteria: out }
 }
 
-/// The release: a new table `target` (owned by the caller) and `<target>_report`; returns the receipt.
-#[pg_extern(sql = false, volatile)]
-#[allow(clippy::too_many_arguments)]
-fn release_synthetic(
-    source: Option<Oid>, target: Option<&str>, columns: Option<Vec<Option<String>>>, epsilon: Option<f64>, delta: Option<f64>,
-    bins: Option<i32>, bin_edges: Option<JsonB>, method: Option<&str>, criteria: Option<JsonB>, gamma: Option<f64>,
-    epsilon0: Option<f64>, refit: Option<bool>, rows: Option<i64>, min_count: Option<i32>, constraints: Option<&str>,
-) -> JsonB {
-    let source = required(source, "source");
-    let target = required(target, "target");
-    let columns: Vec<String> = required(columns, "columns").into_iter().map(|c| required(c, "every column name")).collect();
-    let epsilon = required(epsilon, "epsilon");
-    let delta = required(delta, "delta");
-    let bins = required(bins, "bins");
+/// The arguments shared by the release and its preview, as SQL passes them.
+struct Args<'a> {
+    source: Option<Oid>,
+    columns: Option<Vec<Option<String>>>,
+    epsilon: Option<f64>,
+    delta: Option<f64>,
+    bins: Option<i32>,
+    bin_edges: Option<JsonB>,
+    method: Option<&'a str>,
+    criteria: Option<JsonB>,
+    gamma: Option<f64>,
+    epsilon0: Option<f64>,
+    refit: Option<bool>,
+    rows: Option<i64>,
+    min_count: Option<i32>,
+    constraints: Option<&'a str>,
+}
+
+/// Everything decided before the table is read: the source, the columns and their encodings, the
+/// model, the criteria and the loop, the post-processing, the memory plan and the receipt.
+struct Plan {
+    src: Source,
+    columns: Vec<String>,
+    cols: Vec<Column>,
+    codes_of: Vec<ColumnCode>,
+    spec: SyntheticSpec,
+    acceptance: Option<Acceptance>,
+    requested: Option<usize>,
+    min_count: usize,
+    constraint_sql: Option<String>,
+    limit: usize,
+    fixed: usize,
+    receipt: serde_json::Value,
+}
+
+impl Plan {
+    /// Rows held at once: all of a candidate twice with criteria, all of the sample for min_count's
+    /// projection, else one batch.
+    fn held(&self, m: usize) -> usize {
+        if self.acceptance.is_some() {
+            m.saturating_mul(2)
+        } else if self.min_count > 1 {
+            m
+        } else {
+            m.min(BATCH_ROWS)
+        }
+    }
+}
+
+/// Checks every argument and the catalog, and plans the release (nothing read, nothing charged).
+fn plan(a: Args) -> Plan {
+    let source = required(a.source, "source");
+    let columns: Vec<String> = required(a.columns, "columns").into_iter().map(|c| required(c, "every column name")).collect();
+    let epsilon = required(a.epsilon, "epsilon");
+    let delta = required(a.delta, "delta");
+    let bins = required(a.bins, "bins");
     let bins = usize::try_from(bins).ok().filter(|&b| (1..=4096).contains(&b)).unwrap_or_else(|| invalid(format!("bins must be between 1 and 4096, got {bins}")));
-    let edges = bin_edges.map(|j| j.0).unwrap_or(serde_json::Value::Object(Default::default()));
+    let edges = a.bin_edges.map(|j| j.0).unwrap_or(serde_json::Value::Object(Default::default()));
     if !edges.is_object() {
         invalid("bin_edges must be a JSON object mapping column names to arrays of edges".into());
     }
     if let Some(k) = edges.as_object().unwrap().keys().find(|k| !columns.contains(k)) {
         invalid(format!("bin_edges names \"{k}\", which is not among columns"));
     }
-    let method = match required(method, "method") {
+    let method = match required(a.method, "method") {
         "mst" => Method::Mst,
         "privbayes" => Method::PrivBayes,
         other => invalid(format!("method must be 'mst' or 'privbayes', got '{other}'")),
     };
-    let (gamma, epsilon0, refit) = (required(gamma, "gamma"), required(epsilon0, "epsilon0"), required(refit, "refit"));
-    let requested = rows.map(|r| {
+    let (gamma, epsilon0, refit) = (required(a.gamma, "gamma"), required(a.epsilon0, "epsilon0"), required(a.refit, "refit"));
+    let requested = a.rows.map(|r| {
         usize::try_from(r).ok().filter(|&r| r <= MAX_ROWS).unwrap_or_else(|| invalid(format!("rows must be between 0 and {MAX_ROWS} or NULL (the noisy row count), got {r}")))
     });
-    let min_count = required(min_count, "min_count");
+    let min_count = required(a.min_count, "min_count");
     let min_count = usize::try_from(min_count).ok().filter(|&k| k >= 1).unwrap_or_else(|| invalid(format!("min_count must be at least 1, got {min_count}")));
     if columns.is_empty() || columns.len() > MAX_COLUMNS {
         invalid(format!("columns must name between 1 and {MAX_COLUMNS} columns, got {}", columns.len()));
     }
-    if target.len() > 56 {
-        invalid(format!("target must be at most 56 bytes long (its report is named target_report), got {}", target.len()));
-    }
     pg_dp_core::params::check_epsilon("epsilon", epsilon).or_raise(F);
     pg_dp_core::params::check_delta("delta", delta, true).or_raise(F);
-    let target_sql = quote_identifier(target);
-    let report_sql = quote_identifier(&format!("{target}_report"));
     let src = unsafe { open_source(F, "a synthetic release", source, &columns, &mut |_, _, _| {}) };
-    let mut cols = unsafe { resolve_columns(source, &src, &columns, bins, &edges) };
+    let cols = unsafe { resolve_columns(source, &src, &columns, bins, &edges) };
     let d = cols.len();
-    let acceptance = criteria.map(|c| {
+    let acceptance = a.criteria.map(|c| {
         let params = parse_criteria(&cols, &c.0);
         let spec = CriteriaSpec::new(params).or_raise(F);
         let selection = LoopSpec::new(gamma, epsilon0).or_raise(F);
@@ -550,7 +589,7 @@ fn release_synthetic(
     let model_eps = acceptance.as_ref().map_or(Ok(epsilon), |a| a.model_epsilon(epsilon)).or_raise(F);
     let params = SyntheticParams::new(cols.iter().map(|c| c.code.cardinality()).collect(), model_eps, delta, method);
     let spec = SyntheticSpec::new(&params).or_raise(F);
-    let constraint_sql = constraints.map(|expr| constraint_query(&cols, expr));
+    let constraint_sql = a.constraints.map(|expr| constraint_query(&cols, expr));
     let limit = unsafe { pg_sys::maintenance_work_mem } as usize * 1024;
     let fixed = spec.count_bytes().saturating_add(acceptance.as_ref().map_or(0, |a| usize::try_from(a.criteria.count_bytes()).unwrap_or(usize::MAX)));
     if fixed > MAX_COUNT_BYTES {
@@ -566,18 +605,6 @@ fn release_synthetic(
             format!("{F}: the count tables of these columns need {fixed} bytes, more than maintenance_work_mem ({limit} bytes)"),
             Some("raise maintenance_work_mem, or use fewer bins, columns or a smaller k"),
         );
-    }
-    // the rows that must be held at once: a requested count is public, so checked now; without one
-    // the noisy count is checked when known (a function of the model, a DP output)
-    let held = |m: usize| if acceptance.is_some() { m.saturating_mul(2) } else if min_count > 1 { m } else { m.min(BATCH_ROWS) };
-    if let Some(m) = requested {
-        if held(m).saturating_mul(candidate_row_bytes(d)) > limit - fixed {
-            raise_with(
-                PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-                format!("{F}: {m} rows of these columns do not fit in maintenance_work_mem ({limit} bytes) next to the count tables"),
-                Some("raise maintenance_work_mem, or request fewer rows"),
-            );
-        }
     }
     let encodings: Vec<serde_json::Value> = cols
         .iter()
@@ -599,12 +626,11 @@ fn release_synthetic(
         "neighbours": NEIGHBOURS,
         "model": spec.describe(),
         "source": src.name,
-        "target": target_sql,
         "columns": encodings,
         "post_processing": {
             "rows": requested,
             "min_count": min_count,
-            "constraints": constraints,
+            "constraints": a.constraints,
         },
     });
     if let Some(a) = &acceptance {
@@ -619,6 +645,120 @@ fn release_synthetic(
             "accounting": if a.refit { "hoisted + 2 (model + per candidate) + epsilon0" } else { "model + hoisted + 2 per candidate + epsilon0" },
         });
     }
+    let codes_of = cols.iter().map(|c| c.code.clone()).collect();
+    let plan = Plan { src, columns, cols, codes_of, spec, acceptance, requested, min_count, constraint_sql, limit, fixed, receipt };
+    // the rows that must be held at once: a requested count is public, so checked now; without one
+    // the noisy count is checked when known (a function of the model, a DP output)
+    if let Some(m) = requested {
+        if plan.held(m).saturating_mul(candidate_row_bytes(d)) > limit - fixed {
+            raise_with(
+                PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                format!("{F}: {m} rows of these columns do not fit in maintenance_work_mem ({limit} bytes) next to the count tables"),
+                Some("raise maintenance_work_mem, or request fewer rows"),
+            );
+        }
+    }
+    plan
+}
+
+/// The one scan: every row into the model's count tables and the criteria's statistics.
+fn read(plan: &mut Plan) -> (PairCounts, Option<RealStatistics>) {
+    let d = plan.cols.len();
+    let mut counts = plan.spec.counter();
+    let mut real = plan.acceptance.as_ref().map(|a| a.criteria.start());
+    let numeric = plan.acceptance.as_ref().map(|a| a.numeric_columns()).unwrap_or_default();
+    let mut numbers = Vec::with_capacity(numeric.len());
+    let mut codes = vec![0u32; d];
+    let mut values = Vec::with_capacity(d);
+    let cols = &mut plan.cols;
+    unsafe {
+        scan_rows(&plan.src, &mut |datums, nulls| -> Result<(), ReleaseFailure> {
+            values.clear();
+            for (j, ((col, &v), &n)) in cols.iter_mut().zip(datums).zip(nulls).enumerate() {
+                let (code, x) = col.encode(v, n);
+                codes[j] = code;
+                values.push(x);
+            }
+            counts.push(&codes);
+            if let Some(real) = real.as_mut() {
+                numbers.clear();
+                numbers.extend(numeric.iter().map(|&j| values[j]));
+                real.push(&codes, &numbers);
+            }
+            Ok(())
+        })
+    }
+    .unwrap_or_else(|e| failed_after_charge(e));
+    (counts, real)
+}
+
+/// The model (inside the criteria and the loop, if any), its rows post-processed and handed to
+/// `sink` in batches.
+fn produce(plan: &Plan, rng: &mut DpRng, counts: &PairCounts, real: Option<&RealStatistics>, sink: &mut dyn FnMut(&[u32], &[Decoded])) -> Outcome {
+    let d = plan.cols.len();
+    let mut check = pending_interrupt;
+    let cols = &plan.cols;
+    let mut keep = |s: &Sample| -> Result<Vec<bool>, ReleaseFailure> { Ok(constraint_mask(plan.constraint_sql.as_deref().unwrap_or_default(), cols, s)) };
+    let mut post = PostProcess {
+        keep: plan.constraint_sql.is_some().then_some(&mut keep as &mut dyn FnMut(&Sample) -> Result<Vec<bool>, ReleaseFailure>),
+        min_count: plan.min_count,
+        max_rows: MAX_ROWS,
+    };
+    match (plan.acceptance.as_ref(), real) {
+        (None, _) => {
+            let model = plan.spec.fit(rng, counts, &mut check).unwrap_or_else(|e| failed_after_charge(e));
+            let m = plan.requested.unwrap_or(model.noisy_rows().min(MAX_ROWS as u64) as usize);
+            let mut written = 0;
+            if plan.min_count > 1 {
+                // the projection needs the whole sample: it must fit (a function of the model)
+                if plan.held(m).saturating_mul(candidate_row_bytes(d)) > plan.limit - plan.fixed {
+                    failed_after_charge(ReleaseFailure::MemoryLimit);
+                }
+                let sample = Sample::draw_processed(&model, &plan.codes_of, m, &mut post, rng, &mut check).unwrap_or_else(|e| failed_after_charge(e));
+                sink(&sample.codes, &sample.cells);
+                written = sample.rows(d);
+            } else {
+                let mut done = 0;
+                while done < m {
+                    let n = BATCH_ROWS.min(m - done);
+                    let sample = Sample::draw_processed(&model, &plan.codes_of, n, &mut post, rng, &mut check).unwrap_or_else(|e| failed_after_charge(e));
+                    sink(&sample.codes, &sample.cells);
+                    written += sample.rows(d);
+                    done += n;
+                }
+            }
+            Outcome { structure: Some(model.structure()), rows: written, evaluation: None }
+        }
+        (Some(a), Some(real)) => match select(rng, a, &plan.spec, counts, real, &plan.codes_of, plan.requested, &mut post, plan.limit - plan.fixed, &mut check) {
+            Ok(Some(chosen)) => {
+                sink(&chosen.sample.codes, &chosen.sample.cells);
+                Outcome { structure: Some(chosen.structure), rows: chosen.sample.rows(d), evaluation: Some(chosen.evaluation) }
+            }
+            Ok(None) => Outcome { structure: None, rows: 0, evaluation: None },
+            Err(e) => failed_after_charge(e),
+        },
+        (Some(_), None) => unreachable!("criteria statistics are started with the criteria"),
+    }
+}
+
+/// The release: a new table `target` (owned by the caller) and `<target>_report`; returns the receipt.
+#[pg_extern(sql = false, volatile)]
+#[allow(clippy::too_many_arguments)]
+fn release_synthetic(
+    source: Option<Oid>, target: Option<&str>, columns: Option<Vec<Option<String>>>, epsilon: Option<f64>, delta: Option<f64>,
+    bins: Option<i32>, bin_edges: Option<JsonB>, method: Option<&str>, criteria: Option<JsonB>, gamma: Option<f64>,
+    epsilon0: Option<f64>, refit: Option<bool>, rows: Option<i64>, min_count: Option<i32>, constraints: Option<&str>,
+) -> JsonB {
+    let target = required(target, "target");
+    if target.len() > 56 {
+        invalid(format!("target must be at most 56 bytes long (its report is named target_report), got {}", target.len()));
+    }
+    let target_sql = quote_identifier(target);
+    let report_sql = quote_identifier(&format!("{target}_report"));
+    let args = Args { source, columns, epsilon, delta, bins, bin_edges, method, criteria, gamma, epsilon0, refit, rows, min_count, constraints };
+    let mut plan = plan(args);
+    plan.receipt["target"] = target_sql.clone().into();
+    let (epsilon, delta) = (plan.receipt["epsilon"].as_f64().unwrap_or(0.0), plan.receipt["delta"].as_f64().unwrap_or(0.0));
     // the target and the report are created before the charge, so that creating them cannot fail
     // after paying (a refused charge rolls them back with the statement)
     for t in [&target_sql, &report_sql] {
@@ -627,78 +767,18 @@ fn release_synthetic(
             raise_with(PgSqlErrorCode::ERRCODE_DUPLICATE_TABLE, format!("{F}: relation {t} already exists"), Some("choose a new target name"));
         }
     }
-    let defs: Vec<String> = cols.iter().map(|c| format!("{} {}", quote_identifier(&c.name), c.sql_type)).collect();
+    let defs: Vec<String> = plan.cols.iter().map(|c| format!("{} {}", quote_identifier(&c.name), c.sql_type)).collect();
     Spi::run(&format!("CREATE TABLE {target_sql} ({})", defs.join(", "))).unwrap();
     Spi::run(&format!("CREATE TABLE {report_sql} (item pg_catalog.text NOT NULL, kind pg_catalog.text NOT NULL, detail pg_catalog.jsonb NOT NULL)")).unwrap();
-    let mut check = pending_interrupt;
-    let codes_of: Vec<ColumnCode> = cols.iter().map(|c| c.code.clone()).collect();
     let outcome = with_rng(|rng| {
-        charge(&src.name, &receipt, epsilon, delta);
-        let mut counts = spec.counter();
-        let mut real = acceptance.as_ref().map(|a| a.criteria.start());
-        let numeric = acceptance.as_ref().map(|a| a.numeric_columns()).unwrap_or_default();
-        let mut numbers = Vec::with_capacity(numeric.len());
-        let mut codes = vec![0u32; d];
-        let mut values = Vec::with_capacity(d);
-        unsafe {
-            scan_rows(&src, &mut |datums, nulls| -> Result<(), ReleaseFailure> {
-                values.clear();
-                for (j, ((col, &v), &n)) in cols.iter_mut().zip(datums).zip(nulls).enumerate() {
-                    let (code, x) = col.encode(v, n);
-                    codes[j] = code;
-                    values.push(x);
-                }
-                counts.push(&codes);
-                if let Some(real) = real.as_mut() {
-                    numbers.clear();
-                    numbers.extend(numeric.iter().map(|&j| values[j]));
-                    real.push(&codes, &numbers);
-                }
-                Ok(())
-            })
-        }
-        .unwrap_or_else(|e| failed_after_charge(e));
-        let cols = &cols;
-        let mut keep = |s: &Sample| -> Result<Vec<bool>, ReleaseFailure> { Ok(constraint_mask(constraint_sql.as_deref().unwrap_or_default(), cols, s)) };
-        let mut post = PostProcess { keep: constraint_sql.is_some().then_some(&mut keep as &mut dyn FnMut(&Sample) -> Result<Vec<bool>, ReleaseFailure>), min_count, max_rows: MAX_ROWS };
-        match (acceptance.as_ref(), real) {
-            (None, _) => {
-                let model = spec.fit(rng, &counts, &mut check).unwrap_or_else(|e| failed_after_charge(e));
-                drop(counts);
-                let m = requested.unwrap_or(model.noisy_rows().min(MAX_ROWS as u64) as usize);
-                let mut written = 0;
-                if min_count > 1 {
-                    // the projection needs the whole sample: it must fit (a function of the model)
-                    if held(m).saturating_mul(candidate_row_bytes(d)) > limit - fixed {
-                        failed_after_charge(ReleaseFailure::MemoryLimit);
-                    }
-                    let sample = Sample::draw_processed(&model, &codes_of, m, &mut post, rng, &mut check).unwrap_or_else(|e| failed_after_charge(e));
-                    insert_rows(&target_sql, cols, &sample.cells);
-                    written = sample.rows(d);
-                } else {
-                    let mut done = 0;
-                    while done < m {
-                        let n = BATCH_ROWS.min(m - done);
-                        let sample = Sample::draw_processed(&model, &codes_of, n, &mut post, rng, &mut check).unwrap_or_else(|e| failed_after_charge(e));
-                        insert_rows(&target_sql, cols, &sample.cells);
-                        written += sample.rows(d);
-                        done += n;
-                    }
-                }
-                Outcome { structure: Some(model.structure()), rows: written, evaluation: None }
-            }
-            (Some(a), Some(real)) => match select(rng, a, &spec, &counts, &real, &codes_of, requested, &mut post, limit - fixed, &mut check) {
-                Ok(Some(chosen)) => {
-                    insert_rows(&target_sql, cols, &chosen.sample.cells);
-                    Outcome { structure: Some(chosen.structure), rows: chosen.sample.rows(d), evaluation: Some(chosen.evaluation) }
-                }
-                Ok(None) => Outcome { structure: None, rows: 0, evaluation: None },
-                Err(e) => failed_after_charge(e),
-            },
-            (Some(_), None) => unreachable!("criteria statistics are started with the criteria"),
-        }
+        charge(&plan.src.name, &plan.receipt, epsilon, delta);
+        let (counts, real) = read(&mut plan);
+        let cols = &plan.cols;
+        produce(&plan, rng, &counts, real.as_ref(), &mut |_, cells| insert_rows(&target_sql, cols, cells))
     });
-    unsafe { close_source(&src) };
+    unsafe { close_source(&plan.src) };
+    let Plan { src, columns, acceptance, mut receipt, .. } = plan;
+    let method = receipt["method"].as_str().unwrap_or_default().to_string();
     let edges_named: Option<Vec<serde_json::Value>> = outcome
         .structure
         .as_ref()
@@ -708,11 +788,23 @@ fn release_synthetic(
         ("rows".into(), "released", serde_json::json!({ "rows": outcome.rows, "source": src.name, "accepted": outcome.structure.is_some() })),
     ];
     if let Some(e) = &edges_named {
-        report.push(("structure".into(), "model", serde_json::json!({ "method": method.name(), "edges": e })));
+        report.push(("structure".into(), "model", serde_json::json!({ "method": method, "edges": e })));
     }
     for e in receipt["columns"].as_array().into_iter().flatten() {
         report.push((e["column"].as_str().unwrap_or_default().to_string(), "column", e.clone()));
     }
+    // the epsilon breakdown: each part of the model, and the criteria and the loop around it
+    for part in receipt["model"]["parts"].as_array().into_iter().flatten() {
+        report.push((part["name"].as_str().unwrap_or_default().to_string(), "model part", part.clone()));
+    }
+    let mut breakdown = serde_json::json!({ "total": epsilon, "delta": delta, "model": receipt["model"]["epsilon"].clone() });
+    if acceptance.is_some() {
+        breakdown["criteria_released_once"] = receipt["criteria"]["epsilon_hoisted"].clone();
+        breakdown["criteria_per_candidate"] = receipt["criteria"]["epsilon_per_candidate"].clone();
+        breakdown["epsilon0"] = receipt["selection"]["epsilon0"].clone();
+        breakdown["rule"] = receipt["selection"]["accounting"].clone();
+    }
+    report.push(("epsilon".into(), "breakdown", breakdown));
     if let Some(ev) = &outcome.evaluation {
         for r in &ev.results {
             report.push((r.name.to_string(), "criterion", serde_json::to_value(r).unwrap_or_default()));
@@ -748,4 +840,91 @@ struct Outcome {
     structure: Option<Vec<(usize, usize)>>,
     rows: usize,
     evaluation: Option<Evaluation>,
+}
+
+/// Mean total-variation distance between two sets of count tables over every 1-way and every 2-way
+/// table (each table normalised by its own rows).
+fn mean_tvd(a: &PairCounts, b: &PairCounts) -> (f64, f64) {
+    let d = a.columns();
+    let tvd = |x: &[u64], y: &[u64]| {
+        let (nx, ny) = (x.iter().sum::<u64>().max(1) as f64, y.iter().sum::<u64>().max(1) as f64);
+        x.iter().zip(y).map(|(&p, &q)| (p as f64 / nx - q as f64 / ny).abs()).sum::<f64>() / 2.0
+    };
+    let one = (0..d).map(|j| tvd(a.one_way(j), b.one_way(j))).sum::<f64>() / d.max(1) as f64;
+    let pairs: Vec<(usize, usize)> = (0..d).flat_map(|i| (i + 1..d).map(move |j| (i, j))).collect();
+    let two = if pairs.is_empty() { 0.0 } else { pairs.iter().map(|&(i, j)| tvd(a.two_way(i, j), b.two_way(i, j))).sum::<f64>() / pairs.len() as f64 };
+    (one, two)
+}
+
+/// The release's pipeline run `runs` times on a table the caller may read, uncharged and writing
+/// nothing: how often a candidate is accepted, the rows, each criterion's values, and how far the
+/// copies' 1-way and 2-way tables are from the table's. For choosing settings on public look-alike
+/// data before paying for the release on the private table.
+#[pg_extern(sql = false, volatile)]
+#[allow(clippy::too_many_arguments)]
+fn preview_synthetic(
+    source: Option<Oid>, columns: Option<Vec<Option<String>>>, epsilon: Option<f64>, delta: Option<f64>, bins: Option<i32>,
+    bin_edges: Option<JsonB>, method: Option<&str>, criteria: Option<JsonB>, gamma: Option<f64>, epsilon0: Option<f64>,
+    refit: Option<bool>, rows: Option<i64>, min_count: Option<i32>, constraints: Option<&str>, runs: Option<i32>,
+) -> JsonB {
+    const P: &str = "dp.preview_synthetic";
+    let runs = required(runs, "runs");
+    let runs = usize::try_from(runs).ok().filter(|r| (1..=100).contains(r)).unwrap_or_else(|| invalid(format!("runs must be between 1 and 100, got {runs}")));
+    if let Some(relid) = source {
+        // uncharged: only where the caller may read the rows anyway
+        if protect::reads_protected(relid, true) && !protect::exempt(relid) {
+            raise_with(
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!("{P}: source {} is protected by pg_dp: a preview is not charged, so it runs only on tables the caller may read directly", unsafe { protect::relation_short_name(relid) }),
+                Some("preview on public look-alike data, then release the protected table with dp.release_synthetic"),
+            );
+        }
+    }
+    let args = Args { source, columns, epsilon, delta, bins, bin_edges, method, criteria, gamma, epsilon0, refit, rows, min_count, constraints };
+    let mut plan = plan(args);
+    let (counts, real) = read(&mut plan);
+    let d = plan.cols.len();
+    let (mut accepted, mut rows_total, mut one, mut two) = (0usize, 0usize, 0.0, 0.0);
+    let mut criteria_values: Vec<(String, f64, usize)> = Vec::new();
+    for _ in 0..runs {
+        let mut copy = plan.spec.counter();
+        let outcome = with_rng(|rng| {
+            produce(&plan, rng, &counts, real.as_ref(), &mut |codes, _| {
+                for row in codes.chunks_exact(d) {
+                    copy.push(row);
+                }
+            })
+        });
+        if outcome.structure.is_some() {
+            accepted += 1;
+            rows_total += outcome.rows;
+            let (o, t) = mean_tvd(&counts, &copy);
+            one += o;
+            two += t;
+        }
+        for r in outcome.evaluation.iter().flat_map(|e| &e.results) {
+            match criteria_values.iter_mut().find(|(n, ..)| n == r.name) {
+                Some(entry) => {
+                    entry.1 += r.value;
+                    entry.2 += 1;
+                }
+                None => criteria_values.push((r.name.to_string(), r.value, 1)),
+            }
+        }
+    }
+    unsafe { close_source(&plan.src) };
+    let per = |x: f64| if accepted > 0 { serde_json::json!(x / accepted as f64) } else { serde_json::Value::Null };
+    let criteria_json: Vec<serde_json::Value> =
+        criteria_values.iter().map(|(n, v, k)| serde_json::json!({ "criterion": n, "mean_value_when_accepted": v / *k as f64 })).collect();
+    JsonB(serde_json::json!({
+        "runs": runs,
+        "accepted": accepted,
+        "acceptance_rate": accepted as f64 / runs as f64,
+        "mean_rows": per(rows_total as f64),
+        "mean_tvd_1way": per(one),
+        "mean_tvd_2way": per(two),
+        "criteria": criteria_json,
+        "charged": false,
+        "plan": plan.receipt,
+    }))
 }
