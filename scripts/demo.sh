@@ -31,6 +31,7 @@ pg_dp demo is running.
             SELECT dp_median(bmi, 15, 50, 0.5, 1e-6) FROM patients;
             SELECT * FROM dp.budgets;  SELECT * FROM dp.ledger ORDER BY id DESC LIMIT 5;
             SELECT * FROM patients_private LIMIT 5;   -- the steward's private copy (DPRP)
+            SELECT * FROM patients_synthetic LIMIT 5; -- and the synthetic copy, with patients_synthetic_report
   analyst:  psql -h $SOCKET_DIR -p $PSQL_PORT -U analyst demo   (DP-only on the protected patients
             table; 0.5 of its 1.5 epsilon left; SELECT * FROM patients is refused)
   stop:     bash scripts/demo.sh stop
