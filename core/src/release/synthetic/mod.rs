@@ -17,6 +17,13 @@
 //!    table clipped ≥ 0 and raked to its two margins;
 //! 5. sample ancestrally along the tree with alias tables.
 //!
+//! [`Method::Tree2`] widens the model to 3-column cliques on a 2-tree: the first pair as above,
+//! then d − 2 private choices of a new column c and an edge (a, b) already in the model, scored
+//! by Σ |N_abc − round(n̂·P̂_ab·p̂_c)| − penalty with P̂_ab from the released table that made the
+//! edge (sensitivity 1); each clique is measured as soon as it is chosen (the same d − 1 tables'
+//! L1 = d − 1), raked to its edge's joint and c's margin, and c is sampled given (a, b). Its
+//! counter holds every 3-way table ([`MAX_TREE2_COLUMNS`], [`MAX_CELLS`]).
+//!
 //! [`Method::PrivBayes`] is a minimal degree-1 PrivBayes for comparison: the same scores, budget,
 //! measurements, estimator and sampler, with the network grown greedily from a random root (each
 //! step a private choice of a new child and its parent already in the network).
@@ -273,7 +280,7 @@ impl Ticker {
 /// One part of the budget in the receipt.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReceiptPart {
-    /// "one_way", "selection" or "two_way".
+    /// "one_way", "selection", "two_way" or (Tree2: the first pair and the 3-way tables) "cliques".
     pub name: &'static str,
     /// Pure accounting: this part's ε (the parts sum to the release's ε).
     pub epsilon: Option<f64>,
