@@ -1,8 +1,9 @@
 //! Accuracy of the synthetic engine on data drawn from a known Bayesian network that is not a tree
 //! (10 columns, cardinalities 2–16, n = 48,842, fixed seeds): mean total variation distance over
 //! all 2-way and all 3-way marginals between the data and a sample of the same size, for the tree
-//! engine (Mst), the minimal PrivBayes, independent noisy margins (the same ε on the 1-way tables
-//! alone) and the tree on exact counts (ε = 10^6: no noise to speak of). Averages over 5 runs.
+//! engine (Mst), the minimal PrivBayes, the 2-tree of 3-column cliques (Tree2), independent noisy
+//! margins (the same ε on the 1-way tables alone), and the tree and the 2-tree on exact counts
+//! (ε = 10^6: no noise to speak of). Averages over 5 runs.
 //!
 //!     cargo run --release -p pg_dp_core --example synthetic_accuracy [one_way_share selection_share]
 use pg_dp_core::noise::rng::{seeded_rng, uniform01, DpRng};
@@ -176,11 +177,17 @@ fn main() {
     };
     let exact = avg(&|s| run(Method::Mst, 1e6, 0.0, s));
     println!("exact tree (ε = 1e6): 2-way {:.4}  3-way {:.4}  fit {:.1} ms", exact.0, exact.1, exact.2 * 1e3);
-    println!("{:>5} {:>6} | {:>15} | {:>15} | {:>15} | {:>9}", "ε", "δ", "mst 2w/3w", "privbayes 2w/3w", "indep 2w/3w", "mst fit");
+    let exact2 = avg(&|s| run(Method::Tree2, 1e6, 0.0, s));
+    println!("exact 2-tree (ε = 1e6): 2-way {:.4}  3-way {:.4}  fit {:.1} ms", exact2.0, exact2.1, exact2.2 * 1e3);
+    println!(
+        "{:>5} {:>6} | {:>15} | {:>15} | {:>15} | {:>15} | {:>9} | {:>9}",
+        "ε", "δ", "mst 2w/3w", "privbayes 2w/3w", "tree2 2w/3w", "indep 2w/3w", "mst fit", "tree2 fit"
+    );
     for &delta in &[0.0, 1e-9] {
         for &eps in &[0.3, 1.0, 3.0, 10.0] {
             let m = avg(&|s| run(Method::Mst, eps, delta, s));
             let pb = avg(&|s| run(Method::PrivBayes, eps, delta, s));
+            let t2 = avg(&|s| run(Method::Tree2, eps, delta, s));
             let ind = avg(&|s| {
                 let mut rng = seeded_rng(5000 + s);
                 let sample = independent(&cards, &data, eps, delta, &mut rng);
@@ -188,8 +195,19 @@ fn main() {
                 (a, b, 0.0)
             });
             println!(
-                "{:>5} {:>6} | {:.4} / {:.4} | {:.4} / {:.4} | {:.4} / {:.4} | {:>6.1} ms",
-                eps, delta, m.0, m.1, pb.0, pb.1, ind.0, ind.1, m.2 * 1e3
+                "{:>5} {:>6} | {:.4} / {:.4} | {:.4} / {:.4} | {:.4} / {:.4} | {:.4} / {:.4} | {:>6.1} ms | {:>6.1} ms",
+                eps,
+                delta,
+                m.0,
+                m.1,
+                pb.0,
+                pb.1,
+                t2.0,
+                t2.1,
+                ind.0,
+                ind.1,
+                m.2 * 1e3,
+                t2.2 * 1e3
             );
         }
     }
@@ -197,8 +215,8 @@ fn main() {
     let big = vec![20, 9, 16, 16, 7, 15, 6, 5, 2, 20, 20, 20, 42, 2];
     let mut rng = seeded_rng(99);
     let rows: Vec<u32> = (0..N).flat_map(|_| big.iter().map(|&c| rand::Rng::random_range(&mut rng, 0..c as u32)).collect::<Vec<_>>()).collect();
-    for &delta in &[0.0, 1e-9] {
-        let spec = SyntheticSpec::new(&SyntheticParams::new(big.clone(), 1.0, delta, Method::Mst)).expect("valid");
+    for (method, delta) in [(Method::Mst, 0.0), (Method::Mst, 1e-9), (Method::Tree2, 0.0), (Method::Tree2, 1e-9)] {
+        let spec = SyntheticSpec::new(&SyntheticParams::new(big.clone(), 1.0, delta, method)).expect("valid");
         let t = Instant::now();
         let mut counts = spec.counter();
         for r in rows.chunks_exact(big.len()) {
@@ -211,7 +229,8 @@ fn main() {
         let t = Instant::now();
         let _ = model.sample(&mut rng, N, &mut || Ok(())).expect("sample");
         println!(
-            "14 columns {big:?}, δ = {delta}: {} count bytes; scan {:.1} ms, fit {:.1} ms, sample of {N} rows {:.1} ms",
+            "{} 14 columns {big:?}, δ = {delta}: {} count bytes; scan {:.1} ms, fit {:.1} ms, sample of {N} rows {:.1} ms",
+            method.name(),
             spec.count_bytes(),
             scan * 1e3,
             fit * 1e3,

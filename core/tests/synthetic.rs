@@ -8,8 +8,8 @@ mod common;
 use common::*;
 use pg_dp_core::noise::rng::{seeded_rng, uniform01, DpRng};
 use pg_dp_core::release::synthetic::{
-    count_cells, pair_index, pairs, zcdp_delta, Alias, Interrupted, Method, PairCounts, ReleaseFailure, SyntheticParams, SyntheticSpec,
-    TableNoise, MAX_CELLS,
+    count_cells, pair_index, pairs, triple_cells, triple_index, triples, zcdp_delta, Alias, Interrupted, Method, PairCounts, ReleaseFailure,
+    SyntheticParams, SyntheticSpec, TableNoise, MAX_CELLS,
 };
 use pg_dp_core::DpError;
 use rand::Rng;
@@ -496,5 +496,313 @@ fn the_tree_is_recovered_and_its_marginals_beat_independence() {
         eprintln!("{method:?} δ = {delta}: structure {:?}; mean 2-way TVD {tvd:.4}, independent margins {indep:.4}", model.structure());
         assert_eq!(found, truth, "{method:?} δ = {delta}: the tree is not recovered at ε = 10");
         assert!(tvd < 0.25 * indep, "{method:?} δ = {delta}: TVD {tvd} vs independent {indep}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (f) Tree2: the 2-tree of 3-column cliques
+
+fn triple_noise_samples(spec: &SyntheticSpec, counts: &PairCounts, fits: u64, seed: u64) -> (Vec<i64>, Vec<i64>) {
+    let (mut two, mut three) = (Vec::new(), Vec::new());
+    for f in 0..fits {
+        let model = spec.fit(&mut seeded_rng(seed + f), counts, &mut ok()).unwrap();
+        let st = model.structure();
+        let (a, b) = st[0];
+        two.extend(model.raw_two_way(0).iter().zip(counts.table(&[a, b])).map(|(&x, n)| x - n as i64));
+        for (k, &[a, b, c]) in model.cliques().iter().enumerate() {
+            assert!(a < b, "the clique's edge is stored as a < b");
+            three.extend(model.raw_three_way(k).iter().zip(counts.table(&[a, b, c])).map(|(&x, n)| x - n as i64));
+        }
+    }
+    (two, three)
+}
+
+#[test]
+fn tree2_clique_noise_has_the_receipt_distribution() {
+    let cards = [30, 30, 30];
+    let rows = some_rows(&cards, 5000, 40);
+    // pure ε: discrete Laplace at b = (d − 1)/ε_cliques
+    let s = spec(&cards, 2.0, 0.0, Method::Tree2);
+    let receipt = s.describe();
+    assert_eq!(receipt.method, "tree2");
+    assert_eq!(receipt.parts[2].name, "cliques");
+    assert_eq!((receipt.parts[2].count, receipt.parts[2].sensitivity), (2, 2.0));
+    let b = receipt.parts[2].scale;
+    assert!((b - 2.0 / receipt.parts[2].epsilon.unwrap()).abs() <= 1e-9 * b, "b = {b}");
+    let counts = counts_of(&s, &rows);
+    let (two, three) = triple_noise_samples(&s, &counts, 3, 4000);
+    assert_eq!(three.len(), 3 * 27_000);
+    for (name, xs) in [("pair", &two), ("three_way", &three)] {
+        let good = chi2_gof(xs, dlap_pmf(b), 0, 20.0);
+        let bad = chi2_gof(xs, dlap_pmf(b * 1.15), 0, 20.0);
+        eprintln!("tree2 {name}: {} draws, b = {b:.4}: p = {:.3e}; at 1.15·b p = {:.3e}", xs.len(), good.p_value, bad.p_value);
+        assert!(!good.rejects(ALPHA), "{name}: {good:?}");
+        if name == "three_way" {
+            assert!(bad.rejects(ALPHA), "{name}: the wrong scale is not caught: {bad:?}");
+        }
+    }
+    // zCDP: discrete Gaussian at σ² = ⌈(d − 1)/(2ρ_cliques)⌉
+    let s = spec(&cards, 1.0, 1e-6, Method::Tree2);
+    let Some(TableNoise::Gaussian { sigma2 }) = s.two_way_noise else { panic!("zCDP must use the discrete Gaussian") };
+    let receipt = s.describe();
+    assert!((receipt.parts[2].scale - (sigma2 as f64).sqrt()).abs() < 1e-9);
+    let counts = counts_of(&s, &rows);
+    let (_, three) = triple_noise_samples(&s, &counts, 2, 4100);
+    let good = chi2_gof(&three, dgauss_pmf(sigma2 as f64), 0, 20.0);
+    let bad = chi2_gof(&three, dgauss_pmf(sigma2 as f64 * 1.3), 0, 20.0);
+    eprintln!("tree2 three_way zCDP: {} draws, σ² = {sigma2}: p = {:.3e}; at 1.3·σ² p = {:.3e}", three.len(), good.p_value, bad.p_value);
+    assert!(!good.rejects(ALPHA), "{good:?}");
+    assert!(bad.rejects(ALPHA), "the wrong variance is not caught: {bad:?}");
+}
+
+#[test]
+fn adding_a_row_changes_every_triple_score_by_at_most_one() {
+    let cards = [3, 4, 2, 5];
+    let s = spec(&cards, 1.0, 0.0, Method::Tree2);
+    let mut rng = seeded_rng(4200);
+    for trial in 0..200 {
+        let mut counts = counts_of(&s, &some_rows(&cards, rng.random_range(0..80), 4300 + trial));
+        let n_hat = rng.random_range(0.0..100.0);
+        let mut cols = [0, 1, 2, 3];
+        shuffle(&mut rng, &mut cols);
+        let (a, b, c) = (cols[0].min(cols[1]), cols[0].max(cols[1]), cols[2]);
+        let rand_probs = |rng: &mut DpRng, k: usize| {
+            let w: Vec<f64> = (0..k).map(|_| uniform01(rng) + 0.05).collect();
+            let t: f64 = w.iter().sum();
+            w.iter().map(|x| x / t).collect::<Vec<f64>>()
+        };
+        let ab = rand_probs(&mut rng, cards[a] * cards[b]);
+        let pc = rand_probs(&mut rng, cards[c]);
+        let before = s.triple_score(&counts, n_hat, (a, b, c), &ab, &pc, &mut ok()).unwrap();
+        counts.push(&some_rows(&cards, 1, 9900 + trial)[0]);
+        let after = s.triple_score(&counts, n_hat, (a, b, c), &ab, &pc, &mut ok()).unwrap();
+        assert!((before - after).abs() <= 1, "score moved from {before} to {after}");
+    }
+}
+
+/// The cliques chosen by Tree2's selection on `counts`, every released table replaced by the
+/// exact table of `public` (the same for both neighbours: a public reference), as one integer.
+fn tree2_outcomes(s: &SyntheticSpec, counts: &PairCounts, public: &PairCounts, draws: usize, seed: u64) -> Vec<i64> {
+    let d = counts.columns();
+    let probs: Vec<Vec<f64>> = (0..d).map(|j| vec![1.0 / s.cardinalities()[j] as f64; s.cardinalities()[j]]).collect();
+    let n_hat = public.rows() as f64;
+    let mut rng = seeded_rng(seed);
+    let mut measure = |_: &mut DpRng, cols: &[usize], _: &mut dyn FnMut() -> Result<(), Interrupted>| {
+        Ok(public.table(cols).iter().map(|&x| x as i64).collect::<Vec<i64>>())
+    };
+    (0..draws)
+        .map(|_| {
+            let cl = s.select_cliques(&mut rng, counts, n_hat, &probs, &mut measure, &mut ok()).unwrap();
+            cl.iter().flat_map(|(c, _)| c.iter().copied()).fold(0i64, |acc, j| acc * (d as i64 + 1) + j as i64 + 1)
+        })
+        .collect()
+}
+
+#[test]
+fn the_tree2_selection_is_private_on_neighbouring_tables() {
+    let cards = [2, 2, 2, 2];
+    // D: 100 rows in the 16 cells of the 4-cube (found by a small search) such that, against the
+    // public reference r = 25 per pair cell, the six pair scores tie (L1 = 8 each) and the added
+    // row (0,1,1,0) raises pair (0, 1)'s score and lowers the five others': every gap moves by 2
+    let cell_counts = [9, 5, 4, 6, 5, 9, 6, 8, 4, 5, 8, 9, 6, 7, 4, 5];
+    let mut rows = Vec::new();
+    for (k, &n) in cell_counts.iter().enumerate() {
+        for _ in 0..n {
+            rows.push((0..4).map(|j| (k >> (3 - j)) as u32 & 1).collect::<Vec<u32>>());
+        }
+    }
+    for delta in [0.0, 1e-6] {
+        let mut p = params(&cards, 8.0, delta, Method::Tree2);
+        p.one_way_share = Some(0.1);
+        p.selection_share = Some(0.5);
+        let s = SyntheticSpec::new(&p).unwrap();
+        let sel = s.selection.unwrap();
+        let eps = sel.epsilon_round * sel.rounds as f64;
+        let d0 = counts_of(&s, &rows);
+        let mut d1 = d0.clone();
+        d1.push(&[0, 1, 1, 0]);
+        let probs = vec![vec![0.5, 0.5]; 4];
+        let (q0, q1) = (s.pair_scores(&d0, 100.0, &probs, &mut ok()).unwrap(), s.pair_scores(&d1, 100.0, &probs, &mut ok()).unwrap());
+        assert!(q0.iter().all(|&q| q == q0[0]), "{q0:?}");
+        let moved: Vec<i128> = q1.iter().zip(&q0).map(|(a, b)| a - b).collect();
+        assert_eq!(moved, [1, -1, -1, -1, -1, -1]);
+        let a = tree2_outcomes(&s, &d0, &d0, 300_000, 4400);
+        let b = tree2_outcomes(&s, &d1, &d0, 300_000, 4500);
+        let rep = privacy_check(&a, &b, eps, 200, ALPHA);
+        let wrong = privacy_check(&a, &b, eps / 8.0, 200, ALPHA);
+        eprintln!(
+            "Tree2 δ = {delta}: {} outcomes, largest |ln ratio| {:.4} ≤ ε_select {eps:.4}; against ε/8 the excess is {:.4}",
+            rep.bins, rep.max_abs_log_ratio, wrong.max_excess
+        );
+        assert!(!rep.violates(), "δ = {delta}: {rep:?}");
+        assert!(wrong.violates(), "δ = {delta}: the wrong ε is not caught: {wrong:?}");
+    }
+}
+
+#[test]
+fn tree2_degenerate_inputs_and_limits() {
+    let check_model = |s: &SyntheticSpec, rows: &[Vec<u32>], seed: u64| {
+        let counts = counts_of(s, rows);
+        let mut rng = seeded_rng(seed);
+        let model = s.fit(&mut rng, &counts, &mut ok()).unwrap();
+        let d = s.cardinalities().len();
+        let m = model.noisy_rows().min(5000) as usize;
+        let out = model.sample(&mut rng, m, &mut ok()).unwrap();
+        assert_eq!(out.len(), m * d);
+        for r in out.chunks_exact(d) {
+            assert!(r.iter().zip(s.cardinalities()).all(|(&v, &c)| (v as usize) < c));
+        }
+        // structure: the first pair and two edges per clique; every column appears as a child
+        // once (the first pair's first column is the root)
+        let st = model.structure();
+        assert_eq!(st.len(), if d == 1 { 0 } else { 2 * d - 3 });
+        assert_eq!(model.cliques().len(), d.saturating_sub(2));
+        let mut seen = vec![false; d];
+        if let Some(&(a, b)) = st.first() {
+            seen[a] = true;
+            seen[b] = true;
+        }
+        for &[a, b, c] in model.cliques() {
+            assert!(seen[a] && seen[b] && !seen[c] && a < b, "clique {a} {b} {c} of {st:?}");
+            seen[c] = true;
+        }
+        assert!(d == 1 || seen.iter().all(|&x| x));
+        for j in 0..d {
+            assert!(model.noisy_one_way(j).iter().all(|x| x.is_finite() && *x >= 0.0));
+        }
+        for k in 0..model.cliques().len() {
+            let t: f64 = model.clique_table(k).iter().sum();
+            assert!((t - 1.0).abs() < 1e-9 && model.clique_table(k).iter().all(|&x| x >= 0.0), "clique {k} sums to {t}");
+        }
+        (m, out)
+    };
+    for delta in [0.0, 1e-9] {
+        for eps in [1e-6, 0.01, 1.0, 1e6] {
+            for cards in [vec![4], vec![3, 5], vec![3, 4, 2], vec![1, 1, 3, 1], vec![1], vec![2, 3, 2, 4, 3]] {
+                let s = spec(&cards, eps, delta, Method::Tree2);
+                let r = s.describe();
+                assert_eq!(r.parts.len(), if cards.len() == 1 { 1 } else { 3 });
+                if delta == 0.0 {
+                    let sum: f64 = r.parts.iter().map(|x| x.epsilon.unwrap()).sum();
+                    assert!((sum - eps).abs() <= 1e-12 * eps);
+                } else {
+                    let spent: f64 = r.parts.iter().map(|x| x.rho_spent.unwrap()).sum();
+                    assert!(spent <= r.rho.unwrap());
+                }
+                check_model(&s, &[], 1);
+                let (m, out) = check_model(&s, &some_rows(&cards, 1, 2), 3);
+                if eps >= 1e6 && delta == 0.0 {
+                    assert_eq!((m, &out[..]), (1, &some_rows(&cards, 1, 2)[0][..]));
+                }
+                check_model(&s, &some_rows(&cards, 200, 4), 5);
+            }
+        }
+    }
+    // limits: at most 64 columns; every 3-way table counted, within MAX_CELLS
+    let bad = |cards: Vec<usize>| SyntheticSpec::new(&params(&cards, 1.0, 0.0, Method::Tree2)).unwrap_err();
+    assert_eq!(arg_of(bad(vec![2; 65])), "columns");
+    spec(&[2; 64], 1.0, 0.0, Method::Tree2);
+    let big = vec![600; 4]; // 4·600³ = 864,000,000 3-way cells; fine for Mst
+    spec(&big, 1.0, 0.0, Method::Mst);
+    let msg = bad(big.clone()).to_string();
+    assert!(msg.contains("columns") && msg.contains(&MAX_CELLS.to_string()) && msg.contains("3-way"), "{msg}");
+    let s = spec(&[3, 4, 5, 6], 1.0, 0.0, Method::Tree2);
+    assert_eq!(triple_cells(&[3, 4, 5, 6]), 60 + 72 + 90 + 120);
+    assert!(s.count_bytes() >= 8 * (count_cells(&[3, 4, 5, 6]) + triple_cells(&[3, 4, 5, 6])));
+    assert!(s.count_bytes() > spec(&[3, 4, 5, 6], 1.0, 0.0, Method::Mst).count_bytes());
+    assert_eq!(Method::Tree2.name(), "tree2");
+}
+
+#[test]
+fn triple_counts_push_merge_and_any_order() {
+    let cards = [3, 4, 2, 5];
+    let s = spec(&cards, 1.0, 0.0, Method::Tree2);
+    let rows = some_rows(&cards, 700, 46);
+    let all = counts_of(&s, &rows);
+    assert!(all.has_triples() && !spec(&cards, 1.0, 0.0, Method::Mst).counter().has_triples());
+    let (a, b) = rows.split_at(301);
+    let mut m = counts_of(&s, a);
+    m.merge(&counts_of(&s, b));
+    assert_eq!(m, all);
+    for (t, (i, j, k)) in triples(4).enumerate() {
+        assert_eq!(triple_index(4, i, j, k), t);
+    }
+    for cols in [[0, 1, 2], [2, 0, 3], [3, 2, 1], [1, 3, 0]] {
+        let t = all.table(&cols);
+        let (ca, cb, cc) = (cards[cols[0]], cards[cols[1]], cards[cols[2]]);
+        assert_eq!(t.len(), ca * cb * cc);
+        for x in 0..ca {
+            for y in 0..cb {
+                for z in 0..cc {
+                    let direct = rows.iter().filter(|r| r[cols[0]] == x as u32 && r[cols[1]] == y as u32 && r[cols[2]] == z as u32).count();
+                    assert_eq!(t[(x * cb + y) * cc + z], direct as u64, "{cols:?} at {x} {y} {z}");
+                }
+            }
+        }
+    }
+    let t = all.table(&[3, 1]);
+    assert_eq!(t[4 * 4 + 2], rows.iter().filter(|r| r[3] == 4 && r[1] == 2).count() as u64);
+}
+
+/// Rows with a 3-way interaction no tree can hold: X2 = X0 XOR X1 (flipped with probability 0.05),
+/// X3 a noisy copy of X2, X4 a noisy copy of X0; X0, X1 uniform. Every pair among X0, X1, X2 is
+/// independent.
+fn xor_data(n: usize, rng: &mut DpRng) -> Vec<Vec<u32>> {
+    let flip = |rng: &mut DpRng, v: u32, p: f64| if uniform01(rng) < p { 1 - v } else { v };
+    (0..n)
+        .map(|_| {
+            let a = rng.random_range(0..2u32);
+            let b = rng.random_range(0..2u32);
+            let c = flip(rng, a ^ b, 0.05);
+            let d = flip(rng, c, 0.1);
+            let e = flip(rng, a, 0.1);
+            vec![a, b, c, d, e]
+        })
+        .collect()
+}
+
+fn mean_tvd_3way(cards: &[usize], a: &PairCounts, b: &PairCounts) -> (f64, f64) {
+    let (na, nb) = (a.rows() as f64, b.rows() as f64);
+    let (mut total, mut k, mut first) = (0.0, 0, 0.0);
+    for (i, j, l) in triples(cards.len()) {
+        let t = 0.5 * a.three_way(i, j, l).iter().zip(b.three_way(i, j, l)).map(|(&x, &y)| (x as f64 / na - y as f64 / nb).abs()).sum::<f64>();
+        if (i, j, l) == (0, 1, 2) {
+            first = t;
+        }
+        total += t;
+        k += 1;
+    }
+    (total / k as f64, first)
+}
+
+#[test]
+fn tree2_holds_a_three_way_interaction_that_trees_lose() {
+    let mut rng = seeded_rng(4700);
+    let cards = [2, 2, 2, 2, 2];
+    let rows = xor_data(20_000, &mut rng);
+    let t2 = spec(&cards, 10.0, 0.0, Method::Tree2);
+    let truth = counts_of(&t2, &rows);
+    for delta in [0.0, 1e-9] {
+        let mut tvd = Vec::new();
+        for method in [Method::Mst, Method::Tree2] {
+            let s = spec(&cards, 10.0, delta, method);
+            let model = s.fit(&mut rng, &counts_of(&s, &rows), &mut ok()).unwrap();
+            let m = model.noisy_rows() as usize;
+            assert!(m.abs_diff(20_000) < 50, "noisy rows {m}");
+            let sample = model.sample(&mut rng, m, &mut ok()).unwrap();
+            let mut synth = t2.counter();
+            for r in sample.chunks_exact(5) {
+                synth.push(r);
+            }
+            let (mean, xor) = mean_tvd_3way(&cards, &truth, &synth);
+            eprintln!("{method:?} δ = {delta}: structure {:?}; mean 3-way TVD {mean:.4}, TVD of (X0, X1, X2) {xor:.4}", model.structure());
+            tvd.push((mean, xor));
+        }
+        let ((mst_mean, mst_xor), (t2_mean, t2_xor)) = (tvd[0], tvd[1]);
+        assert!(mst_xor > 0.3, "a tree cannot hold the XOR: {mst_xor}");
+        // (X1 may join by (X2, X4) — X4 a noisy copy of X0 — rather than (X0, X2): the greedy order
+        // is a private choice among ties at first)
+        assert!(t2_xor < 0.5 * mst_xor, "δ = {delta}: Tree2's (X0, X1, X2) TVD {t2_xor} vs Mst {mst_xor}");
+        assert!(t2_mean < 0.25 * mst_mean, "δ = {delta}: Tree2 {t2_mean} vs Mst {mst_mean}");
     }
 }

@@ -1,4 +1,5 @@
-//! Exact count tables of encoded rows: every 1-way table and every 2-way table, from one scan.
+//! Exact count tables of encoded rows: every 1-way table and every 2-way table, from one scan, and
+//! (for [`super::Method::Tree2`]) every 3-way table in the same scan.
 
 /// Zeroed or filled exact counts: the 1-way table of each column and the 2-way table of each pair
 /// i < j (row-major c_i × c_j). Built by [`super::SyntheticSpec::counter`]; never released as is.
@@ -11,7 +12,46 @@ pub struct PairCounts {
     /// Start of pair (i, j)'s table in `two`, indexed by [`pair_index`].
     two_off: Vec<usize>,
     two: Vec<u64>,
+    /// Start of triple (i, j, k)'s table in `three`, indexed by [`triple_index`]; empty unless the
+    /// counter was made with its 3-way part.
+    three_off: Vec<usize>,
+    /// The 3-way tables of every triple i < j < k, row-major c_i × c_j × c_k.
+    three: Vec<u64>,
     rows: u64,
+}
+
+/// C(n, 3).
+fn choose3(n: usize) -> usize {
+    if n < 3 {
+        0
+    } else {
+        n * (n - 1) * (n - 2) / 6
+    }
+}
+
+/// Index of the triple i < j < k among the C(d, 3) triples in lexicographic order.
+#[inline]
+pub fn triple_index(d: usize, i: usize, j: usize, k: usize) -> usize {
+    debug_assert!(i < j && j < k && k < d);
+    choose3(d) - choose3(d - i) + pair_index(d - i - 1, j - i - 1, k - i - 1)
+}
+
+/// The triples i < j < k in [`triple_index`] order.
+pub fn triples(d: usize) -> impl Iterator<Item = (usize, usize, usize)> {
+    (0..d).flat_map(move |i| (i + 1..d).flat_map(move |j| (j + 1..d).map(move |k| (i, j, k))))
+}
+
+/// Σ_{i<j<k} c_i·c_j·c_k, saturating: the cells of every 3-way table.
+pub fn triple_cells(cards: &[usize]) -> usize {
+    // elementary symmetric sums e1, e2, e3 in one pass
+    let (mut e1, mut e2, mut e3): (u128, u128, u128) = (0, 0, 0);
+    for &c in cards {
+        let c = c as u128;
+        e3 = e3.saturating_add(e2.saturating_mul(c));
+        e2 = e2.saturating_add(e1.saturating_mul(c));
+        e1 = e1.saturating_add(c);
+    }
+    usize::try_from(e3).unwrap_or(usize::MAX)
 }
 
 /// Index of the pair i < j among the d(d−1)/2 pairs in the order (0,1), (0,2), …, (1,2), …
@@ -42,7 +82,27 @@ impl PairCounts {
             two_off.push(acc);
             acc += cards[i] * cards[j];
         }
-        PairCounts { cards: cards.to_vec(), one_off, one, two_off, two: vec![0; acc], rows: 0 }
+        PairCounts { cards: cards.to_vec(), one_off, one, two_off, two: vec![0; acc], three_off: Vec::new(), three: Vec::new(), rows: 0 }
+    }
+
+    /// Zeroed 1-way, 2-way and 3-way tables (the caller has checked their size).
+    pub(crate) fn zeroed_with_triples(cards: &[usize]) -> Self {
+        let mut c = Self::zeroed(cards);
+        let d = cards.len();
+        let mut three_off = Vec::with_capacity(choose3(d));
+        let mut acc = 0;
+        for (i, j, k) in triples(d) {
+            three_off.push(acc);
+            acc += cards[i] * cards[j] * cards[k];
+        }
+        c.three_off = three_off;
+        c.three = vec![0; acc];
+        c
+    }
+
+    /// Whether the 3-way tables are counted.
+    pub fn has_triples(&self) -> bool {
+        self.cards.len() < 3 || !self.three_off.is_empty()
     }
 
     /// Counts one encoded row (`row[j] < c_j`, guaranteed by the caller; a larger code is counted
@@ -61,6 +121,19 @@ impl PairCounts {
                 pi += 1;
             }
         }
+        if !self.three_off.is_empty() {
+            let mut t = 0;
+            for i in 0..d {
+                let a = code(i);
+                for j in i + 1..d {
+                    let ab = a * self.cards[j] + code(j);
+                    for k in j + 1..d {
+                        self.three[self.three_off[t] + ab * self.cards[k] + code(k)] += 1;
+                        t += 1;
+                    }
+                }
+            }
+        }
         self.rows += 1;
     }
 
@@ -72,6 +145,10 @@ impl PairCounts {
             *a += b;
         }
         for (a, b) in self.two.iter_mut().zip(&other.two) {
+            *a += b;
+        }
+        assert_eq!(self.three.len(), other.three.len(), "PairCounts::merge: one has 3-way tables, the other not");
+        for (a, b) in self.three.iter_mut().zip(&other.three) {
             *a += b;
         }
         self.rows += other.rows;
@@ -100,5 +177,64 @@ impl PairCounts {
         assert!(i < j && j < self.cards.len(), "two_way needs i < j < d");
         let s = self.two_off[pair_index(self.cards.len(), i, j)];
         &self.two[s..s + self.cards[i] * self.cards[j]]
+    }
+
+    /// The exact 3-way table of columns i < j < k, row-major c_i × c_j × c_k. Panics unless the
+    /// counter has its 3-way part ([`super::Method::Tree2`]).
+    pub fn three_way(&self, i: usize, j: usize, k: usize) -> &[u64] {
+        assert!(i < j && j < k && k < self.cards.len(), "three_way needs i < j < k < d");
+        assert!(!self.three_off.is_empty(), "three_way: these counts have no 3-way tables");
+        let s = self.three_off[triple_index(self.cards.len(), i, j, k)];
+        &self.three[s..s + self.cards[i] * self.cards[j] * self.cards[k]]
+    }
+
+    /// The 3-way table of three distinct columns in any order: the table of the sorted triple and
+    /// the stride of each requested column in it.
+    pub(crate) fn three_way_view(&self, cols: [usize; 3]) -> (&[u64], [usize; 3]) {
+        let mut s = cols;
+        s.sort_unstable();
+        assert!(s[0] < s[1] && s[1] < s[2], "a 3-way table of a repeated column");
+        let t = self.three_way(s[0], s[1], s[2]);
+        let cards = &self.cards;
+        let stride = |x: usize| {
+            if x == s[2] {
+                1
+            } else if x == s[1] {
+                cards[s[2]]
+            } else {
+                cards[s[1]] * cards[s[2]]
+            }
+        };
+        (t, cols.map(stride))
+    }
+
+    /// The exact table of 1, 2 or 3 distinct columns in the given order (row-major, the first
+    /// column slowest).
+    pub fn table(&self, cols: &[usize]) -> Vec<u64> {
+        let cards = &self.cards;
+        match *cols {
+            [j] => self.one_way(j).to_vec(),
+            [a, b] => {
+                let t = self.two_way(a.min(b), a.max(b));
+                if a < b {
+                    t.to_vec()
+                } else {
+                    super::model::transpose(t, cards[b], cards[a])
+                }
+            }
+            [a, b, c] => {
+                let (t, [sa, sb, sc]) = self.three_way_view([a, b, c]);
+                let mut out = Vec::with_capacity(t.len());
+                for x in 0..cards[a] {
+                    for y in 0..cards[b] {
+                        for z in 0..cards[c] {
+                            out.push(t[x * sa + y * sb + z * sc]);
+                        }
+                    }
+                }
+                out
+            }
+            _ => panic!("table: 1 to 3 columns"),
+        }
     }
 }

@@ -17,6 +17,13 @@
 //!    table clipped ≥ 0 and raked to its two margins;
 //! 5. sample ancestrally along the tree with alias tables.
 //!
+//! [`Method::Tree2`] widens the model to 3-column cliques on a 2-tree: the first pair as above,
+//! then d − 2 private choices of a new column c and an edge (a, b) already in the model, scored
+//! by Σ |N_abc − round(n̂·P̂_ab·p̂_c)| − penalty with P̂_ab from the released table that made the
+//! edge (sensitivity 1); each clique is measured as soon as it is chosen (the same d − 1 tables'
+//! L1 = d − 1), raked to its edge's joint and c's margin, and c is sampled given (a, b). Its
+//! counter holds every 3-way table ([`MAX_TREE2_COLUMNS`], [`MAX_CELLS`]).
+//!
 //! [`Method::PrivBayes`] is a minimal degree-1 PrivBayes for comparison: the same scores, budget,
 //! measurements, estimator and sampler, with the network grown greedily from a random root (each
 //! step a private choice of a new child and its parent already in the network).
@@ -35,7 +42,7 @@ pub mod columns;
 mod counts;
 mod model;
 
-pub use counts::{pair_index, pairs, PairCounts};
+pub use counts::{pair_index, pairs, triple_cells, triple_index, triples, PairCounts};
 pub use model::{Alias, Model};
 
 use crate::accounting::charge::mechanism_epsilon;
@@ -50,6 +57,8 @@ use serde::Serialize;
 pub const MAX_CELLS: usize = 1 << 27;
 /// The largest number of columns (the selection costs O(d³) score comparisons).
 pub const MAX_COLUMNS: usize = 512;
+/// The largest number of columns of [`Method::Tree2`] (every row updates C(d, 3) 3-way tables).
+pub const MAX_TREE2_COLUMNS: usize = 64;
 /// Default share of the budget (ε, or ρ under zCDP) spent on the 1-way tables.
 pub const DEFAULT_ONE_WAY_SHARE: f64 = 0.1;
 /// Default share of the budget spent on choosing the structure.
@@ -76,6 +85,9 @@ pub enum Method {
     Mst,
     /// A minimal degree-1 PrivBayes: the network grown greedily from a random root.
     PrivBayes,
+    /// A 2-tree of 3-column cliques: the best pair, then d − 2 private choices of a new column
+    /// and an edge already in the model; every 3-way table is counted in the same scan.
+    Tree2,
 }
 
 impl Method {
@@ -83,6 +95,7 @@ impl Method {
         match self {
             Method::Mst => "mst",
             Method::PrivBayes => "privbayes",
+            Method::Tree2 => "tree2",
         }
     }
 }
@@ -267,7 +280,7 @@ impl Ticker {
 /// One part of the budget in the receipt.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReceiptPart {
-    /// "one_way", "selection" or "two_way".
+    /// "one_way", "selection", "two_way" or (Tree2: the first pair and the 3-way tables) "cliques".
     pub name: &'static str,
     /// Pure accounting: this part's ε (the parts sum to the release's ε).
     pub epsilon: Option<f64>,
@@ -347,10 +360,12 @@ pub fn count_cells(cards: &[usize]) -> usize {
     usize::try_from(total).unwrap_or(usize::MAX)
 }
 
-fn check_columns(cards: &[usize]) -> DpResult<()> {
+fn check_columns(cards: &[usize], method: Method) -> DpResult<()> {
     let d = cards.len();
-    if d == 0 || d > MAX_COLUMNS {
-        return Err(DpError::invalid("columns", format!("between 1 and {MAX_COLUMNS} columns"), format!("{d} columns")));
+    let most = if method == Method::Tree2 { MAX_TREE2_COLUMNS } else { MAX_COLUMNS };
+    if d == 0 || d > most {
+        let what = if method == Method::Tree2 { " (method tree2)" } else { "" };
+        return Err(DpError::invalid("columns", format!("between 1 and {most} columns{what}"), format!("{d} columns")));
     }
     if let Some(j) = cards.iter().position(|&c| c == 0) {
         return Err(DpError::invalid("columns", "columns of at least 1 code each", format!("no code in column {}", j + 1)));
@@ -362,6 +377,19 @@ fn check_columns(cards: &[usize]) -> DpResult<()> {
             format!("columns whose 1-way and 2-way count tables have at most {MAX_CELLS} cells in all (Σ c_j + Σ_(i<j) c_i·c_j)"),
             format!("{cells} cells"),
         ));
+    }
+    if method == Method::Tree2 {
+        let all = cells.saturating_add(triple_cells(cards));
+        if all > MAX_CELLS {
+            return Err(DpError::invalid(
+                "columns",
+                format!(
+                    "columns whose 1-way, 2-way and 3-way count tables (method tree2) have at most {MAX_CELLS} cells in all \
+                     (Σ c_j + Σ_(i<j) c_i·c_j + Σ_(i<j<k) c_i·c_j·c_k)"
+                ),
+                format!("{all} cells"),
+            ));
+        }
     }
     Ok(())
 }
@@ -385,7 +413,7 @@ impl SyntheticSpec {
     /// Validates the parameters (errors name the argument and its range) and calibrates every
     /// noise, from the arguments alone.
     pub fn new(p: &SyntheticParams) -> DpResult<Self> {
-        check_columns(&p.cardinalities)?;
+        check_columns(&p.cardinalities, p.method)?;
         let epsilon = check_epsilon("epsilon", p.epsilon)?;
         let delta = check_delta("delta", p.delta, true)?;
         let one_way_share = check_share("one_way_share", p.one_way_share, DEFAULT_ONE_WAY_SHARE)?;
@@ -489,7 +517,8 @@ impl SyntheticSpec {
         let mut parts = vec![part(0, "one_way", self.one_way_noise.name(), self.one_way_noise.scale(), sens(d), d, None)];
         if let (Some(sel), Some(two)) = (self.selection, self.two_way_noise) {
             parts.push(part(1, "selection", sel.name(), 2.0 / sel.epsilon_round, 1.0, sel.rounds, Some(sel.epsilon_round)));
-            parts.push(part(2, "two_way", two.name(), two.scale(), sens(d - 1), d - 1, None));
+            let name = if self.method == Method::Tree2 { "cliques" } else { "two_way" };
+            parts.push(part(2, name, two.name(), two.scale(), sens(d - 1), d - 1, None));
         }
         SyntheticReceipt {
             method: self.method.name(),
@@ -505,15 +534,26 @@ impl SyntheticSpec {
         }
     }
 
-    /// Bytes of the count tables (8 per cell; public: a function of the cardinalities).
+    /// Bytes of the count tables (8 per cell, plus one offset per table; public: a function of
+    /// the cardinalities). Tree2 adds every 3-way table.
     pub fn count_bytes(&self) -> usize {
         let d = self.cards.len();
-        count_cells(&self.cards) * 8 + (d + d * d.saturating_sub(1) / 2) * std::mem::size_of::<usize>()
+        let mut cells = count_cells(&self.cards);
+        let mut tables = d + d * d.saturating_sub(1) / 2;
+        if self.method == Method::Tree2 {
+            cells = cells.saturating_add(triple_cells(&self.cards));
+            tables += triples(d).count();
+        }
+        cells.saturating_mul(8).saturating_add(tables * std::mem::size_of::<usize>())
     }
 
-    /// Zeroed exact count tables of the right shape.
+    /// Zeroed exact count tables of the right shape (with every 3-way table for Tree2).
     pub fn counter(&self) -> PairCounts {
-        PairCounts::zeroed(&self.cards)
+        if self.method == Method::Tree2 {
+            PairCounts::zeroed_with_triples(&self.cards)
+        } else {
+            PairCounts::zeroed(&self.cards)
+        }
     }
 
     /// The integer selection score of every pair (in [`pair_index`] order):
@@ -548,14 +588,137 @@ impl SyntheticSpec {
         Ok(scores)
     }
 
-    /// The private structure: d − 1 edges. Mst: unordered pairs (i < j) in the order chosen;
-    /// PrivBayes: (parent, child) in the order added, the first parent the random root.
+    /// The integer score of adding column c to the model by its edge (a, b):
+    /// Σ_(x,y,z) |N_abc(x,y,z) − round(n̂·P_ab(x,y)·p_c(z))| − round(c_a·c_b·c_c·E|noise|), clamped
+    /// to ±2^62. `pair_ab` (row-major c_a × c_b probabilities) and `prob_c` must be public (from
+    /// released tables): then adding or removing a row changes the score by at most 1.
+    pub fn triple_score(
+        &self, counts: &PairCounts, n_hat: f64, (a, b, c): (usize, usize, usize), pair_ab: &[f64], prob_c: &[f64],
+        check: &mut dyn FnMut() -> Result<(), Interrupted>,
+    ) -> Result<i128, Interrupted> {
+        self.triple_score_ticked(counts, n_hat, (a, b, c), pair_ab, prob_c, &mut Ticker::default(), check)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn triple_score_ticked(
+        &self, counts: &PairCounts, n_hat: f64, (a, b, c): (usize, usize, usize), pair_ab: &[f64], prob_c: &[f64], ticker: &mut Ticker,
+        check: &mut dyn FnMut() -> Result<(), Interrupted>,
+    ) -> Result<i128, Interrupted> {
+        let (ca, cb, cc) = (self.cards[a], self.cards[b], self.cards[c]);
+        let (table, [sa, sb, sc]) = counts.three_way_view([a, b, c]);
+        let n_hat = if n_hat.is_finite() { n_hat.clamp(0.0, 1e18) } else { 0.0 };
+        let mut l1: i128 = 0;
+        for x in 0..ca {
+            for y in 0..cb {
+                let pxy = n_hat * pair_ab.get(x * cb + y).copied().unwrap_or(0.0);
+                for z in 0..cc {
+                    let r = (pxy * prob_c.get(z).copied().unwrap_or(0.0)).round() as i128;
+                    l1 += (table[x * sa + y * sb + z * sc] as i128 - r).abs();
+                }
+                ticker.tick(cc, check)?;
+            }
+        }
+        let mean_abs = self.two_way_noise.map_or(0.0, |n| n.mean_abs());
+        let penalty = ((ca * cb * cc) as f64 * mean_abs).round().min(1e30) as i128;
+        Ok((l1 - penalty).clamp(-SCORE_BOUND, SCORE_BOUND))
+    }
+
+    /// Tree2's structure and measurements, interleaved: round 1 chooses the first pair among all
+    /// pairs ([`Self::pair_scores`]); each of the d − 2 later rounds chooses a new column c and an
+    /// edge (a, b) of the model ([`Self::triple_score`], with P_ab the released table of the clique
+    /// that made the edge, marginalised, clipped at 0 and normalised, and p_c from `probs`). After
+    /// each choice `measure(rng, columns, check)` releases the chosen table (row-major in the
+    /// given column order); later rounds read only released tables. Returns the cliques in order:
+    /// [a, b] first, then [a, b, c] with a < b the edge, each with its released table.
+    /// `n_hat` and `probs` must be public; `counts` must have its 3-way part when d ≥ 3.
+    #[allow(clippy::type_complexity)]
+    pub fn select_cliques<R: Rng + ?Sized>(
+        &self, rng: &mut R, counts: &PairCounts, n_hat: f64, probs: &[Vec<f64>],
+        measure: &mut dyn FnMut(&mut R, &[usize], &mut dyn FnMut() -> Result<(), Interrupted>) -> Result<Vec<i64>, ReleaseFailure>,
+        check: &mut dyn FnMut() -> Result<(), Interrupted>,
+    ) -> Result<Vec<(Vec<usize>, Vec<i64>)>, ReleaseFailure> {
+        let d = self.cards.len();
+        let Some(sel) = self.selection else { return Ok(Vec::new()) };
+        assert!(counts.has_triples(), "Tree2 needs the counter of its own spec (with the 3-way tables)");
+        let cards = &self.cards;
+        let scores = self.pair_scores(counts, n_hat, probs, check)?;
+        let all: Vec<(usize, usize)> = pairs(d).collect();
+        let (a0, b0) = all[sel.choose(rng, &scores)];
+        let t = measure(rng, &[a0, b0], check)?;
+        // the public reference of every edge of the model (u < v): its released joint
+        let mut edges: Vec<((usize, usize), Vec<f64>)> = vec![((a0, b0), model::clipped_probs(&t))];
+        let mut out = vec![(vec![a0, b0], t)];
+        let mut inside = vec![false; d];
+        inside[a0] = true;
+        inside[b0] = true;
+        // scores are fixed once the edge is released: cache[e·d + c]
+        let mut cache: Vec<Option<i128>> = Vec::new();
+        let mut ticker = Ticker::default();
+        let mut cand: Vec<(usize, usize)> = Vec::new();
+        let mut q: Vec<i128> = Vec::new();
+        for _ in 2..d {
+            cache.resize(edges.len() * d, None);
+            cand.clear();
+            q.clear();
+            for (e, ((a, b), ab)) in edges.iter().enumerate() {
+                for c in (0..d).filter(|&c| !inside[c]) {
+                    let score = match cache[e * d + c] {
+                        Some(x) => x,
+                        None => {
+                            let x = self.triple_score_ticked(counts, n_hat, (*a, *b, c), ab, &probs[c], &mut ticker, check)?;
+                            cache[e * d + c] = Some(x);
+                            x
+                        }
+                    };
+                    cand.push((e, c));
+                    q.push(score);
+                }
+            }
+            ticker.tick(cand.len(), check)?;
+            let (e, c) = cand[sel.choose(rng, &q)];
+            let (a, b) = edges[e].0;
+            let t = measure(rng, &[a, b, c], check)?;
+            let (ca, cb, cc) = (cards[a], cards[b], cards[c]);
+            // the new edges' references: margins (a, c) and (b, c) of the released table
+            let (mut ac, mut bc) = (vec![0i64; ca * cc], vec![0i64; cb * cc]);
+            for x in 0..ca {
+                for y in 0..cb {
+                    for z in 0..cc {
+                        let v = t[(x * cb + y) * cc + z];
+                        ac[x * cc + z] = ac[x * cc + z].saturating_add(v);
+                        bc[y * cc + z] = bc[y * cc + z].saturating_add(v);
+                    }
+                }
+            }
+            for (u, m) in [(a, ac), (b, bc)] {
+                let m = if u < c { m } else { model::transpose(&m, cards[u], cc) };
+                edges.push(((u.min(c), u.max(c)), model::clipped_probs(&m)));
+            }
+            inside[c] = true;
+            out.push((vec![a, b, c], t));
+        }
+        Ok(out)
+    }
+
+    /// The private structure. Mst: d − 1 unordered pairs (i < j) in the order chosen; PrivBayes:
+    /// d − 1 edges (parent, child) in the order added, the first parent the random root; Tree2:
+    /// the first pair (a, b), then for each later clique its two edges (a, c), (b, c) — 2d − 3
+    /// edges — measuring each clique as [`Self::fit`] does (its selection reads released tables).
     /// `n_hat` and `probs` must be public (from the released 1-way tables).
     pub fn select<R: Rng + ?Sized>(
         &self, rng: &mut R, counts: &PairCounts, n_hat: f64, probs: &[Vec<f64>], check: &mut dyn FnMut() -> Result<(), Interrupted>,
     ) -> Result<Vec<(usize, usize)>, ReleaseFailure> {
         let d = self.cards.len();
         let Some(sel) = self.selection else { return Ok(Vec::new()) };
+        if self.method == Method::Tree2 {
+            let noise = self.two_way_noise.unwrap_or(self.one_way_noise);
+            let mut ticker = Ticker::default();
+            let mut measure = |rng: &mut R, cols: &[usize], check: &mut dyn FnMut() -> Result<(), Interrupted>| {
+                noisy(rng, &counts.table(cols), &noise, &mut ticker, check)
+            };
+            let cliques = self.select_cliques(rng, counts, n_hat, probs, &mut measure, check)?;
+            return Ok(clique_edges(&cliques.into_iter().map(|(c, _)| c).collect::<Vec<_>>()));
+        }
         let scores = self.pair_scores(counts, n_hat, probs, check)?;
         let mut ticker = Ticker::default();
         let mut edges = Vec::with_capacity(d - 1);
@@ -602,6 +765,7 @@ impl SyntheticSpec {
                     edges.push((p, c));
                 }
             }
+            Method::Tree2 => unreachable!("handled above"),
         }
         Ok(edges)
     }
@@ -623,23 +787,55 @@ impl SyntheticSpec {
         // (floored: at huge ε the variance underflows to 0 and the weights would be infinite)
         let one_var = self.one_way_noise.variance().max(1e-12);
         let (n_hat, probs) = model::reference(&self.cards, &raw_one);
+        let two_noise = self.two_way_noise.unwrap_or(self.one_way_noise);
+        if self.method == Method::Tree2 {
+            // (2) and (3) interleaved: each clique is measured right after it is chosen
+            let mut measure = |rng: &mut R, cols: &[usize], check: &mut dyn FnMut() -> Result<(), Interrupted>| {
+                noisy(rng, &counts.table(cols), &two_noise, &mut ticker, check)
+            };
+            let mut cliques = self.select_cliques(rng, counts, n_hat, &probs, &mut measure, check)?;
+            let (edges, raw_two) = if cliques.is_empty() {
+                (Vec::new(), Vec::new())
+            } else {
+                let (pair, t) = cliques.remove(0);
+                (vec![(pair[0], pair[1])], vec![t])
+            };
+            let three = cliques.into_iter().map(|(c, t)| ([c[0], c[1], c[2]], t)).collect();
+            return model::Model::estimate(&self.cards, raw_one, one_var, edges, raw_two, three, two_noise.variance().max(1e-12), check);
+        }
         // (2) the structure
         let chosen = self.select(rng, counts, n_hat, &probs, check)?;
         let oriented = match self.method {
             Method::Mst => model::orient(d, &chosen, 0),
-            Method::PrivBayes => chosen,
+            Method::PrivBayes | Method::Tree2 => chosen,
         };
         // (3) the chosen pair tables, measured as i < j and stored parent-major
         let mut raw_two = Vec::with_capacity(oriented.len());
-        let two_noise = self.two_way_noise.unwrap_or(self.one_way_noise);
         for &(p, c) in &oriented {
             let (i, j) = (p.min(c), p.max(c));
             let t = noisy(rng, counts.two_way(i, j), &two_noise, &mut ticker, check)?;
             raw_two.push(if p < c { t } else { model::transpose(&t, self.cards[i], self.cards[j]) });
         }
         // (4) and (5): estimation and the samplers, post-processing
-        model::Model::estimate(&self.cards, raw_one, one_var, oriented, raw_two, two_noise.variance().max(1e-12), check)
+        model::Model::estimate(&self.cards, raw_one, one_var, oriented, raw_two, Vec::new(), two_noise.variance().max(1e-12), check)
     }
+}
+
+/// The structure's edges of a list of cliques: (a, b) for the first pair, then (a, c), (b, c) for
+/// each clique [a, b, c].
+fn clique_edges(cliques: &[Vec<usize>]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    for c in cliques {
+        match c[..] {
+            [a, b] => out.push((a, b)),
+            [a, b, c] => {
+                out.push((a, c));
+                out.push((b, c));
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// A table plus independent noise in every cell.

@@ -31,6 +31,11 @@ fn normalise(v: &[f64]) -> Vec<f64> {
     }
 }
 
+/// A released table clipped at 0 and normalised (uniform when nothing is left).
+pub fn clipped_probs(t: &[i64]) -> Vec<f64> {
+    normalise(&t.iter().map(|&x| x.max(0) as f64).collect::<Vec<_>>())
+}
+
 /// Orients the edges of a tree on d nodes away from `root`, in breadth-first order.
 pub fn orient(d: usize, edges: &[(usize, usize)], root: usize) -> Vec<(usize, usize)> {
     let mut adj = vec![Vec::new(); d];
@@ -126,13 +131,28 @@ pub struct Model {
     root_alias: Alias,
     /// Per edge: the child's alias table given each parent value.
     conditionals: Vec<Vec<Alias>>,
+    /// Tree2: the cliques after the first pair, [a, b, c] with (a, b) an edge already in the model
+    /// (a < b), in the order added. Empty for the other methods.
+    cliques: Vec<[usize; 3]>,
+    /// The released noisy 3-way tables, row-major c_a × c_b × c_c, one per clique.
+    raw_three: Vec<Vec<i64>>,
+    /// The model's joint distribution of each clique (a-major, then b, then c).
+    three_joints: Vec<Vec<f64>>,
+    /// Per clique: c's alias table given each value x·c_b + y of (a, b).
+    three_conditionals: Vec<Vec<Alias>>,
 }
 
 impl Model {
+    /// The estimate from the released tables: the 1-way tables (variance `one_var` per cell), the
+    /// tree's pair tables (parent-major, every parent before its children) and, for Tree2, the
+    /// 3-way tables of the cliques [a, b, c] whose edge (a, b) is already in the model (both of
+    /// variance `two_var` per cell).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn estimate(
-        cards: &[usize], raw_one: Vec<Vec<i64>>, one_var: f64, edges: Vec<(usize, usize)>, raw_two: Vec<Vec<i64>>, two_var: f64,
-        check: &mut dyn FnMut() -> Result<(), Interrupted>,
+        cards: &[usize], raw_one: Vec<Vec<i64>>, one_var: f64, edges: Vec<(usize, usize)>, raw_two: Vec<Vec<i64>>,
+        three: Vec<([usize; 3], Vec<i64>)>, two_var: f64, check: &mut dyn FnMut() -> Result<(), Interrupted>,
     ) -> Result<Model, ReleaseFailure> {
+        let (cliques, raw_three): (Vec<[usize; 3]>, Vec<Vec<i64>>) = three.into_iter().unzip();
         let d = cards.len();
         let mut ticker = Ticker::default();
         // n̂: inverse-variance average of the sums of every noisy table
@@ -144,6 +164,11 @@ impl Model {
         }
         for (t, &(p, c)) in raw_two.iter().zip(&edges) {
             let v = (cards[p] * cards[c]) as f64 * two_var;
+            num += t.iter().map(|&x| x as f64).sum::<f64>() / v;
+            den += 1.0 / v;
+        }
+        for t in &raw_three {
+            let v = t.len() as f64 * two_var;
             num += t.iter().map(|&x| x as f64).sum::<f64>() / v;
             den += 1.0 / v;
         }
@@ -164,6 +189,26 @@ impl Model {
                 ticker.tick(cc, check)?;
             }
             wsum[p] += wp;
+            wsum[c] += wc;
+        }
+        for (t, &[a, b, c]) in raw_three.iter().zip(&cliques) {
+            let (ca, cb, cc) = (cards[a], cards[b], cards[c]);
+            let cells = (ca * cb * cc) as f64;
+            // the margin of one column sums cells/c_j noisy cells per value
+            let (wa, wb, wc) = (ca as f64 / (cells * two_var), cb as f64 / (cells * two_var), cc as f64 / (cells * two_var));
+            for x in 0..ca {
+                for y in 0..cb {
+                    for z in 0..cc {
+                        let v = t[(x * cb + y) * cc + z] as f64;
+                        acc[a][x] += v * wa;
+                        acc[b][y] += v * wb;
+                        acc[c][z] += v * wc;
+                    }
+                    ticker.tick(cc, check)?;
+                }
+            }
+            wsum[a] += wa;
+            wsum[b] += wb;
             wsum[c] += wc;
         }
         let probs: Vec<Vec<f64>> = acc.iter().zip(&wsum).map(|(a, w)| normalise(&a.iter().map(|x| (x / w).max(0.0)).collect::<Vec<_>>())).collect();
@@ -197,6 +242,64 @@ impl Model {
             joints.push(joint);
             conditionals.push(cond);
         }
+
+        // cliques: each 3-way table clipped, then raked to the model's joint of its edge (a, b)
+        // and to c's consensus margin; the model's joint of the new edges (a, c), (b, c) follows
+        let mut edge_joint: std::collections::HashMap<(usize, usize), Vec<f64>> = std::collections::HashMap::new();
+        for (j, &(p, c)) in joints.iter().zip(&edges) {
+            edge_joint.insert((p.min(c), p.max(c)), if p < c { j.clone() } else { transpose(j, cards[p], cards[c]) });
+        }
+        let mut three_joints = Vec::with_capacity(cliques.len());
+        let mut three_conditionals = Vec::with_capacity(cliques.len());
+        for (t, &[a, b, c]) in raw_three.iter().zip(&cliques) {
+            let (ca, cb, cc) = (cards[a], cards[b], cards[c]);
+            let ab = match edge_joint.get(&(a, b)) {
+                Some(j) => j.clone(),
+                // unreachable for a model built by select_cliques; the product of the margins
+                None => (0..ca * cb).map(|k| probs[a][k / cb] * probs[b][k % cb]).collect(),
+            };
+            let pc = &probs[c];
+            let clipped: Vec<f64> = t.iter().map(|&x| x.max(0) as f64).collect();
+            let total: f64 = clipped.iter().sum();
+            let outer = |k: usize| ab[k / cc] * pc[k % cc];
+            let mut joint: Vec<f64> = if total > 0.0 {
+                clipped.iter().enumerate().map(|(k, x)| (1.0 - MIX) * x / total + MIX * outer(k)).collect()
+            } else {
+                (0..ca * cb * cc).map(outer).collect()
+            };
+            rake(&mut joint, &ab, pc, &mut ticker, check)?;
+            // the model's joint: P_ab(x, y) · P(z | x, y), with c's margin where a fibre is empty
+            let child_margin = Alias::new(pc);
+            let mut cond = Vec::with_capacity(ca * cb);
+            for (xy, &w) in ab.iter().enumerate() {
+                let fibre = &mut joint[xy * cc..(xy + 1) * cc];
+                let s: f64 = fibre.iter().sum();
+                if s > 0.0 && s.is_finite() {
+                    cond.push(Alias::new(fibre));
+                    fibre.iter_mut().for_each(|v| *v *= w / s);
+                } else {
+                    cond.push(child_margin.clone());
+                    fibre.iter_mut().zip(pc).for_each(|(v, &p)| *v = w * p);
+                }
+                ticker.tick(cc, check)?;
+            }
+            let (mut jac, mut jbc) = (vec![0.0; ca * cc], vec![0.0; cb * cc]);
+            for x in 0..ca {
+                for y in 0..cb {
+                    for z in 0..cc {
+                        let v = joint[(x * cb + y) * cc + z];
+                        jac[x * cc + z] += v;
+                        jbc[y * cc + z] += v;
+                    }
+                }
+            }
+            for (u, m) in [(a, jac), (b, jbc)] {
+                let m = if u < c { m } else { transpose(&m, cards[u], cc) };
+                edge_joint.insert((u.min(c), u.max(c)), m);
+            }
+            three_joints.push(joint);
+            three_conditionals.push(cond);
+        }
         let root = edges.first().map_or(0, |e| e.0);
         Ok(Model {
             cards: cards.to_vec(),
@@ -209,6 +312,10 @@ impl Model {
             margins,
             joints,
             conditionals,
+            cliques,
+            raw_three,
+            three_joints,
+            three_conditionals,
         })
     }
 
@@ -228,9 +335,31 @@ impl Model {
     }
 
     /// The chosen edges (parent, child): every parent before its children, the root first. A DP
-    /// output (part of the public report).
+    /// output (part of the public report). Tree2: the first pair, then each clique [a, b, c] as
+    /// two edges (a, c), (b, c) — c's two parents — 2d − 3 edges in all.
     pub fn structure(&self) -> Vec<(usize, usize)> {
-        self.edges.clone()
+        let mut out = self.edges.clone();
+        for &[a, b, c] in &self.cliques {
+            out.push((a, c));
+            out.push((b, c));
+        }
+        out
+    }
+
+    /// Tree2: the cliques after the first pair, [a, b, c] in the order added, (a, b) (a < b) an
+    /// edge already in the model and c the new column. Empty for the other methods.
+    pub fn cliques(&self) -> &[[usize; 3]] {
+        &self.cliques
+    }
+
+    /// The released noisy 3-way table of the k-th clique, row-major c_a × c_b × c_c.
+    pub fn raw_three_way(&self, k: usize) -> &[i64] {
+        &self.raw_three[k]
+    }
+
+    /// The model's joint distribution of the k-th clique (row-major c_a × c_b × c_c).
+    pub fn clique_table(&self, k: usize) -> &[f64] {
+        &self.three_joints[k]
     }
 
     /// The column sampled first.
@@ -272,6 +401,9 @@ impl Model {
             row[self.root] = self.root_alias.sample(rng);
             for (e, &(p, c)) in self.edges.iter().enumerate() {
                 row[c] = self.conditionals[e][row[p] as usize].sample(rng);
+            }
+            for (k, &[a, b, c]) in self.cliques.iter().enumerate() {
+                row[c] = self.three_conditionals[k][row[a] as usize * self.cards[b] + row[b] as usize].sample(rng);
             }
             out.extend_from_slice(&row);
             ticker.tick(d.max(1), check)?;
