@@ -3,6 +3,9 @@
 Loads Adult into a fresh database, declares public values and bins, releases synthetic copies and
 prints the mean total-variation distance (TVD) over all 2-way and 3-way marginals of the binned
 columns, against independent margins and DPRP measured in the same run, plus release times.
+
+bench/synthetic_peers.py imports the loading, the public domains and bins, the release and the metrics
+from here (setup, release, cardinalities, encode, mean_tvd, max_cell_error, tstr_accuracy).
 """
 import argparse
 import itertools
@@ -74,21 +77,97 @@ def encode(values, enc):
     return codes
 
 
-def mean_tvd(real, synth, cards, size, cols=None):
+def marginals(real, synth, cards, size, cols=None):
+    """Yields the cell proportions (real, synthetic) of every marginal of `size` columns."""
     cols = list(range(len(cards))) if cols is None else cols
-    out = []
     for sub in itertools.combinations(cols, size):
         radix = 1
         a = np.zeros(len(real[0]), dtype=np.int64)
         s = np.zeros(len(synth[0]), dtype=np.int64)
-        for j in sub:
-            a += real[j] * radix
-            s += synth[j] * radix
+        for j in sub:  # int64 first: codes held in a narrower type would wrap when multiplied
+            a += np.asarray(real[j], dtype=np.int64) * radix
+            s += np.asarray(synth[j], dtype=np.int64) * radix
             radix *= cards[j]
         pa = np.bincount(a, minlength=radix) / max(len(a), 1)
         ps = np.bincount(s, minlength=radix) / max(len(s), 1)
-        out.append(0.5 * np.abs(pa - ps).sum())
-    return float(np.mean(out))
+        yield pa, ps
+
+
+def mean_tvd(real, synth, cards, size, cols=None):
+    """Mean total-variation distance over all marginals of `size` columns (codes per column)."""
+    return float(np.mean([0.5 * np.abs(pa - ps).sum() for pa, ps in marginals(real, synth, cards, size, cols)]))
+
+
+def max_cell_error(real, synth, cards, size=2):
+    """Largest absolute difference of a cell's proportion over all marginals of `size` columns."""
+    return float(max(np.abs(pa - ps).max() for pa, ps in marginals(real, synth, cards, size)))
+
+
+def tstr_accuracy(real, synth, cards, target, positive):
+    """Train on synthetic, test on real: a logistic regression on the one-hot codes of every column but
+    `target` (index), trained on the synthetic rows to predict code `positive` of the target, scored by
+    its accuracy on all the real rows. Synthetic rows whose target is NULL are left out of training.
+    Needs scikit-learn (imported here, so that the default benchmark does not)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import OneHotEncoder
+
+    features = [j for j in range(len(cards)) if j != target]
+    enc = OneHotEncoder(categories=[np.arange(cards[j]) for j in features], handle_unknown="ignore")
+    xs = np.column_stack([synth[j] for j in features])
+    xr = np.column_stack([real[j] for j in features])
+    null = cards[target] - 1
+    keep = np.asarray(synth[target]) != null
+    ys = np.asarray(synth[target])[keep] == positive
+    yr = np.asarray(real[target]) == positive
+    if ys.all() or not ys.any():  # one class only: the model predicts it
+        return float(np.mean(yr == ys[0])) if len(ys) else float("nan")
+    model = LogisticRegression(max_iter=2000)
+    model.fit(enc.fit_transform(xs[keep]), ys)
+    return float(np.mean(model.predict(enc.transform(xr)) == yr))
+
+
+def cardinalities(encs, names):
+    """Codes per column under a report's encodings: the values or bins, plus one for NULL."""
+    return [len(encs[n]["values"]) + 1 if encs[n]["kind"] == "categorical" else len(encs[n]["edges"]) for n in names]
+
+
+def setup(host, port, data, dbname="bench_synthetic"):
+    """A fresh database with pg_dp and Adult loaded, its public domains and bounds declared.
+    Returns the connection and the raw rows (column order of COLUMNS)."""
+    with psycopg.connect(host=host, port=port, user="postgres", dbname="postgres", autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {dbname}")
+        c.execute(f"CREATE DATABASE {dbname}")
+    conn = psycopg.connect(host=host, port=port, user="postgres", dbname=dbname, autocommit=True)
+    conn.execute("CREATE EXTENSION pg_dp")
+    conn.execute("SET dp.release_cache = off")
+    rows = load_rows(data)
+    conn.execute("CREATE TABLE adult (" + ", ".join(f"{n} {t}" for n, t in COLUMNS) + ")")
+    with conn.cursor().copy("COPY adult FROM STDIN") as cp:
+        for r in rows:
+            cp.write_row([None if v is None else (int(v) if t == "int" else v) for v, (_, t) in zip(r, COLUMNS)])
+    conn.execute("ANALYZE adult")
+    for col, values in public_domains(data).items():
+        conn.execute("SELECT dp.set_domain('adult', %s, %s::text[])", (col, values))
+    for col, (lo, hi) in BOUNDS.items():
+        conn.execute("SELECT dp.set_bounds('adult', %s, %s, %s)", (col, lo, hi))
+    return conn, rows
+
+
+def release(conn, t, eps, delta, method):
+    """One dp.release_synthetic of all columns into table t (16 bins for the bounded numbers, EDGES for
+    capital gain and loss). Returns the encodings of its report by column, the synthetic columns and
+    the seconds the call took (read, fit, sample, write)."""
+    names = [n for n, _ in COLUMNS]
+    conn.execute(f"DROP TABLE IF EXISTS {t}, {t}_report")
+    t0 = time.perf_counter()
+    r = conn.execute(
+        "SELECT dp.release_synthetic('adult', %s, %s, %s, %s, bins => 16, bin_edges => %s::jsonb, method => %s)",
+        (t, names, eps, delta, json.dumps(EDGES), method),
+    ).fetchone()[0]
+    secs = time.perf_counter() - t0
+    encs = {e["column"]: e for e in r["columns"]}
+    synth = conn.execute(f"SELECT {', '.join(names)} FROM {t}").fetchall()
+    return encs, [[row[i] for row in synth] for i in range(len(names))], secs
 
 
 def main():
@@ -98,22 +177,7 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--runs", type=int, default=3)
     a = ap.parse_args()
-    with psycopg.connect(host=a.host, port=a.port, user="postgres", dbname="postgres", autocommit=True) as c:
-        c.execute("DROP DATABASE IF EXISTS bench_synthetic")
-        c.execute("CREATE DATABASE bench_synthetic")
-    conn = psycopg.connect(host=a.host, port=a.port, user="postgres", dbname="bench_synthetic", autocommit=True)
-    conn.execute("CREATE EXTENSION pg_dp")
-    conn.execute("SET dp.release_cache = off")
-    rows = load_rows(a.data)
-    conn.execute("CREATE TABLE adult (" + ", ".join(f"{n} {t}" for n, t in COLUMNS) + ")")
-    with conn.cursor().copy("COPY adult FROM STDIN") as cp:
-        for r in rows:
-            cp.write_row([None if v is None else (int(v) if t == "int" else v) for v, (_, t) in zip(r, COLUMNS)])
-    conn.execute("ANALYZE adult")
-    for col, values in public_domains(a.data).items():
-        conn.execute("SELECT dp.set_domain('adult', %s, %s::text[])", (col, values))
-    for col, (lo, hi) in BOUNDS.items():
-        conn.execute("SELECT dp.set_bounds('adult', %s, %s, %s)", (col, lo, hi))
+    conn, rows = setup(a.host, a.port, a.data)
     names = [n for n, _ in COLUMNS]
     real_raw = {n: [r[i] for r in rows] for i, n in enumerate(names)}
     print(f"Adult: {len(rows)} rows, {len(names)} columns")
@@ -125,18 +189,6 @@ def main():
         conn.execute(f"SELECT count(*) FROM (SELECT {cols_sql}, count(*) FROM adult GROUP BY {cols_sql}) s").fetchone()
     native = (time.perf_counter() - t0) / 5
 
-    def release(t, eps, delta, method):
-        conn.execute(f"DROP TABLE IF EXISTS {t}, {t}_report")
-        t0 = time.perf_counter()
-        r = conn.execute(
-            "SELECT dp.release_synthetic('adult', %s, %s, %s, %s, bins => 16, bin_edges => %s::jsonb, method => %s)",
-            (t, names, eps, delta, json.dumps(EDGES), method),
-        ).fetchone()[0]
-        secs = time.perf_counter() - t0
-        encs = {e["column"]: e for e in r["columns"]}
-        synth = conn.execute(f"SELECT {cols_sql} FROM {t}").fetchall()
-        return encs, [[row[i] for row in synth] for i in range(len(names))], secs
-
     results = []
     times = []
     for eps in (0.3, 1.0, 3.0, 10.0):
@@ -145,9 +197,9 @@ def main():
             for method in ("mst", "privbayes"):
                 two, three, ind2, ind3 = [], [], [], []
                 for run in range(a.runs):
-                    encs, synth, secs = release("syn", eps, delta, method)
+                    encs, synth, secs = release(conn, "syn", eps, delta, method)
                     times.append(secs)
-                    cards = [len(encs[n]["values"]) + 1 if encs[n]["kind"] == "categorical" else len(encs[n]["edges"]) for n in names]
+                    cards = cardinalities(encs, names)
                     real = [encode(real_raw[n], encs[n]) for n in names]
                     syn = [encode(synth[i], encs[n]) for i, n in enumerate(names)]
                     two.append(mean_tvd(real, syn, cards, 2))
