@@ -194,7 +194,7 @@ def main():
     for eps in (0.3, 1.0, 3.0, 10.0):
         for delta in (0.0, 1e-9):
             row = {"eps": eps, "delta": delta}
-            for method in ("mst", "privbayes"):
+            for method in ("mst", "tree2", "privbayes"):
                 two, three, ind2, ind3 = [], [], [], []
                 for run in range(a.runs):
                     encs, synth, secs = release(conn, "syn", eps, delta, method)
@@ -230,16 +230,16 @@ def main():
                 if method == "mst":
                     row["independent"] = (np.mean(ind2), np.mean(ind3))
             results.append(row)
-            print(f"  epsilon {eps:<4} delta {delta:<6}: mst {row['mst'][0]:.4f}/{row['mst'][1]:.4f}  "
+            print(f"  epsilon {eps:<4} delta {delta:<6}: mst {row['mst'][0]:.4f}/{row['mst'][1]:.4f}  tree2 {row['tree2'][0]:.4f}/{row['tree2'][1]:.4f}  "
                   f"privbayes {row['privbayes'][0]:.4f}/{row['privbayes'][1]:.4f}  independent {row['independent'][0]:.4f}/{row['independent'][1]:.4f}", flush=True)
 
     print()
     print(f"Mean TVD over all 2-way / 3-way marginals of the 14 binned columns ({a.runs} runs each):")
     print()
-    print("| epsilon | delta | mst | privbayes | independent margins |")
-    print("|---|---|---|---|---|")
+    print("| epsilon | delta | mst | tree2 | privbayes | independent margins |")
+    print("|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['eps']:g} | {r['delta']:g} | {r['mst'][0]:.3f} / {r['mst'][1]:.3f} | {r['privbayes'][0]:.3f} / {r['privbayes'][1]:.3f} "
+        print(f"| {r['eps']:g} | {r['delta']:g} | {r['mst'][0]:.3f} / {r['mst'][1]:.3f} | {r['tree2'][0]:.3f} / {r['tree2'][1]:.3f} | {r['privbayes'][0]:.3f} / {r['privbayes'][1]:.3f} "
               f"| {r['independent'][0]:.3f} / {r['independent'][1]:.3f} |")
     print()
     print("Mean TVD over the 2-way marginals of the five numeric columns, same bins, same (epsilon, delta = 1e-9):")

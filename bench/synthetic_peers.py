@@ -6,7 +6,7 @@ declares its public domains and bins; the codes are those of dp.release_syntheti
 of the declared domains, bounds and edges only, one code per value or bin plus one for NULL). Then, for
 epsilon 0.3, 1 and 3:
 
-  pg_dp mst, pg_dp privbayes   dp.release_synthetic, delta 0 and 1e-9
+  pg_dp mst, tree2, privbayes  dp.release_synthetic, delta 0 and 1e-9
   reference MST                MSTSynthesizer of the smartnoise-synth package (on the mbi package,
                                Private-PGM), (epsilon, delta)-DP only: delta 1e-9; its sample()
   reference MST iid            the same fitted model, drawn with mbi's synthetic_data(method="sample")
@@ -57,11 +57,11 @@ import synthetic as sb  # noqa: E402  (bench/synthetic.py: loading, public domai
 
 EPSILONS = (0.3, 1.0, 3.0)
 DELTAS = (0.0, 1e-9)
-METHODS = ["pg_dp mst", "pg_dp privbayes", "reference MST", "reference MST iid", "reference PrivBayes",
+METHODS = ["pg_dp mst", "pg_dp tree2", "pg_dp privbayes", "reference MST", "reference MST iid", "reference PrivBayes",
            "reference PrivBayes eps/2"]
 # the settings each one supports: pg_dp both deltas; MST is (epsilon, delta)-DP with delta > 0;
 # DataSynthesizer is pure epsilon
-SUPPORTS = {"pg_dp mst": DELTAS, "pg_dp privbayes": DELTAS, "reference MST": (1e-9,), "reference MST iid": (1e-9,),
+SUPPORTS = {"pg_dp mst": DELTAS, "pg_dp tree2": DELTAS, "pg_dp privbayes": DELTAS, "reference MST": (1e-9,), "reference MST iid": (1e-9,),
             "reference PrivBayes": (0.0,), "reference PrivBayes eps/2": (0.0,)}
 # "reference MST iid" is no run of its own: the same fitted model as "reference MST", drawn again
 PACKAGES = ["smartnoise-synth", "mbi", "DataSynthesizer", "numpy", "pandas", "scikit-learn", "jax", "opendp", "psycopg"]

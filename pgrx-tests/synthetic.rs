@@ -132,7 +132,7 @@ fn synthetic_releases_are_refused_from_public_information_before_anything_is_cha
     synthetic_refused(&call(&format!("'people', 'syn', {SYN_COLUMNS}, 0, bin_edges => {SYN_EDGES}")), "epsilon must be");
     synthetic_refused(&call(&format!("'people', 'syn', {SYN_COLUMNS}, 1, 1, bin_edges => {SYN_EDGES}")), "delta must be");
     synthetic_refused(&call(&format!("'people', 'syn', {SYN_COLUMNS}, 1, bins => 0, bin_edges => {SYN_EDGES}")), "bins must be between 1 and 4096, got 0");
-    synthetic_refused(&call("'people', 'syn', ARRAY['age'], 1, method => 'gan'"), "method must be 'mst' or 'privbayes', got 'gan'");
+    synthetic_refused(&call("'people', 'syn', ARRAY['age'], 1, method => 'gan'"), "method must be 'mst', 'tree2' or 'privbayes', got 'gan'");
     synthetic_refused(&call("'people', 'syn', ARRAY['age'], 1, bin_edges => '{\"income\": [0, 1]}'"), "bin_edges names \"income\", which is not among columns");
     synthetic_refused(&call("'people', 'syn', ARRAY['income'], 1, bin_edges => '{\"income\": [5, 1]}'"), "strictly increasing, got 5 then 1");
     synthetic_refused(&call("'people', 'syn', ARRAY['age'], 1, bin_edges => '{\"age\": [0, 1.5, 3]}'"), "must hold integers for an integer column");
@@ -467,4 +467,22 @@ fn a_synthetic_release_with_a_fixed_seed_is_reproducible() {
     // when that is intended, and say so in the changelog)
     assert_eq!(digest("s1"), "65e383b483cbf9864d0ee197e923f329", "the seeded release changed");
     Spi::run("RESET dp.seed").unwrap();
+}
+
+#[pg_test]
+fn a_synthetic_copy_with_3_column_cliques_keeps_a_dependence_of_three_columns() {
+    // c is the exclusive or of a and b: every pair is independent, so a tree of pairs loses it,
+    // and a 2-tree of 3-column cliques keeps it
+    Spi::run("CREATE TABLE xor AS SELECT g % 2 = 0 AS a, (g / 2) % 2 = 0 AS b, ((g % 2) + (g / 2) % 2) % 2 = 0 AS c, g % 5 AS e
+                FROM generate_series(1, 4000) g").unwrap();
+    Spi::run("SELECT dp.set_bounds('xor', 'e', 0, 4)").unwrap();
+    let r: serde_json::Value = serde_json::from_str(&one_text("SELECT dp.release_synthetic('xor', 'syn', ARRAY['a', 'b', 'c', 'e'], 1e4, method => 'tree2')::text")).unwrap();
+    assert_eq!(r["method"], "tree2");
+    assert_eq!(r["structure"].as_array().unwrap().len(), 5, "a 2-tree on 4 columns: the first pair and two edges per clique: {r}");
+    assert_eq!(one_i64("SELECT count(*) FROM syn_report WHERE kind = 'model part' AND item = 'cliques'"), 1);
+    let broken = one_f64("SELECT avg((c <> (a = b))::int)::float8 FROM syn");
+    assert!(broken < 0.05, "the exclusive or holds in {:.3} of the rows only", 1.0 - broken);
+    Spi::run("SELECT dp.release_synthetic('xor', 'tree', ARRAY['a', 'b', 'c', 'e'], 1e4)").unwrap();
+    let tree_broken = one_f64("SELECT avg((c <> (a = b))::int)::float8 FROM tree");
+    assert!(tree_broken > 0.3, "a tree of pairs cannot keep it: {tree_broken}");
 }

@@ -14,11 +14,11 @@
 //!    NaN become the midpoint of their bounds, ±∞ and out-of-range values are clamped;
 //! 5. the core finishes the release. After the charge the only failures are an interrupt and the
 //!    memory limit, which is a function of the released row count.
-use super::source::{close_source, open_source, scan_rows, Conversion, Source, CHECK_ROWS};
+use super::source::{close_source, open_source, pending_interrupt, scan_rows, Conversion, Source, CHECK_ROWS};
 use crate::pg::error::{raise_with, OrRaise};
 use crate::settings::noise::with_rng;
 use pg_dp_core::accounting::charge::{charged_decimal, ReleaseRecord};
-use pg_dp_core::release::dprp::{Centring, DprpOutput, DprpParams, DprpReceipt, DprpSpec, Interrupted, MemoryPlan, ReleaseFailure, RowNorm};
+use pg_dp_core::release::dprp::{Centring, DprpOutput, DprpParams, DprpReceipt, DprpSpec, MemoryPlan, ReleaseFailure, RowNorm};
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
 use pgrx::spi::quote_identifier;
@@ -89,15 +89,6 @@ unsafe fn scan_floats(src: &Source, conversions: &[Conversion], push: &mut dyn F
     })
 }
 
-/// The core's interrupt check: a pending cancel or termination stops the release, which then
-/// raises the pending interrupt (`interrupted`).
-fn pending_interrupt() -> Result<(), Interrupted> {
-    if unsafe { pg_sys::QueryCancelPending != 0 || pg_sys::ProcDiePending != 0 } {
-        Err(Interrupted)
-    } else {
-        Ok(())
-    }
-}
 
 /// Ends a release that failed after the charge: the pending interrupt, or one fixed error.
 fn failed_after_charge(e: ReleaseFailure) -> ! {

@@ -295,3 +295,13 @@ pub unsafe fn scan_rows<E>(src: &Source, push: &mut dyn FnMut(&[pg_sys::Datum], 
     pg_sys::MemoryContextDelete(context);
     result
 }
+
+/// The core's interrupt check for a release: a pending cancel or termination stops it, and the
+/// release then raises the pending interrupt.
+pub fn pending_interrupt() -> Result<(), pg_dp_core::release::dprp::Interrupted> {
+    if unsafe { pg_sys::QueryCancelPending != 0 || pg_sys::ProcDiePending != 0 } {
+        Err(pg_dp_core::release::dprp::Interrupted)
+    } else {
+        Ok(())
+    }
+}

@@ -15,12 +15,12 @@
 //!    have a code of their own; numbers outside the bins are clamped), never an error;
 //! 5. the core fits the model and samples the noisy row count's worth of rows, written in batches.
 //!    After the charge the only failure is an interrupt.
-use super::source::{close_source, open_source, scan_rows, Conversion, Source};
+use super::source::{close_source, open_source, pending_interrupt, scan_rows, Conversion, Source};
 use crate::catalog::protect::{self, Domain};
 use crate::pg::error::{raise_with, OrRaise};
 use crate::settings::noise::with_rng;
 use pg_dp_core::accounting::charge::{charged_decimal, ReleaseRecord};
-use pg_dp_core::release::dprp::{Interrupted, ReleaseFailure};
+use pg_dp_core::release::dprp::ReleaseFailure;
 use pg_dp_core::release::synthetic::columns::{ColumnCode, Decoded};
 use pg_dp_core::release::criteria::selection::LoopSpec;
 use pg_dp_core::noise::rng::DpRng;
@@ -320,14 +320,6 @@ unsafe fn text_reader(typid: Oid, lookup: HashMap<Vec<u8>, u32>) -> Reader {
     Reader::Text { output, lookup }
 }
 
-/// The core's interrupt check.
-fn pending_interrupt() -> Result<(), Interrupted> {
-    if unsafe { pg_sys::QueryCancelPending != 0 || pg_sys::ProcDiePending != 0 } {
-        Err(Interrupted)
-    } else {
-        Ok(())
-    }
-}
 
 /// Ends a release that failed after the charge: the pending interrupt, or the one fixed error of a
 /// released table too large for min_count's projection (a function of the model's noisy row count).
@@ -359,21 +351,38 @@ fn charge(source: &str, receipt: &serde_json::Value, epsilon: f64, delta: f64) {
     unsafe { crate::budget::charge::charge(vec![release], 0, crate::pg::fmgr::cstr_or(pg_sys::debug_query_string, "")) }
 }
 
+/// A query whose rows are a batch of decoded rows: $1.. are one text array per column, cast to the
+/// columns' types under their names, with `pg_dp_row` numbering the rows in order.
+fn typed_rows(columns: &[Column]) -> String {
+    let casts: Vec<String> = columns.iter().enumerate().map(|(i, c)| format!("u.c{i}::{} AS {}", c.sql_type, quote_identifier(&c.name))).collect();
+    let params: Vec<String> = (1..=columns.len()).map(|i| format!("pg_catalog.unnest(${i}::pg_catalog.text[])")).collect();
+    let aliases: Vec<String> = (0..columns.len()).map(|i| format!("c{i}")).collect();
+    format!(
+        "SELECT {}, u.pg_dp_row FROM ROWS FROM ({}) WITH ORDINALITY AS u({}, pg_dp_row)",
+        casts.join(", "),
+        params.join(", "),
+        aliases.join(", ")
+    )
+}
+
+/// The arguments of [`typed_rows`] for some rows: each column's values as text.
+fn text_arrays(columns: &[Column], cells: &[Decoded]) -> Vec<pgrx::datum::DatumWithOid<'static>> {
+    let d = columns.len().max(1);
+    let mut arrays: Vec<Vec<Option<String>>> = vec![Vec::with_capacity(cells.len() / d); d];
+    for row in cells.chunks_exact(d) {
+        for ((a, col), &cell) in arrays.iter_mut().zip(columns).zip(row) {
+            a.push(col.text(cell));
+        }
+    }
+    arrays.into_iter().map(|a| a.into()).collect()
+}
+
 /// The query that evaluates the caller's constraint on a batch of rows: one boolean per row, in order
 /// (NULL counts as refused). Checked now, before the charge, by preparing it: one expression over the
 /// target's columns, of type boolean.
 fn constraint_query(columns: &[Column], expr: &str) -> String {
-    let d = columns.len();
-    let casts: Vec<String> = columns.iter().enumerate().map(|(i, c)| format!("u.c{i}::{} AS {}", c.sql_type, quote_identifier(&c.name))).collect();
-    let params: Vec<String> = (1..=d).map(|i| format!("pg_catalog.unnest(${i}::pg_catalog.text[])")).collect();
-    let aliases: Vec<String> = (0..d).map(|i| format!("c{i}")).collect();
-    let sql = format!(
-        "SELECT COALESCE(({expr}), false) FROM (SELECT {}, u.pg_dp_row FROM ROWS FROM ({}) WITH ORDINALITY AS u({}, pg_dp_row)) AS t ORDER BY t.pg_dp_row",
-        casts.join(", "),
-        params.join(", "),
-        aliases.join(", ")
-    );
-    let types: Vec<pgrx::PgOid> = vec![pgrx::PgOid::from(pg_sys::TEXTARRAYOID); d];
+    let sql = format!("SELECT COALESCE(({expr}), false) FROM ({}) AS t ORDER BY t.pg_dp_row", typed_rows(columns));
+    let types: Vec<pgrx::PgOid> = vec![pgrx::PgOid::from(pg_sys::TEXTARRAYOID); columns.len()];
     // a bad expression raises PostgreSQL's own error here (a syntax error, an unknown column, a type
     // that is not boolean), before anything is charged
     Spi::connect(|c| c.prepare(&sql, &types).map(|_| ())).unwrap_or_else(|e| invalid(format!("constraints must be one boolean expression over the columns: {e}")));
@@ -386,13 +395,7 @@ fn constraint_mask(sql: &str, columns: &[Column], s: &Sample) -> Vec<bool> {
     let d = columns.len().max(1);
     let mut out = Vec::with_capacity(s.rows(d));
     for batch in s.cells.chunks(BATCH_ROWS * d) {
-        let mut arrays: Vec<Vec<Option<String>>> = vec![Vec::with_capacity(batch.len() / d); d];
-        for row in batch.chunks_exact(d) {
-            for ((a, col), &cell) in arrays.iter_mut().zip(columns).zip(row) {
-                a.push(col.text(cell));
-            }
-        }
-        let args: Vec<pgrx::datum::DatumWithOid> = arrays.into_iter().map(|a| a.into()).collect();
+        let args = text_arrays(columns, batch);
         Spi::connect(|c| {
             let rows = c.select(sql, None, &args).unwrap_or_else(|e| raise_with(PgSqlErrorCode::ERRCODE_DATA_EXCEPTION, format!("{F}: the constraint failed on a synthetic row: {e}"), None));
             out.extend(rows.map(|r| r.get::<bool>(1).ok().flatten().unwrap_or(false)));
@@ -405,26 +408,11 @@ fn constraint_mask(sql: &str, columns: &[Column], s: &Sample) -> Vec<bool> {
 /// Appends decoded rows to the target: one INSERT per batch, each column an array of text cast to
 /// the column's type.
 fn insert_rows(target_sql: &str, columns: &[Column], cells: &[Decoded]) {
-    let d = columns.len();
+    let d = columns.len().max(1);
     let names: Vec<String> = columns.iter().map(|c| quote_identifier(&c.name)).collect();
-    let casts: Vec<String> = columns.iter().enumerate().map(|(i, c)| format!("u.c{i}::{}", c.sql_type)).collect();
-    let params: Vec<String> = (1..=d).map(|i| format!("pg_catalog.unnest(${i}::pg_catalog.text[])")).collect();
-    let aliases: Vec<String> = (0..d).map(|i| format!("c{i}")).collect();
-    let sql = format!(
-        "INSERT INTO {target_sql} ({}) SELECT {} FROM ROWS FROM ({}) AS u({})",
-        names.join(", "),
-        casts.join(", "),
-        params.join(", "),
-        aliases.join(", ")
-    );
-    for batch in cells.chunks(BATCH_ROWS * d.max(1)) {
-        let mut arrays: Vec<Vec<Option<String>>> = vec![Vec::with_capacity(batch.len() / d.max(1)); d];
-        for row in batch.chunks_exact(d) {
-            for ((a, col), &cell) in arrays.iter_mut().zip(columns).zip(row) {
-                a.push(col.text(cell));
-            }
-        }
-        let args: Vec<pgrx::datum::DatumWithOid> = arrays.into_iter().map(|a| a.into()).collect();
+    let sql = format!("INSERT INTO {target_sql} ({0}) SELECT {0} FROM ({1}) AS t", names.join(", "), typed_rows(columns));
+    for batch in cells.chunks(BATCH_ROWS * d) {
+        let args = text_arrays(columns, batch);
         Spi::run_with_args(&sql, &args).unwrap_or_else(|e| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{F}: writing the release failed: {e}"), None));
         pg_sys::check_for_interrupts!();
     }
@@ -561,7 +549,8 @@ fn plan(a: Args) -> Plan {
     let method = match required(a.method, "method") {
         "mst" => Method::Mst,
         "privbayes" => Method::PrivBayes,
-        other => invalid(format!("method must be 'mst' or 'privbayes', got '{other}'")),
+        "tree2" => Method::Tree2,
+        other => invalid(format!("method must be 'mst', 'tree2' or 'privbayes', got '{other}'")),
     };
     let (gamma, epsilon0, refit) = (required(a.gamma, "gamma"), required(a.epsilon0, "epsilon0"), required(a.refit, "refit"));
     let requested = a.rows.map(|r| {
