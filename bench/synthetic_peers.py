@@ -226,15 +226,19 @@ def main():
         vals = [r[key] for r in runs]
         return fmt(float(np.mean(vals)))
 
-    def table(title, key, fmt):
+    def rows_of(title, value):
+        """One Markdown table: a row per (ε, δ), a column per method, value(method, ε, δ) in each cell."""
         print()
-        print(f"{title} ({a.runs} runs each, mean):")
+        print(f"{title}:")
         print()
         print("| ε | δ | " + " | ".join(methods) + " |")
         print("|---|---|" + "---|" * len(methods))
         for eps in epsilons:
             for delta in DELTAS:
-                print(f"| {eps:g} | {delta:g} | " + " | ".join(cell(m, eps, delta, key, fmt) for m in methods) + " |")
+                print(f"| {eps:g} | {delta:g} | " + " | ".join(value(m, eps, delta) for m in methods) + " |")
+
+    def table(title, key, fmt):
+        rows_of(f"{title} ({a.runs} runs each, mean)", lambda m, eps, delta: cell(m, eps, delta, key, fmt))
 
     f3 = lambda v: f"{v:.3f}"  # noqa: E731
     print()
@@ -256,14 +260,7 @@ def main():
             return f"{fit:.2f}"
         return f"{fit:.2f} + {np.mean([r['sample'] for r in runs]):.2f}"
 
-    print()
-    print(f"Seconds ({a.runs} runs each, mean): pg_dp one call (read, fit, sample, write the table); references fit + sample:")
-    print()
-    print("| ε | δ | " + " | ".join(methods) + " |")
-    print("|---|---|" + "---|" * len(methods))
-    for eps in epsilons:
-        for delta in DELTAS:
-            print(f"| {eps:g} | {delta:g} | " + " | ".join(timing(m, eps, delta) for m in methods) + " |")
+    rows_of(f"Seconds ({a.runs} runs each, mean): pg_dp one call (read, fit, sample, write the table); references fit + sample", timing)
 
 
 if __name__ == "__main__":
