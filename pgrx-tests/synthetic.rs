@@ -351,7 +351,7 @@ fn synthetic_post_processing_arguments_are_checked_before_the_charge() {
     Spi::run("SET maintenance_work_mem = '1MB'").unwrap();
     synthetic_refused(&call(", rows => 100000001"), "rows must be between 0 and 100000000");
     // rows held at once: all of them for min_count's projection (and twice for criteria)
-    synthetic_refused(&call(", rows => 10000000, min_count => 2"), "10000000 rows of these columns do not fit in maintenance_work_mem");
+    synthetic_refused(&call(", rows => 10000000, min_count => 2"), "10000000 rows of these columns do not fit in the memory for samples");
     assert_eq!(one_i64("SELECT count(*) FROM people"), 2000);
 }
 
@@ -485,4 +485,68 @@ fn a_synthetic_copy_with_3_column_cliques_keeps_a_dependence_of_three_columns() 
     Spi::run("SELECT dp.release_synthetic('xor', 'tree', ARRAY['a', 'b', 'c', 'e'], 1e4)").unwrap();
     let tree_broken = one_f64("SELECT avg((c <> (a = b))::int)::float8 FROM tree");
     assert!(tree_broken > 0.3, "a tree of pairs cannot keep it: {tree_broken}");
+}
+
+// Found by attacking the synthetic release a second time.
+
+#[pg_test]
+fn attack_synthetic_constraints_cannot_watch_the_candidates_of_the_selection_loop() {
+    synthetic_source();
+    // the caller's expression would run on every candidate, released or not: refused with criteria
+    synthetic_refused(
+        &format!(
+            r#"SELECT dp.release_synthetic('people', 'syn', {SYN_COLUMNS}, 5, bin_edges => {SYN_EDGES},
+                   criteria => '[{{"criterion": "max_marginal_error", "k": 1, "threshold": 0.5, "epsilon": 0.1}}]', constraints => 'true')"#
+        ),
+        "constraints cannot be combined with criteria",
+    );
+}
+
+#[pg_test]
+fn attack_synthetic_constraints_are_one_expression_and_cannot_close_the_query() {
+    synthetic_source();
+    // parsed alone: a syntax error there, or more than one expression
+    for (expr, expect) in [
+        ("true), false) AS z FROM (SELECT 1) q; CREATE TABLE pwned(x int); SELECT COALESCE((true", "syntax error"),
+        ("true), false) FROM generate_series(1, 50) --", "syntax error"),
+        ("true) FROM people --", "constraints must be one boolean expression"),
+        ("true), (false", "constraints must be one boolean expression"),
+        ("true); CREATE TABLE pwned(x int); SELECT (true", "constraints must be one boolean expression"),
+    ] {
+        synthetic_refused(
+            &format!("SELECT dp.release_synthetic('people', 'syn', ARRAY['member'], 1, rows => 5, constraints => $c${expr}$c$)"),
+            expect,
+        );
+    }
+    assert_eq!(one_i64("SELECT count(*) FROM pg_class WHERE relname = 'pwned'"), 0);
+    // a set-returning constraint would give more answers than rows: refused while it is prepared
+    synthetic_refused(
+        "SELECT dp.release_synthetic('people', 'syn', ARRAY['member'], 1, rows => 5, constraints => 'generate_series(1, 2) > 0')",
+        "set-returning functions are not allowed",
+    );
+}
+
+#[pg_test]
+fn attack_synthetic_samples_held_at_once_are_bounded_whatever_maintenance_work_mem_says() {
+    Spi::run("CREATE TABLE b8 AS SELECT g % 2 = 0 AS a, g % 3 = 0 AS b FROM generate_series(1, 100) g").unwrap();
+    Spi::run("SET maintenance_work_mem = '1TB'").unwrap();
+    synthetic_refused("SELECT dp.release_synthetic('b8', 'syn', ARRAY['a', 'b'], 1, rows => 40000000, min_count => 2)", "do not fit in the memory for samples");
+}
+
+#[pg_test]
+fn attack_synthetic_a_huge_stored_value_is_outside_the_domain_without_being_printed() {
+    Spi::run("CREATE TABLE blobs AS SELECT '\\x00'::bytea AS blob FROM generate_series(1, 300)").unwrap();
+    Spi::run("INSERT INTO blobs SELECT decode(repeat('ab', 3000000), 'hex')").unwrap();
+    Spi::run("SELECT dp.set_domain('blobs', 'blob', ARRAY['\\x00'::bytea, '\\x01'::bytea])").unwrap();
+    Spi::run("SELECT dp.release_synthetic('blobs', 'syn', ARRAY['blob'], 1e4)").unwrap();
+    assert!(one_i64("SELECT count(*) FROM syn WHERE blob = '\\x00'::bytea") >= 295);
+}
+
+#[pg_test]
+fn a_dp_query_inside_a_synthetic_constraint_draws_its_own_noise() {
+    synthetic_source();
+    Spi::run("CREATE TABLE open_counts AS SELECT g AS x FROM generate_series(1, 10) g").unwrap();
+    Spi::run("CREATE FUNCTION peek() RETURNS boolean LANGUAGE sql VOLATILE AS 'SELECT dp_count(x, 1.0) > -1000 FROM open_counts'").unwrap();
+    Spi::run("SELECT dp.release_synthetic('people', 'syn', ARRAY['member'], 1, rows => 20, constraints => 'peek()')").unwrap();
+    assert_eq!(one_i64("SELECT count(*) FROM syn"), 20);
 }

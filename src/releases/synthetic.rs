@@ -49,6 +49,10 @@ const MAX_ROWS: usize = 100_000_000;
 /// Most bytes of count tables, whatever maintenance_work_mem says (any role may raise that setting,
 /// and the model's estimation needs a few times the tables' size).
 const MAX_COUNT_BYTES: usize = 256 << 20;
+/// Most bytes of sampled rows held at once (with criteria or min_count), whatever
+/// maintenance_work_mem says: a reservation the system grants can still exhaust memory later, when
+/// its pages are touched, and the out-of-memory killer then restarts the whole server.
+const MAX_HELD_BYTES: usize = 512 << 20;
 
 fn required<T>(v: Option<T>, arg: &str) -> T {
     v.unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, format!("{F}: {arg} must not be NULL"), None))
@@ -61,7 +65,10 @@ fn invalid(msg: String) -> ! {
 /// How a column's stored values become codes, without any possible error.
 enum Reader {
     /// By the text form of the value (the type's output function), looked up among the domain's.
-    Text { output: Box<pg_sys::FmgrInfo>, lookup: HashMap<Vec<u8>, u32> },
+    /// `max_raw`: a variable-length value larger than this (before decompression) matches no domain
+    /// value and is not printed (the output of a huge value could fail its allocation: an error
+    /// after the charge that depends on the data).
+    Text { output: Box<pg_sys::FmgrInfo>, lookup: HashMap<Vec<u8>, u32>, max_raw: Option<usize> },
     /// Integers, exactly.
     Integer(Conversion),
     /// Other numbers, as float8 (NaN is NULL).
@@ -102,7 +109,10 @@ impl Column {
             return (self.code.null_code(), f64::NAN);
         }
         match &mut self.reader {
-            Reader::Text { output, lookup } => {
+            Reader::Text { output, lookup, max_raw } => {
+                if max_raw.is_some_and(|m| pg_sys::toast_raw_datum_size(value) > m) {
+                    return (self.code.null_code(), f64::NAN);
+                }
                 let text = pg_sys::OutputFunctionCall(&mut **output, value);
                 (lookup.get(CStr::from_ptr(text).to_bytes()).copied().unwrap_or_else(|| self.code.null_code()), f64::NAN)
             }
@@ -317,7 +327,10 @@ unsafe fn text_reader(typid: Oid, lookup: HashMap<Vec<u8>, u32>) -> Reader {
     pg_sys::getTypeOutputInfo(typid, &mut foid, &mut varlena);
     let mut output: Box<pg_sys::FmgrInfo> = Box::new(std::mem::zeroed());
     pg_sys::fmgr_info(foid, &mut *output);
-    Reader::Text { output, lookup }
+    // far above any domain value's size in any representation, far below the output's 1 GB limit
+    let longest = lookup.keys().map(Vec::len).max().unwrap_or(0);
+    let max_raw = (pg_sys::get_typlen(typid) == -1).then(|| (1usize << 20).max(64 * longest));
+    Reader::Text { output, lookup, max_raw }
 }
 
 
@@ -381,12 +394,51 @@ fn text_arrays(columns: &[Column], cells: &[Decoded]) -> Vec<pgrx::datum::DatumW
 /// (NULL counts as refused). Checked now, before the charge, by preparing it: one expression over the
 /// target's columns, of type boolean.
 fn constraint_query(columns: &[Column], expr: &str) -> String {
+    check_one_expression(expr);
     let sql = format!("SELECT COALESCE(({expr}), false) FROM ({}) AS t ORDER BY t.pg_dp_row", typed_rows(columns));
     let types: Vec<pgrx::PgOid> = vec![pgrx::PgOid::from(pg_sys::TEXTARRAYOID); columns.len()];
     // a bad expression raises PostgreSQL's own error here (a syntax error, an unknown column, a type
     // that is not boolean), before anything is charged
     Spi::connect(|c| c.prepare(&sql, &types).map(|_| ())).unwrap_or_else(|e| invalid(format!("constraints must be one boolean expression over the columns: {e}")));
     sql
+}
+
+/// Refuses a constraint that is not one expression: it is parsed alone as `SELECT (expr)`, which
+/// must be one statement with one output and nothing else (no FROM, WHERE, set operation, …), so
+/// that it cannot close the query it is put into, add statements, or comment out the rest.
+fn check_one_expression(expr: &str) {
+    let refuse = || -> ! { invalid("constraints must be one boolean expression over the columns".into()) };
+    let sql = std::ffi::CString::new(format!("SELECT ({expr})")).unwrap_or_else(|_| refuse());
+    unsafe {
+        let list = pg_sys::raw_parser(sql.as_ptr(), pg_sys::RawParseMode::RAW_PARSE_DEFAULT);
+        if list.is_null() || (*list).length != 1 {
+            refuse();
+        }
+        let raw = pg_sys::list_nth(list, 0) as *mut pg_sys::RawStmt;
+        let stmt = (*raw).stmt;
+        if stmt.is_null() || (*stmt).type_ != pg_sys::NodeTag::T_SelectStmt {
+            refuse();
+        }
+        let sel = stmt as *mut pg_sys::SelectStmt;
+        let one_target = !(*sel).targetList.is_null() && (*(*sel).targetList).length == 1;
+        let nothing_else = (*sel).fromClause.is_null()
+            && (*sel).whereClause.is_null()
+            && (*sel).groupClause.is_null()
+            && (*sel).havingClause.is_null()
+            && (*sel).windowClause.is_null()
+            && (*sel).valuesLists.is_null()
+            && (*sel).sortClause.is_null()
+            && (*sel).limitOffset.is_null()
+            && (*sel).limitCount.is_null()
+            && (*sel).lockingClause.is_null()
+            && (*sel).withClause.is_null()
+            && (*sel).distinctClause.is_null()
+            && (*sel).intoClause.is_null()
+            && (*sel).op == pg_sys::SetOperation::SETOP_NONE;
+        if !one_target || !nothing_else {
+            refuse();
+        }
+    }
 }
 
 /// Which rows of a sample pass the constraint, evaluated batch by batch (the text of at most
@@ -518,6 +570,11 @@ struct Plan {
 }
 
 impl Plan {
+    /// Bytes for sampled rows: maintenance_work_mem less the count tables, at most MAX_HELD_BYTES.
+    fn sample_memory(&self) -> usize {
+        self.limit.saturating_sub(self.fixed).min(MAX_HELD_BYTES)
+    }
+
     /// Rows held at once: all of a candidate twice with criteria, all of the sample for min_count's
     /// projection, else one batch.
     fn held(&self, m: usize) -> usize {
@@ -578,8 +635,13 @@ fn plan(a: Args) -> Plan {
     let model_eps = acceptance.as_ref().map_or(Ok(epsilon), |a| a.model_epsilon(epsilon)).or_raise(F);
     let params = SyntheticParams::new(cols.iter().map(|c| c.code.cardinality()).collect(), model_eps, delta, method);
     let spec = SyntheticSpec::new(&params).or_raise(F);
+    if acceptance.is_some() && a.constraints.is_some() {
+        invalid(
+            "constraints cannot be combined with criteria: the expression is the caller's SQL and would see every candidate of the selection loop, which the loop's guarantee does not cover (use min_count, or constraints without criteria)".into(),
+        );
+    }
     let constraint_sql = a.constraints.map(|expr| constraint_query(&cols, expr));
-    let limit = unsafe { pg_sys::maintenance_work_mem } as usize * 1024;
+    let limit = (unsafe { pg_sys::maintenance_work_mem } as usize).saturating_mul(1024);
     let fixed = spec.count_bytes().saturating_add(acceptance.as_ref().map_or(0, |a| usize::try_from(a.criteria.count_bytes()).unwrap_or(usize::MAX)));
     if fixed > MAX_COUNT_BYTES {
         raise_with(
@@ -639,10 +701,13 @@ fn plan(a: Args) -> Plan {
     // the rows that must be held at once: a requested count is public, so checked now; without one
     // the noisy count is checked when known (a function of the model, a DP output)
     if let Some(m) = requested {
-        if plan.held(m).saturating_mul(candidate_row_bytes(d)) > limit - fixed {
+        if plan.held(m).saturating_mul(candidate_row_bytes(d)) > plan.sample_memory() {
             raise_with(
                 PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-                format!("{F}: {m} rows of these columns do not fit in maintenance_work_mem ({limit} bytes) next to the count tables"),
+                format!(
+                    "{F}: {m} rows of these columns do not fit in the memory for samples ({} bytes: maintenance_work_mem less the count tables, at most {MAX_HELD_BYTES})",
+                    plan.sample_memory()
+                ),
                 Some("raise maintenance_work_mem, or request fewer rows"),
             );
         }
@@ -700,7 +765,7 @@ fn produce(plan: &Plan, rng: &mut DpRng, counts: &PairCounts, real: Option<&Real
             let mut written = 0;
             if plan.min_count > 1 {
                 // the projection needs the whole sample: it must fit (a function of the model)
-                if plan.held(m).saturating_mul(candidate_row_bytes(d)) > plan.limit - plan.fixed {
+                if plan.held(m).saturating_mul(candidate_row_bytes(d)) > plan.sample_memory() {
                     failed_after_charge(ReleaseFailure::MemoryLimit);
                 }
                 let sample = Sample::draw_processed(&model, &plan.codes_of, m, &mut post, rng, &mut check).unwrap_or_else(|e| failed_after_charge(e));
@@ -718,7 +783,7 @@ fn produce(plan: &Plan, rng: &mut DpRng, counts: &PairCounts, real: Option<&Real
             }
             Outcome { structure: Some(model.structure()), rows: written, evaluation: None }
         }
-        (Some(a), Some(real)) => match select(rng, a, &plan.spec, counts, real, &plan.codes_of, plan.requested, &mut post, plan.limit - plan.fixed, &mut check) {
+        (Some(a), Some(real)) => match select(rng, a, &plan.spec, counts, real, &plan.codes_of, plan.requested, &mut post, plan.sample_memory(), &mut check) {
             Ok(Some(chosen)) => {
                 sink(&chosen.sample.codes, &chosen.sample.cells);
                 Outcome { structure: Some(chosen.structure), rows: chosen.sample.rows(d), evaluation: Some(chosen.evaluation) }

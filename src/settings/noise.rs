@@ -14,7 +14,11 @@ thread_local! {
 pub fn with_rng<T>(f: impl FnOnce(&mut DpRng) -> T) -> T {
     let seed = if unsafe { pgrx::pg_sys::superuser() } { crate::settings::guc::SEED.get() } else { -1 };
     RNG.with(|cell| {
-        let mut slot = cell.borrow_mut();
+        // a release that runs SQL of the caller's (a synthetic release's constraint) holds the
+        // generator: a DP query inside that SQL draws from a fresh generator from OS entropy
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            return f(&mut os_rng());
+        };
         let stale = crate::settings::guc::take_reseed() || !matches!(&*slot, Some((s, _)) if *s == seed);
         if stale {
             let rng = if seed >= 0 { seeded_rng(seed as u64) } else { os_rng() };

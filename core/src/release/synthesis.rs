@@ -97,7 +97,11 @@ impl Sample {
             match post.keep.as_mut() {
                 None => out.append(batch),
                 Some(keep) => {
-                    let mask = keep(&batch)?;
+                    // a mask that is not one answer per row (a set-returning constraint) refuses the batch
+                    let mut mask = keep(&batch)?;
+                    if mask.len() != batch.rows(d) {
+                        mask = vec![false; batch.rows(d)];
+                    }
                     for (r, ok) in mask.into_iter().enumerate() {
                         if ok {
                             out.codes.extend_from_slice(&batch.codes[r * d..(r + 1) * d]);
@@ -189,9 +193,11 @@ impl PostProcess<'_> {
     }
 }
 
-/// Bytes one candidate row holds while the loop runs: its codes, decoded cells and criteria values.
+/// Bytes one sampled row may hold at the peak of [`Sample::draw_processed`]: its codes, decoded
+/// cells and criteria values, up to three times over (the batch drawn, the sample it joins, the copy
+/// `min_count` keeps), and a share of `min_count`'s table of code tuples.
 pub fn candidate_row_bytes(d: usize) -> usize {
-    d * (std::mem::size_of::<u32>() + std::mem::size_of::<Decoded>() + std::mem::size_of::<f64>())
+    3 * d * (std::mem::size_of::<u32>() + std::mem::size_of::<Decoded>() + std::mem::size_of::<f64>()) + 64
 }
 
 /// What the selection released: the accepted candidate with its model's structure and its
