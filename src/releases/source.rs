@@ -70,12 +70,13 @@ struct Leaf {
     attnums: Vec<i16>,
 }
 
-/// The source, checked: name for receipts, each column's type and NOT NULL flag (of the source
-/// itself), and the leaves to scan.
+/// The source, checked: name for receipts, each column's attribute number, type and type modifier
+/// in the source itself, and the leaves to scan.
 pub struct Source {
     pub name: String,
+    pub attnums: Vec<i16>,
     pub types: Vec<Oid>,
-    pub not_null: Vec<bool>,
+    pub typmods: Vec<i32>,
     leaves: Vec<Leaf>,
 }
 
@@ -133,7 +134,7 @@ pub unsafe fn open_source(f: &str, release: &str, source: Oid, columns: &[String
     let me = pg_sys::GetUserId();
     let mut attnums = Vec::with_capacity(columns.len());
     let mut types = Vec::with_capacity(columns.len());
-    let mut not_null = Vec::with_capacity(columns.len());
+    let mut typmods = Vec::with_capacity(columns.len());
     let desc = (*root).rd_att;
     for c in columns {
         let attnum = pg_sys::get_attnum(source, column_cstr(f, c).as_ptr());
@@ -143,7 +144,7 @@ pub unsafe fn open_source(f: &str, release: &str, source: Oid, columns: &[String
         let att = &*(*desc).attrs.as_ptr().add(attnum as usize - 1);
         column_type(&name, c, att.atttypid);
         types.push(att.atttypid);
-        not_null.push(att.attnotnull);
+        typmods.push(att.atttypmod);
         attnums.push(attnum);
     }
     if !protect::is_protected(source) {
@@ -215,7 +216,7 @@ pub unsafe fn open_source(f: &str, release: &str, source: Oid, columns: &[String
     if relkind == pg_sys::RELKIND_PARTITIONED_TABLE {
         pg_sys::table_close(root, pg_sys::NoLock as pg_sys::LOCKMODE);
     }
-    Source { name, types, not_null, leaves }
+    Source { name, attnums, types, typmods, leaves }
 }
 
 /// True for a temporary table of another session (its pages live in that session's buffers).

@@ -32,7 +32,7 @@ use pg_dp_core::release::synthesis::{candidate_row_bytes, select, Acceptance, Po
 use pg_dp_core::release::synthetic::{Method, PairCounts, SyntheticParams, SyntheticSpec, NEIGHBOURS};
 use pgrx::pg_sys::{self, Oid};
 use pgrx::prelude::*;
-use pgrx::spi::quote_identifier;
+use pgrx::spi::{quote_identifier, quote_literal};
 use pgrx::{JsonB, PgSqlErrorCode};
 use std::collections::HashMap;
 use std::ffi::CStr;
@@ -172,7 +172,7 @@ unsafe fn target_type(typid: Oid, typmod: i32) -> (Oid, i32, String) {
 fn domain_values(domain: &Domain, sql_type: &str) -> Vec<String> {
     let sql = match domain {
         Domain::Values(values) => {
-            let list: Vec<String> = values.iter().map(|v| quote_literal(v)).collect();
+            let list: Vec<String> = values.iter().map(quote_literal).collect();
             format!(
                 "SELECT pg_catalog.format('%s', v) FROM (SELECT v, pg_catalog.min(o) AS o FROM pg_catalog.unnest(ARRAY[{}]::{sql_type}[]) WITH ORDINALITY AS u(v, o) GROUP BY v) s ORDER BY o",
                 list.join(", ")
@@ -200,10 +200,6 @@ fn domain_values(domain: &Domain, sql_type: &str) -> Vec<String> {
         let rows = c.select(&sql, None, &[]).unwrap_or_else(|e| invalid(format!("the domain could not be read: {e}")));
         rows.map(|r| r.get::<String>(1).ok().flatten().unwrap_or_default()).collect()
     })
-}
-
-fn quote_literal(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
 }
 
 /// Bin edges given in the call for one column, as numbers.
@@ -266,11 +262,8 @@ fn number_format(column: &str, base: Oid, typmod: i32, sql_type: &str, code: &Co
 unsafe fn resolve_columns(source: Oid, src: &Source, columns: &[String], bins: usize, edges: &serde_json::Value) -> Vec<Column> {
     let mut out = Vec::with_capacity(columns.len());
     for (i, name) in columns.iter().enumerate() {
-        let c = std::ffi::CString::new(name.as_str()).unwrap_or_else(|_| invalid("a column name must not contain a zero byte".into()));
-        let attnum = pg_sys::get_attnum(source, c.as_ptr());
-        let (mut typid, mut typmod, mut coll) = (Oid::INVALID, -1i32, Oid::INVALID);
-        pg_sys::get_atttypetypmodcoll(source, attnum, &mut typid, &mut typmod, &mut coll);
-        let (base, typmod, sql_type) = target_type(src.types[i], typmod);
+        let attnum = src.attnums[i];
+        let (base, typmod, sql_type) = target_type(src.types[i], src.typmods[i]);
         let conversion = Conversion::of(base);
         let integer = matches!(base, pg_sys::INT2OID | pg_sys::INT4OID | pg_sys::INT8OID);
         let numeric_code = |lower: f64, upper: f64| -> ColumnCode {
@@ -294,7 +287,7 @@ unsafe fn resolve_columns(source: Oid, src: &Source, columns: &[String], bins: u
                 ColumnCode::real_edges(e.clone())
             }
             .unwrap_or_else(|err| invalid(format!("column \"{name}\": {err}")));
-            (code, vec![], if integer { Reader::Integer(conv) } else { Reader::Real(conv) })
+            (code, vec![], number_reader(conv, integer))
         } else if let Some(domain) = protect::effective_domain(source, attnum) {
             let values = domain_values(&domain, &sql_type);
             let code = ColumnCode::categorical(values.len()).unwrap_or_else(|e| invalid(format!("column \"{name}\": {e}")));
@@ -303,7 +296,7 @@ unsafe fn resolve_columns(source: Oid, src: &Source, columns: &[String], bins: u
         } else if let (Some(conv), Some(b)) = (conversion, protect::effective_bounds(source, attnum)) {
             let parse = |s: &str| s.trim().parse::<f64>().unwrap_or_else(|_| invalid(format!("the declared bounds of column \"{name}\" are not numbers")));
             let code = numeric_code(parse(&b.lower), parse(&b.upper));
-            (code, vec![], if integer { Reader::Integer(conv) } else { Reader::Real(conv) })
+            (code, vec![], number_reader(conv, integer))
         } else if base == pg_sys::BOOLOID {
             let values = vec!["false".to_string(), "true".to_string()];
             let lookup = [(b"f".to_vec(), 0u32), (b"t".to_vec(), 1u32)].into_iter().collect();
@@ -319,6 +312,14 @@ unsafe fn resolve_columns(source: Oid, src: &Source, columns: &[String], bins: u
         out.push(Column { name: name.clone(), sql_type, code, values, reader, format });
     }
     out
+}
+
+fn number_reader(conv: Conversion, integer: bool) -> Reader {
+    if integer {
+        Reader::Integer(conv)
+    } else {
+        Reader::Real(conv)
+    }
 }
 
 unsafe fn text_reader(typid: Oid, lookup: HashMap<Vec<u8>, u32>) -> Reader {
@@ -896,20 +897,6 @@ struct Outcome {
     evaluation: Option<Evaluation>,
 }
 
-/// Mean total-variation distance between two sets of count tables over every 1-way and every 2-way
-/// table (each table normalised by its own rows).
-fn mean_tvd(a: &PairCounts, b: &PairCounts) -> (f64, f64) {
-    let d = a.columns();
-    let tvd = |x: &[u64], y: &[u64]| {
-        let (nx, ny) = (x.iter().sum::<u64>().max(1) as f64, y.iter().sum::<u64>().max(1) as f64);
-        x.iter().zip(y).map(|(&p, &q)| (p as f64 / nx - q as f64 / ny).abs()).sum::<f64>() / 2.0
-    };
-    let one = (0..d).map(|j| tvd(a.one_way(j), b.one_way(j))).sum::<f64>() / d.max(1) as f64;
-    let pairs: Vec<(usize, usize)> = (0..d).flat_map(|i| (i + 1..d).map(move |j| (i, j))).collect();
-    let two = if pairs.is_empty() { 0.0 } else { pairs.iter().map(|&(i, j)| tvd(a.two_way(i, j), b.two_way(i, j))).sum::<f64>() / pairs.len() as f64 };
-    (one, two)
-}
-
 /// The release's pipeline run `runs` times on a table the caller may read, uncharged and writing
 /// nothing: how often a candidate is accepted, the rows, each criterion's values, and how far the
 /// copies' 1-way and 2-way tables are from the table's. For choosing settings on public look-alike
@@ -952,7 +939,7 @@ fn preview_synthetic(
         if outcome.structure.is_some() {
             accepted += 1;
             rows_total += outcome.rows;
-            let (o, t) = mean_tvd(&counts, &copy);
+            let (o, t) = counts.mean_tvd(&copy);
             one += o;
             two += t;
         }

@@ -179,6 +179,25 @@ impl PairCounts {
         &self.two[s..s + self.cards[i] * self.cards[j]]
     }
 
+    /// Mean total-variation distance between these tables and another counter's of the same shape,
+    /// over every 1-way and every 2-way table (each table normalised by its own rows): how far a
+    /// synthetic copy's tables are from the data's.
+    pub fn mean_tvd(&self, other: &PairCounts) -> (f64, f64) {
+        let d = self.cards.len();
+        let tvd = |x: &[u64], y: &[u64]| {
+            let (nx, ny) = (x.iter().sum::<u64>().max(1) as f64, y.iter().sum::<u64>().max(1) as f64);
+            x.iter().zip(y).map(|(&p, &q)| (p as f64 / nx - q as f64 / ny).abs()).sum::<f64>() / 2.0
+        };
+        let one = (0..d).map(|j| tvd(self.one_way(j), other.one_way(j))).sum::<f64>() / d.max(1) as f64;
+        let pairs: Vec<(usize, usize)> = pairs(d).collect();
+        let two = if pairs.is_empty() {
+            0.0
+        } else {
+            pairs.iter().map(|&(i, j)| tvd(self.two_way(i, j), other.two_way(i, j))).sum::<f64>() / pairs.len() as f64
+        };
+        (one, two)
+    }
+
     /// The exact 3-way table of columns i < j < k, row-major c_i × c_j × c_k. Panics unless the
     /// counter has its 3-way part ([`super::Method::Tree2`]).
     pub fn three_way(&self, i: usize, j: usize, k: usize) -> &[u64] {
