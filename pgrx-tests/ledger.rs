@@ -162,7 +162,8 @@ fn admin_api_rejects_delta_one() {
 fn refused_for_a_plain_role(sql: &str) -> bool {
     Spi::run("CREATE ROLE dp_mallory").unwrap();
     Spi::run("SET ROLE dp_mallory").unwrap();
-    error_of(sql).is_some()
+    // refused for want of a privilege, not for any other error (a misspelt call fails too)
+    error_of(sql).is_some_and(|e| e.contains("permission denied"))
 }
 
 #[pg_test]
@@ -193,7 +194,15 @@ fn analyst_cannot_grant_a_budget() {
 #[pg_test]
 fn analyst_cannot_call_the_debit() {
     assert!(refused_for_a_plain_role(
-        "SELECT dp.debit(current_user::regrole::oid, 'x', true, 0, '', '{}', '{}', '{}', '{}', '{}', '{}')"
+        "SELECT dp.debit(current_user::regrole::oid, 'x', true, 0, '', '{}', '{}', '{}', '{}', '{}', '{}', '{}')"
+    ));
+}
+
+#[pg_test]
+fn analyst_cannot_call_the_batch_debit() {
+    assert!(refused_for_a_plain_role(
+        "SELECT dp.debit_batch(ARRAY[current_user::regrole::oid], ARRAY['x']::name[], ARRAY[true], ARRAY[0::bigint], ARRAY[''], \
+         '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}')"
     ));
 }
 
@@ -366,4 +375,66 @@ fn query_texts_are_kept_once_per_fingerprint_and_receipts_can_be_purged_and_expo
     assert_eq!(one_i64("SELECT count(*) FROM dp.query_text"), 0);
     let e = error_of("SELECT dp.purge_receipts('-1 day')").unwrap();
     assert!(e.contains("older_than must be an interval of at least 0"), "{e}");
+}
+
+/// One call of `dp.debit_batch`, as the ledger worker makes for every charge waiting when it wakes:
+/// each request is (role, unlimited, ε); its one release is named `r<i>`. Rows "granted|reason|ε left".
+fn debit_batch(reqs: &[(&str, bool, &str)]) -> Vec<String> {
+    let roles: Vec<String> = reqs.iter().map(|r| format!("'{}'::regrole::oid", r.0)).collect();
+    let names: Vec<String> = reqs.iter().map(|r| format!("'{}'", r.0)).collect();
+    let unlimited: Vec<String> = reqs.iter().map(|r| r.1.to_string()).collect();
+    let ids: Vec<String> = (1..=reqs.len()).map(|i| i.to_string()).collect();
+    let aggs: Vec<String> = (1..=reqs.len()).map(|i| format!("'r{i}'")).collect();
+    let eps: Vec<String> = reqs.iter().map(|r| r.2.to_string()).collect();
+    let same = |v: &str| vec![v; reqs.len()].join(", ");
+    let sql = format!(
+        "SELECT concat_ws('|', granted, reason, trim_scale(epsilon_remaining)) FROM dp.debit_batch(
+            ARRAY[{}], ARRAY[{}]::name[], ARRAY[{}], ARRAY[{}]::bigint[], ARRAY[{}], ARRAY[{}], ARRAY[{}],
+            ARRAY[{}], ARRAY[{}]::float8[], ARRAY[{}]::float8[], ARRAY[{}]::numeric[], ARRAY[{}]::numeric[], ARRAY[{}]::jsonb[])",
+        roles.join(", "), names.join(", "), unlimited.join(", "), ids.join(", "), same("'batch test'"), ids.join(", "),
+        aggs.join(", "), same("'discrete_laplace'"), same("1"), same("1"), eps.join(", "), same("0"), same("'{}'"),
+    );
+    Spi::connect(|c| c.select(&sql, None, &[]).unwrap().map(|r| r.get::<String>(1).unwrap().unwrap()).collect())
+}
+
+#[pg_test]
+fn a_batch_of_charges_is_decided_request_by_request_in_order() {
+    Spi::run("CREATE ROLE dp_batch_a; CREATE ROLE dp_batch_b; CREATE ROLE dp_batch_c").unwrap();
+    Spi::run("SELECT dp.set_budget('dp_batch_a', 1.0)").unwrap();
+    Spi::run("SELECT dp.set_budget('dp_batch_c', 5.0, 0, 0.5)").unwrap();
+    let rows = debit_batch(&[
+        ("dp_batch_a", false, "0.6"),
+        ("dp_batch_b", false, "0.1"),
+        ("dp_batch_a", false, "0.6"),
+        ("dp_batch_c", false, "0.6"),
+        ("dp_batch_a", false, "0.3"),
+        ("dp_batch_b", true, "0.1"),
+        ("dp_batch_c", false, "0.5"),
+    ]);
+    assert_eq!(
+        rows,
+        [
+            "t|0.4",              // a: 1.0 - 0.6
+            "f|no budget",        // b has none and is not exempt
+            "f|exhausted|0.4",    // a: 0.6 > 0.4, nothing debited
+            "f|cap:0.5|5",        // c: above its per-query cap
+            "t|0.1",              // a: the refusal above left 0.4
+            "t",                  // b, exempt (a superuser): charged without a budget
+            "t|4.5",              // c
+        ]
+    );
+    // each role's row is debited once with the sum of what it was granted, exactly
+    assert_eq!(one_text("SELECT epsilon_spent::text FROM dp.budgets WHERE role = 'dp_batch_a'::regrole"), "0.9");
+    assert_eq!(one_text("SELECT epsilon_spent::text FROM dp.budgets WHERE role = 'dp_batch_c'::regrole"), "0.5");
+    // one receipt per granted release, in the order of the batch, named by its own request
+    assert_eq!(
+        one_text("SELECT string_agg(aggregate || ':' || role_name || ':' || epsilon, ' ' ORDER BY id) FROM dp.release_log WHERE query_text = 'batch test' OR query_id BETWEEN 1 AND 7"),
+        "r1:dp_batch_a:0.6 r5:dp_batch_a:0.3 r6:dp_batch_b:0.1 r7:dp_batch_c:0.5"
+    );
+    // the exempt role was given a pg_dp identity for its receipt
+    assert_eq!(one_text("SELECT (role_uid = dp.role_uid('dp_batch_b'))::text FROM dp.release_log WHERE aggregate = 'r6'"), "true");
+    // dp.debit, one request, gives the same answers
+    assert_eq!(one_text("SELECT concat_ws('|', granted, reason) FROM dp.debit('dp_batch_a'::regrole, 'x', false, NULL, 'one',
+                ARRAY['dp_count'], ARRAY['discrete_laplace'], ARRAY[1]::float8[], ARRAY[1]::float8[],
+                ARRAY[0.2]::numeric[], ARRAY[0]::numeric[], ARRAY['{}']::jsonb[])"), "f|exhausted");
 }

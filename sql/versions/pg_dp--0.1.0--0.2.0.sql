@@ -1463,3 +1463,142 @@ CREATE FUNCTION dp.preview_synthetic(source regclass, columns text[], epsilon fl
 COMMENT ON FUNCTION dp.preview_synthetic(regclass, text[], float8, float8, int, jsonb, text, jsonb, float8, float8, boolean, bigint, int, text, int) IS
     'pg_dp: runs the pipeline of dp.release_synthetic with the same arguments runs times (1 to 100) on a table the caller may read directly (not protected, or the caller owns it, is trusted or a superuser), uncharged and writing nothing; returns how often a candidate was accepted, the mean rows, the criteria''s mean values and the mean total-variation distance of the copies'' 1-way and 2-way tables from the table''s. For choosing settings on public look-alike data before paying for a release';
 GRANT EXECUTE ON FUNCTION dp.preview_synthetic(regclass, text[], float8, float8, int, jsonb, text, jsonb, float8, float8, boolean, bigint, int, text, int) TO PUBLIC;
+
+-- The ledger worker debits every waiting charge with one call (src/budget/ledger.rs).
+-- The debit. Called only by the ledger worker, in its own transaction; never by users.
+-- A batch of requests (every charge waiting when the worker woke): request i is role[i], database_user[i],
+-- unlimited[i], query_id[i], query_text[i]; release k belongs to request owner[k] and has aggregate[k],
+-- mechanism[k], sensitivity[k], scale[k], epsilon[k], delta[k], details[k]. One row per request, in order:
+-- granted, or refused with a reason ('cap:<ε>', 'level:<name>:<ε>', 'exhausted', 'no budget'), and what the
+-- role has left. The requests of one role are decided in order against its budget row, locked once;
+-- requests of different roles touch different rows, so any order of them is the order they ran in.
+-- Each role's row is updated once and every receipt of the batch is written by one INSERT.
+CREATE FUNCTION dp.debit_batch(roles oid[], database_users name[], unlimited bool[], query_ids bigint[], query_texts text[],
+                               owners int[], aggregates text[], mechanisms text[], sensitivities float8[], scales float8[],
+                               epsilons numeric[], deltas numeric[], details jsonb[])
+RETURNS TABLE (granted bool, reason text, epsilon_remaining numeric, delta_remaining numeric)
+-- generic plans: a custom plan per call (the default for the first calls, and then whenever the
+-- arrays' estimates favour it) planned each statement again, more than doubling the time of a debit
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+    n      int := pg_catalog.cardinality(roles);
+    eps    numeric[];
+    del    numeric[];
+    ok     bool[] := pg_catalog.array_fill(false, ARRAY[n]);
+    why    text[] := pg_catalog.array_fill(NULL::text, ARRAY[n]);
+    e_rem  numeric[] := pg_catalog.array_fill(NULL::numeric, ARRAY[n]);
+    d_rem  numeric[] := pg_catalog.array_fill(NULL::numeric, ARRAY[n]);
+    uids   uuid[] := pg_catalog.array_fill(NULL::uuid, ARRAY[n]);
+    names  name[] := pg_catalog.array_fill(NULL::name, ARRAY[n]);
+    rname  name;
+    r      oid;
+    uid    uuid;
+    b      dp.role_budget;
+    has_b  bool;
+    any_ok bool;
+    e_left numeric;
+    d_left numeric;
+    e_tot  numeric;
+    d_tot  numeric;
+    lvl    numeric;
+BEGIN
+    -- each request's total ε and δ (basic composition of its releases)
+    SELECT pg_catalog.array_agg(coalesce(t.e, 0) ORDER BY i), pg_catalog.array_agg(coalesce(t.d, 0) ORDER BY i)
+      INTO eps, del
+      FROM pg_catalog.generate_series(1, n) i
+      LEFT JOIN (SELECT o, sum(x) AS e, sum(y) AS d FROM unnest(owners, epsilons, deltas) u(o, x, y) GROUP BY o) t ON t.o = i;
+    FOR r IN SELECT DISTINCT x FROM unnest(roles) x LOOP
+        -- a role without a pg_dp identity has no budget
+        uid := dp.role_uid(r);
+        rname := (SELECT o.rolname FROM pg_catalog.pg_roles o WHERE o.oid = r);
+        SELECT * INTO b FROM dp.locked_budget(uid);
+        has_b := FOUND;
+        any_ok := false;
+        e_tot := 0;
+        d_tot := 0;
+        IF has_b THEN
+            e_left := b.epsilon_granted - b.epsilon_spent;
+            d_left := b.delta_granted - b.delta_spent;
+            lvl := CASE WHEN b.privacy_level IS NOT NULL THEN dp.privacy_level_epsilon(b.privacy_level)::numeric END;
+        END IF;
+        FOR i IN 1 .. n LOOP
+            CONTINUE WHEN roles[i] <> r;
+            IF has_b THEN
+                e_rem[i] := e_left;
+                d_rem[i] := d_left;
+                IF b.max_epsilon_per_query IS NOT NULL AND eps[i] > b.max_epsilon_per_query THEN
+                    why[i] := 'cap:' || b.max_epsilon_per_query::text;
+                ELSIF lvl IS NOT NULL AND eps[i] > lvl THEN
+                    why[i] := 'level:' || b.privacy_level || ':' || lvl::text;
+                ELSIF eps[i] > e_left OR del[i] > d_left THEN
+                    why[i] := 'exhausted';
+                ELSE
+                    e_left := e_left - eps[i];
+                    d_left := d_left - del[i];
+                    e_tot := e_tot + eps[i];
+                    d_tot := d_tot + del[i];
+                    e_rem[i] := e_left;
+                    d_rem[i] := d_left;
+                    ok[i] := true;
+                END IF;
+            ELSIF unlimited[i] THEN
+                ok[i] := true;
+            ELSE
+                why[i] := 'no budget';
+            END IF;
+            any_ok := any_ok OR ok[i];
+        END LOOP;
+        IF has_b AND any_ok THEN
+            UPDATE dp.role_budget rb
+               SET epsilon_spent = rb.epsilon_spent + e_tot, delta_spent = rb.delta_spent + d_tot,
+                   role_name = coalesce(rname, rb.role_name)
+             WHERE rb.role_uid = uid;
+        END IF;
+        -- receipts name the role by its identity: a role charged without a budget (a superuser, or with
+        -- dp.require_budget off) gets one now, unless this transaction cannot see the role yet
+        IF any_ok AND uid IS NULL AND rname IS NOT NULL THEN
+            uid := dp.ensure_role_uid(r);
+        END IF;
+        FOR i IN 1 .. n LOOP
+            IF roles[i] = r THEN
+                uids[i] := uid;
+                names[i] := coalesce(rname, r::text);
+            END IF;
+        END LOOP;
+    END LOOP;
+    -- a fingerprinted query's text is kept once (the first text seen)
+    INSERT INTO dp.query_text AS q (query_id, query_text)
+    SELECT DISTINCT ON (u.q) u.q, u.t
+      FROM unnest(query_ids, query_texts, ok) WITH ORDINALITY AS u(q, t, g, i)
+     WHERE u.g AND u.q IS NOT NULL AND u.q <> 0
+     ORDER BY u.q, u.i
+    ON CONFLICT ON CONSTRAINT query_text_pkey DO NOTHING;
+    INSERT INTO dp.release_log (role, role_name, database_user, query_id, query_text, aggregate, mechanism,
+                                sensitivity, noise_scale, epsilon, delta, details, role_uid)
+    SELECT roles[u.o], names[u.o], database_users[u.o], query_ids[u.o],
+           -- NULL when the text is the one kept for the fingerprint; another text (other constants) is kept
+           CASE WHEN (SELECT q.query_text FROM dp.query_text q WHERE q.query_id = query_ids[u.o]) = query_texts[u.o]
+                THEN NULL ELSE query_texts[u.o] END,
+           u.a, u.m, u.s, u.c, u.e, u.d, coalesce(u.x, '{}'), uids[u.o]
+      FROM unnest(owners, aggregates, mechanisms, sensitivities, scales, epsilons, deltas, details)
+           WITH ORDINALITY AS u(o, a, m, s, c, e, d, x, k)
+     WHERE ok[u.o]
+     ORDER BY u.k;
+    RETURN QUERY SELECT ok[i], why[i], e_rem[i], d_rem[i] FROM pg_catalog.generate_series(1, n) i ORDER BY i;
+END
+$$;
+COMMENT ON FUNCTION dp.debit_batch(oid[], name[], bool[], bigint[], text[], int[], text[], text[], float8[], float8[], numeric[], numeric[], jsonb[]) IS 'pg_dp internal: checks and debits the budgets of a batch of requests, in order, and writes their receipts; run only by the ledger worker in its own transaction';
+REVOKE EXECUTE ON FUNCTION dp.debit_batch(oid[], name[], bool[], bigint[], text[], int[], text[], text[], float8[], float8[], numeric[], numeric[], jsonb[]) FROM PUBLIC;
+
+-- One request: dp.debit_batch of one.
+CREATE OR REPLACE FUNCTION dp.debit(role oid, database_user name, unlimited bool, query_id bigint, query_text text,
+                         aggregates text[], mechanisms text[], sensitivities float8[], scales float8[],
+                         epsilons numeric[], deltas numeric[], details jsonb[],
+                         OUT granted bool, OUT reason text, OUT epsilon_remaining numeric, OUT delta_remaining numeric)
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    SELECT b.granted, b.reason, b.epsilon_remaining, b.delta_remaining
+      FROM dp.debit_batch(ARRAY[debit.role], ARRAY[debit.database_user], ARRAY[debit.unlimited], ARRAY[debit.query_id],
+                          ARRAY[debit.query_text], pg_catalog.array_fill(1, ARRAY[coalesce(pg_catalog.cardinality(debit.aggregates), 0)]),
+                          debit.aggregates, debit.mechanisms, debit.sensitivities, debit.scales, debit.epsilons,
+                          debit.deltas, debit.details) b;
+$$;

@@ -3,8 +3,10 @@
 //!
 //! One long-lived worker per database serves a request queue in shared memory. A backend puts its
 //! request in a free slot, wakes the worker (starting it if needed) and sleeps on its latch. The
-//! worker takes every waiting request of its database, runs each in its own subtransaction of one
-//! transaction (`dp.debit`), commits durably, and only then answers. A worker idle for
+//! worker takes every waiting request of its database, debits them all with one call of
+//! `dp.debit_batch` (a statement kept prepared for the worker's life) in one transaction, commits
+//! durably (one WAL flush for the batch), and only then answers. Should that call fail, each request
+//! is tried again alone, in its own subtransaction, so that one request's error fails no other. A worker idle for
 //! [`IDLE_EXIT_SECS`] exits, so that it does not hold a database open for long.
 //!
 //! The workers are registered at server start (`dp.ledger_workers`, static background workers):
@@ -490,6 +492,11 @@ unsafe fn serve(dboid: pg_sys::Oid) {
         pg_sys::on_shmem_exit(Some(worker_exit), arg);
         // the bootstrap superuser; the role to charge travels in each request
         BackgroundWorker::connect_worker_to_spi_by_oid(Some(dboid), None);
+        // for the worker's whole session, above any database or role default: a debit waits at most
+        // 10 s for a budget row a DBA holds, commits durably, and resolves names in pg_catalog only
+        for (name, value) in [(c"lock_timeout", c"10s"), (c"synchronous_commit", c"on"), (c"search_path", c"pg_catalog, pg_temp")] {
+            pg_sys::SetConfigOption(name.as_ptr(), value.as_ptr(), pg_sys::GucContext::PGC_SUSET, pg_sys::GucSource::PGC_S_SESSION);
+        }
         let mut idle_since = now_us();
         loop {
             let mut batch: Vec<(usize, Vec<u8>)> = Vec::new();
@@ -545,33 +552,150 @@ fn caught_message(e: &pg_sys::panic::CaughtError) -> String {
     }
 }
 
-/// Every request of the batch in one transaction (one WAL flush), each in its own subtransaction.
+/// Every request of the batch in one transaction (one WAL flush). Plain charges (the common case)
+/// are debited together by one call of `dp.debit_batch`; forfeits and requests that reuse cached
+/// releases, each in its own subtransaction. When the common call fails, its requests are tried again
+/// one by one, each in its own subtransaction.
 fn run_batch(batch: &[(usize, Vec<u8>)]) -> Vec<ChargeOutcome> {
     let r = PgTryBuilder::new(|| unsafe {
         pg_sys::SetCurrentStatementStartTimestamp();
         pg_sys::StartTransactionCommand();
         pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
         pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_RUNNING, c"pg_dp ledger: debit".as_ptr());
-        let mut out = Vec::with_capacity(batch.len());
-        for (_, bytes) in batch {
-            out.push(match ChargeRequest::from_bytes(bytes) {
-                Some(req) => in_subxact(|| debit(&req)).unwrap_or_else(|message| ChargeOutcome::Failed { message }),
-                None => ChargeOutcome::Failed { message: "unreadable request".into() },
-            });
+        let reqs: Vec<Option<ChargeRequest>> = batch.iter().map(|(_, b)| ChargeRequest::from_bytes(b)).collect();
+        let mut out: Vec<Option<ChargeOutcome>> = vec![None; batch.len()];
+        let plain: Vec<usize> = (0..reqs.len()).filter(|&i| reqs[i].as_ref().is_some_and(is_plain)).collect();
+        if !plain.is_empty() {
+            let together: Vec<&ChargeRequest> = plain.iter().filter_map(|&i| reqs[i].as_ref()).collect();
+            match in_subxact(|| debit_batch(&together)) {
+                Ok(v) => {
+                    for (&i, o) in plain.iter().zip(v) {
+                        out[i] = Some(o);
+                    }
+                }
+                Err(message) => {
+                    forget_plan();
+                    log!("pg_dp ledger: a batch of {} charges failed ({message}); charging each alone", plain.len());
+                    for &i in &plain {
+                        let req = reqs[i].as_ref().expect("a plain request");
+                        out[i] = Some(in_subxact(|| debit_batch(&[req]).remove(0)).unwrap_or_else(|message| {
+                            forget_plan();
+                            ChargeOutcome::Failed { message }
+                        }));
+                    }
+                }
+            }
+        }
+        for (i, req) in reqs.iter().enumerate() {
+            if out[i].is_none() {
+                out[i] = Some(match req {
+                    Some(req) => in_subxact(|| debit(req)).unwrap_or_else(|message| ChargeOutcome::Failed { message }),
+                    None => ChargeOutcome::Failed { message: "unreadable request".into() },
+                });
+            }
         }
         pg_sys::PopActiveSnapshot();
         pg_sys::CommitTransactionCommand();
         pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_IDLE, std::ptr::null());
-        out
+        out.into_iter().map(|o| o.expect("every request answered")).collect::<Vec<_>>()
     })
     .catch_others(|e| {
         let message = caught_message(&e);
         unsafe { pg_sys::AbortCurrentTransaction() };
+        forget_plan();
         log!("pg_dp ledger: batch rolled back, nothing charged: {message}");
         batch.iter().map(|_| ChargeOutcome::Failed { message: message.clone() }).collect()
     })
     .execute();
     r
+}
+
+/// A charge that `dp.debit_batch` takes: releases to pay, none reused from the cache, not a forfeit.
+fn is_plain(req: &ChargeRequest) -> bool {
+    matches!(req.kind, RequestKind::Charge) && req.reused.is_empty() && !req.releases.is_empty()
+}
+
+const DEBIT_BATCH_SQL: &str = "SELECT granted, reason, pg_catalog.trim_scale(epsilon_remaining)::text, \
+            pg_catalog.trim_scale(delta_remaining)::text \
+       FROM dp.debit_batch($1, $2::pg_catalog.name[], $3, $4, $5, $6, $7, $8, $9, $10, \
+                           $11::pg_catalog.numeric[], $12::pg_catalog.numeric[], $13::pg_catalog.jsonb[])";
+
+thread_local! {
+    /// `DEBIT_BATCH_SQL`, prepared once for the worker's life (dropped after an error, prepared again).
+    static DEBIT_PLAN: std::cell::RefCell<Option<pgrx::spi::OwnedPreparedStatement>> = const { std::cell::RefCell::new(None) };
+}
+
+fn forget_plan() {
+    DEBIT_PLAN.with(|p| p.borrow_mut().take());
+}
+
+/// Debits `reqs` (plain charges) with one call of `dp.debit_batch`: one outcome per request, in order.
+fn debit_batch(reqs: &[&ChargeRequest]) -> Vec<ChargeOutcome> {
+    use pgrx::{PgBuiltInOids as B, PgOid};
+    let owners: Vec<i32> = reqs.iter().enumerate().flat_map(|(i, r)| r.releases.iter().map(move |_| i as i32 + 1)).collect();
+    let rel = || reqs.iter().flat_map(|r| r.releases.iter());
+    let args = [
+        reqs.iter().map(|r| pg_sys::Oid::from(r.role)).collect::<Vec<_>>().into(),
+        reqs.iter().map(|r| r.database_user.clone()).collect::<Vec<_>>().into(),
+        reqs.iter().map(|r| r.unlimited).collect::<Vec<_>>().into(),
+        reqs.iter().map(|r| r.query_id).collect::<Vec<_>>().into(),
+        reqs.iter().map(|r| r.query_text.clone()).collect::<Vec<_>>().into(),
+        owners.into(),
+        rel().map(|r| r.aggregate.clone()).collect::<Vec<_>>().into(),
+        rel().map(|r| r.mechanism.clone()).collect::<Vec<_>>().into(),
+        rel().map(|r| r.sensitivity).collect::<Vec<_>>().into(),
+        rel().map(|r| r.noise_scale).collect::<Vec<_>>().into(),
+        rel().map(|r| r.epsilon.clone()).collect::<Vec<_>>().into(),
+        rel().map(|r| r.delta.clone()).collect::<Vec<_>>().into(),
+        rel().map(|r| r.details.clone()).collect::<Vec<_>>().into(),
+    ];
+    let r = Spi::connect_mut(|c| -> Result<Vec<ChargeOutcome>, pgrx::spi::Error> {
+        let prepared = DEBIT_PLAN.with(|p| p.borrow().is_some());
+        if !prepared {
+            let t = |o| PgOid::BuiltIn(o);
+            let types = [
+                t(B::OIDARRAYOID),
+                t(B::TEXTARRAYOID),
+                t(B::BOOLARRAYOID),
+                t(B::INT8ARRAYOID),
+                t(B::TEXTARRAYOID),
+                t(B::INT4ARRAYOID),
+                t(B::TEXTARRAYOID),
+                t(B::TEXTARRAYOID),
+                t(B::FLOAT8ARRAYOID),
+                t(B::FLOAT8ARRAYOID),
+                t(B::TEXTARRAYOID),
+                t(B::TEXTARRAYOID),
+                t(B::TEXTARRAYOID),
+            ];
+            let plan = c.prepare_mut(DEBIT_BATCH_SQL, &types)?.keep();
+            DEBIT_PLAN.with(|p| *p.borrow_mut() = Some(plan));
+        }
+        DEBIT_PLAN.with(|p| {
+            let plan = p.borrow();
+            let t = c.update(plan.as_ref().expect("prepared above"), None, &args)?;
+            let mut out = Vec::with_capacity(reqs.len());
+            for row in t {
+                let granted = row.get::<bool>(1)?.unwrap_or(false);
+                let eps_rem = row.get::<String>(3)?;
+                out.push(if granted {
+                    ChargeOutcome::Granted { epsilon_remaining: eps_rem }
+                } else {
+                    ChargeOutcome::Denied {
+                        reason: row.get::<String>(2)?.unwrap_or_default(),
+                        epsilon_remaining: eps_rem,
+                        delta_remaining: row.get::<String>(4)?,
+                    }
+                });
+            }
+            Ok(out)
+        })
+    });
+    match r {
+        Ok(v) if v.len() == reqs.len() => v,
+        Ok(v) => error!("pg_dp ledger: dp.debit_batch answered {} of {} requests", v.len(), reqs.len()),
+        Err(e) => error!("pg_dp ledger: {e}"),
+    }
 }
 
 unsafe fn in_subxact<R>(f: impl FnOnce() -> R + std::panic::UnwindSafe) -> Result<R, String> {
@@ -597,17 +721,11 @@ unsafe fn in_subxact<R>(f: impl FnOnce() -> R + std::panic::UnwindSafe) -> Resul
     r
 }
 
-/// The debit itself: `dp.debit` checks the budget and writes the receipts, atomically under the
-/// budget row's lock.
+/// A forfeit, or a charge with releases reused from the cache: `dp.forfeit`, or `dp.reuse_refusal`
+/// then `dp.debit`, which checks the budget and writes the receipts atomically under the budget row's
+/// lock. (The session settings of `serve` hold: lock timeout, durable commit, search path.)
 fn debit(req: &ChargeRequest) -> ChargeOutcome {
     let r = Spi::connect_mut(|c| -> Result<ChargeOutcome, pgrx::spi::Error> {
-        c.update(
-            "SELECT pg_catalog.set_config('lock_timeout', '10s', true), \
-                    pg_catalog.set_config('synchronous_commit', 'on', true), \
-                    pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)",
-            None,
-            &[],
-        )?;
         if let RequestKind::Forfeit { sqlstate } = &req.kind {
             let args = [
                 pg_sys::Oid::from(req.role).into(),
