@@ -65,7 +65,6 @@ use crate::query::tree::only_rows_and_aggregation;
 use crate::pg::build::subquery_rte;
 use crate::pg::build::select_query;
 use crate::pg::build::operator;
-use crate::pg::build::int_list;
 use crate::pg::build::float8_const;
 
 /// Longest chain of foreign keys followed to reach a privacy unit.
@@ -366,12 +365,18 @@ unsafe fn quote_ident(s: &str) -> String {
     CStr::from_ptr(pg_sys::quote_identifier(c.as_ptr())).to_string_lossy().into_owned()
 }
 
+/// The name of `typ` to cast a value to, without a type modifier: `bpchar` for character, whose
+/// plain name (`character`) means character(1) and would cut every declared value to one letter.
+unsafe fn cast_type_name(typ: Oid) -> String {
+    CStr::from_ptr(pg_sys::format_type_extended(typ, -1, pg_sys::FORMAT_TYPE_TYPEMOD_GIVEN as u16)).to_string_lossy().into_owned()
+}
+
 /// The SQL text of one key's public values, as column `v` without duplicates under the key's own
 /// equality and collation (a duplicate would join the same rows twice), and a description for
 /// receipts.
 unsafe fn domain_sql(k: &KeyKind, key: *mut Node) -> Check<(String, String)> {
     let key_type = expr_type(key);
-    let typ = CStr::from_ptr(pg_sys::format_type_be(key_type)).to_string_lossy().into_owned();
+    let typ = cast_type_name(key_type);
     let coll = pg_sys::exprCollation(key);
     let collate = if coll == pg_sys::InvalidOid {
         String::new()
@@ -679,8 +684,17 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
     let selection = (!keys.is_empty() && private_keys).then(|| (crate::settings::guc::GROUP_SELECTION_EPSILON.get(), crate::settings::guc::GROUP_SELECTION_DELTA.get()));
 
     // keys with a declared list of values also restrict the rows when groups are selected
+    // and a public domain of declared values whose equality is identity (two equal values are the
+    // same value: integers, text under a deterministic collation) restricts the rows by that filter,
+    // so that the rows are grouped on their own keys, with no join: a group's key is then the declared
+    // value itself. Other domains (a public table, numeric's 1.0 = 1.00, a nondeterministic collation)
+    // join the rows to the domain, whose value names the group.
+    let by_filter = domains.is_some()
+        && kinds.iter().zip(&keys).all(|(k, (e, sgc))| {
+            matches!(k, KeyKind::Declared(Domain::Values(_), ..)) && equality_is_identity(expr_type(*e), (**sgc).eqop, pg_sys::exprCollation(*e))
+        });
     let mut domain_filters = Vec::new();
-    if private_keys {
+    if private_keys || by_filter {
         for (k, (e, sgc)) in kinds.iter().zip(&keys) {
             if let KeyKind::Declared(Domain::Values(values), ..) = k {
                 domain_filters.push(in_values(*e, values, (**sgc).eqop));
@@ -788,11 +802,9 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
     };
 
     // ---- the level itself, over the per-unit rows
-    let b_rte = subquery_rte(b_query, "dp_units");
     let mut rtes: Vec<*mut RangeTblEntry> = Vec::new();
     let b_idx: i32;
     let mut key_vars = Vec::new();
-    let mut join_quals: *mut Node = std::ptr::null_mut();
     let mut fromlist: Vec<*mut Node> = Vec::new();
     let mut where_quals: *mut Node = std::ptr::null_mut();
     let rank_filter = |b_idx: i32| -> *mut Node {
@@ -803,56 +815,63 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
     };
     let mut domain_desc = Vec::new();
     if let Some(ds) = &domains {
-        // every combination of the keys' public values, joined to the per-unit rows
+        // every combination of the keys' public values: the rows of each cell, then one row of NULLs
+        // per cell (which every DP aggregate skips), so that an empty cell is a group too. Unlike a
+        // LEFT JOIN of the domain to the rows, this keeps the scan and the aggregation parallel.
         let mut sql = String::from("SELECT ");
         sql.push_str(&(1..=ds.len()).map(|i| format!("d{i}.v")).collect::<Vec<_>>().join(", "));
         sql.push_str(" FROM ");
         sql.push_str(&ds.iter().enumerate().map(|(i, (s, _))| format!("({s}) d{}", i + 1)).collect::<Vec<_>>().join(" CROSS JOIN "));
         domain_desc = ds.iter().map(|(_, d)| d.clone()).collect();
         let d_query = analyse(&sql);
-        let d_rte = subquery_rte(d_query, "dp_domain");
-        rtes.push(d_rte);
-        rtes.push(b_rte);
-        b_idx = 2;
-        for (i, (e, sgc)) in keys.iter().enumerate() {
-            let dv = var_for(1, (i + 1) as i16, *e);
-            let bv = var_for(2, (i + 1) as i16, *e);
-            join_quals = and(join_quals, op_expr((**sgc).eqop, bv, copy(dv), pg_sys::exprCollation(*e)));
-            key_vars.push(dv);
-        }
-        join_quals = and(join_quals, rank_filter(b_idx));
-        let d_cols = list_iter::<pg_sys::TargetEntry>((*d_query).targetList).filter(|t| !(**t).resjunk).count();
-        let b_cols = list_iter::<pg_sys::TargetEntry>((*b_query).targetList).filter(|t| !(**t).resjunk).count();
-        let join = node::<RangeTblEntry>(NodeTag::T_RangeTblEntry);
-        (*join).rtekind = pg_sys::RTEKind::RTE_JOIN;
-        (*join).jointype = pg_sys::JoinType::JOIN_LEFT;
-        let mut alias_vars = Vec::new();
-        let mut colnames = Vec::new();
-        for (rt, (idx, n)) in [(1i32, d_cols), (2i32, b_cols)].iter().enumerate() {
-            let sq = if rt == 0 { d_query } else { b_query };
-            for (k, t) in list_iter::<pg_sys::TargetEntry>((*sq).targetList).filter(|t| !(**t).resjunk).take(*n).enumerate() {
-                alias_vars.push(var_for(*idx, (k + 1) as i16, (*t).expr as *mut Node));
-                colnames.push(pg_sys::makeString(pg_sys::pstrdup(CString::new(format!("c{rt}_{k}")).expect("name").as_ptr())));
+        let b_exprs: Vec<*mut Node> =
+            list_iter::<pg_sys::TargetEntry>((*b_query).targetList).filter(|t| !(**t).resjunk).map(|t| (*t).expr as *mut Node).collect();
+        let d_exprs: Vec<*mut Node> =
+            list_iter::<pg_sys::TargetEntry>((*d_query).targetList).filter(|t| !(**t).resjunk).map(|t| (*t).expr as *mut Node).collect();
+        let rows = if by_filter && rank_col.is_none() {
+            // the rows, already restricted to the domain (`domain_filters`)
+            b_query
+        } else if by_filter {
+            // the same, of at most max_groups_contributed groups per unit
+            let tles: Vec<_> = b_exprs.iter().enumerate().map(|(i, e)| tle(var_for(1, (i + 1) as i16, *e), i + 1, &format!("c{}", i + 1), 0, false)).collect();
+            select_query(&[subquery_rte(b_query, "dp_units")], rank_filter(1), tles)
+        } else {
+            // the rows of the domain's cells: SELECT d.keys, b.rest FROM domain d, rows b WHERE b.keys = d.keys
+            let mut cell_quals: *mut Node = std::ptr::null_mut();
+            for (i, (e, sgc)) in keys.iter().enumerate() {
+                let dv = var_for(1, (i + 1) as i16, d_exprs[i]);
+                let bv = var_for(2, (i + 1) as i16, b_exprs[i]);
+                cell_quals = and(cell_quals, op_expr((**sgc).eqop, bv, dv, pg_sys::exprCollation(*e)));
             }
-        }
-        (*join).joinaliasvars = ptr_list(&alias_vars);
-        (*join).joinleftcols = int_list(1..=d_cols as i32);
-        (*join).joinrightcols = int_list(1..=b_cols as i32);
-        (*join).eref = pg_sys::makeAlias(pg_sys::pstrdup(c"dp_domain_join".as_ptr()), ptr_list(&colnames));
-        (*join).inFromCl = true;
-        rtes.push(join);
-        let je = node::<pg_sys::JoinExpr>(NodeTag::T_JoinExpr);
-        (*je).jointype = pg_sys::JoinType::JOIN_LEFT;
-        let (l, r) = (node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef), node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef));
-        (*l).rtindex = 1;
-        (*r).rtindex = 2;
-        (*je).larg = l as *mut Node;
-        (*je).rarg = r as *mut Node;
-        (*je).quals = join_quals;
-        (*je).rtindex = 3;
-        fromlist.push(je as *mut Node);
+            cell_quals = and(cell_quals, rank_filter(2));
+            let column = |i: usize| if i < nkeys { var_for(1, (i + 1) as i16, d_exprs[i]) } else { var_for(2, (i + 1) as i16, b_exprs[i]) };
+            let tles: Vec<_> = (0..b_exprs.len()).map(|i| tle(column(i), i + 1, &format!("c{}", i + 1), 0, false)).collect();
+            select_query(&[subquery_rte(copy(d_query), "dp_domain"), subquery_rte(b_query, "dp_units")], cell_quals, tles)
+        };
+        // one row per cell: its keys, NULL for everything else
+        let empty_tles: Vec<_> = b_exprs
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let e = if i < nkeys {
+                    var_for(1, (i + 1) as i16, d_exprs[i])
+                } else {
+                    pg_sys::makeNullConst(pg_sys::exprType(*b), pg_sys::exprTypmod(*b), pg_sys::exprCollation(*b)) as *mut Node
+                };
+                tle(e, i + 1, &format!("c{}", i + 1), 0, false)
+            })
+            .collect();
+        let empty = select_query(&[subquery_rte(d_query, "dp_domain")], std::ptr::null_mut(), empty_tles);
+        let all = union_all(rows, empty);
+        let cols: Vec<*mut Node> = list_iter::<pg_sys::TargetEntry>((*all).targetList).map(|t| (*t).expr as *mut Node).collect();
+        rtes.push(subquery_rte(all, "dp_units"));
+        b_idx = 1;
+        key_vars.extend(cols.iter().take(nkeys).enumerate().map(|(i, c)| var_for(1, (i + 1) as i16, *c)));
+        let r = node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef);
+        (*r).rtindex = 1;
+        fromlist.push(r as *mut Node);
     } else {
-        rtes.push(b_rte);
+        rtes.push(subquery_rte(b_query, "dp_units"));
         b_idx = 1;
         for (i, (e, _)) in keys.iter().enumerate() {
             key_vars.push(var_for(b_idx, (i + 1) as i16, *e));
@@ -1007,7 +1026,7 @@ unsafe fn reads_only_keys(e: *mut Node, keys: &[*mut Node]) -> bool {
 /// `e = ANY(ARRAY[values])` with the key's equality operator.
 unsafe fn in_values(e: *mut Node, values: &[String], eqop: Oid) -> *mut Node {
     let typ = expr_type(e);
-    let typname = CStr::from_ptr(pg_sys::format_type_be(typ)).to_string_lossy().into_owned();
+    let typname = cast_type_name(typ);
     let list: Vec<String> = values.iter().map(|v| quote_literal(v)).collect();
     let q = analyse(&format!("SELECT ARRAY[{}]::{typname}[]", list.join(", ")));
     let array = (*list_iter::<pg_sys::TargetEntry>((*q).targetList).next().expect("one column")).expr as *mut Node;
@@ -1019,6 +1038,89 @@ unsafe fn in_values(e: *mut Node, values: &[String], eqop: Oid) -> *mut Node {
     (*s).args = ptr_list(&[copy(e), array]);
     (*s).location = -1;
     s as *mut Node
+}
+
+/// True if `eqop` is the equality of `typ`'s default btree operator class and, under collation
+/// `coll`, two values it finds equal are the same value: `typ` is an integer, boolean, date,
+/// timestamp, uuid or text type, and the class's "equalimage" support function (which B-tree
+/// deduplication relies on) says so, which for text means a deterministic collation. Not for
+/// numeric (1.0 = 1.00), the floating-point types (0 = -0) or character(n) (trailing spaces).
+unsafe fn equality_is_identity(typ: Oid, eqop: Oid, coll: Oid) -> bool {
+    const SAME_VALUE: [Oid; 11] = [
+        pg_sys::INT2OID,
+        pg_sys::INT4OID,
+        pg_sys::INT8OID,
+        pg_sys::BOOLOID,
+        pg_sys::DATEOID,
+        pg_sys::TIMESTAMPOID,
+        pg_sys::TIMESTAMPTZOID,
+        pg_sys::UUIDOID,
+        pg_sys::TEXTOID,
+        pg_sys::VARCHAROID,
+        pg_sys::OIDOID,
+    ];
+    if !SAME_VALUE.contains(&pg_sys::getBaseType(typ)) {
+        return false;
+    }
+    let opclass = pg_sys::GetDefaultOpClass(typ, pg_sys::BTREE_AM_OID);
+    if opclass == pg_sys::InvalidOid {
+        return false;
+    }
+    let family = pg_sys::get_opclass_family(opclass);
+    let input = pg_sys::get_opclass_input_type(opclass);
+    if pg_sys::get_opfamily_member(family, input, input, pg_sys::BTEqualStrategyNumber as i16) != eqop {
+        return false;
+    }
+    // BTEQUALIMAGE_PROC (access/nbtree.h)
+    let equalimage = pg_sys::get_opfamily_proc(family, input, input, 4);
+    if equalimage == pg_sys::InvalidOid {
+        return false;
+    }
+    pg_sys::OidFunctionCall1Coll(equalimage, coll, pg_sys::Datum::from(input)).value() != 0
+}
+
+/// `left UNION ALL right`, two queries whose columns have the same types, typmods and collations.
+unsafe fn union_all(left: *mut Query, right: *mut Query) -> *mut Query {
+    let cols: Vec<*mut Node> =
+        list_iter::<pg_sys::TargetEntry>((*left).targetList).filter(|t| !(**t).resjunk).map(|t| (*t).expr as *mut Node).collect();
+    let leaf = |i: i32| {
+        let r = node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef);
+        (*r).rtindex = i;
+        r as *mut Node
+    };
+    let op = node::<pg_sys::SetOperationStmt>(NodeTag::T_SetOperationStmt);
+    (*op).op = pg_sys::SetOperation::SETOP_UNION;
+    (*op).all = true;
+    (*op).larg = leaf(1);
+    (*op).rarg = leaf(2);
+    let right_cols: Vec<*mut Node> =
+        list_iter::<pg_sys::TargetEntry>((*right).targetList).filter(|t| !(**t).resjunk).map(|t| (*t).expr as *mut Node).collect();
+    // a column's typmod when both sides have the same, else none (varchar(10) beside a cast value)
+    let typmods: Vec<i32> = cols
+        .iter()
+        .zip(&right_cols)
+        .map(|(l, r)| if pg_sys::exprTypmod(*l) == pg_sys::exprTypmod(*r) { pg_sys::exprTypmod(*l) } else { -1 })
+        .collect();
+    (*op).colTypes = cols.iter().fold(std::ptr::null_mut(), |l, c| pg_sys::lappend_oid(l, pg_sys::exprType(*c)));
+    (*op).colTypmods = typmods.iter().fold(std::ptr::null_mut(), |l, t| pg_sys::lappend_int(l, *t));
+    (*op).colCollations = cols.iter().fold(std::ptr::null_mut(), |l, c| pg_sys::lappend_oid(l, pg_sys::exprCollation(*c)));
+    let (l, r) = (subquery_rte(left, "dp_rows"), subquery_rte(right, "dp_empty"));
+    (*l).inFromCl = false;
+    (*r).inFromCl = false;
+    // the set operation's output columns are Vars of its leftmost branch
+    let tles: Vec<_> = cols
+        .iter()
+        .zip(&typmods)
+        .enumerate()
+        .map(|(i, (c, t))| {
+            let v = pg_sys::makeVar(1, (i + 1) as i16, pg_sys::exprType(*c), *t, pg_sys::exprCollation(*c), 0) as *mut Node;
+            tle(v, i + 1, &format!("c{}", i + 1), 0, false)
+        })
+        .collect();
+    let q = select_query(&[l, r], std::ptr::null_mut(), tles);
+    (*(*q).jointree).fromlist = std::ptr::null_mut();
+    (*q).setOperations = op as *mut Node;
+    q
 }
 
 /// Adds `dp.keep_group(value, ε, δ)` to the level's HAVING and to its description.
