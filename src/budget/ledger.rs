@@ -564,7 +564,9 @@ fn run_batch(batch: &[(usize, Vec<u8>)]) -> Vec<ChargeOutcome> {
         pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_RUNNING, c"pg_dp ledger: debit".as_ptr());
         let reqs: Vec<Option<ChargeRequest>> = batch.iter().map(|(_, b)| ChargeRequest::from_bytes(b)).collect();
         let mut out: Vec<Option<ChargeOutcome>> = vec![None; batch.len()];
-        let plain: Vec<usize> = (0..reqs.len()).filter(|&i| reqs[i].as_ref().is_some_and(is_plain)).collect();
+        // a database still on an earlier version's schema has dp.debit only: one request at a time
+        let batched = debit_batch_exists();
+        let plain: Vec<usize> = (0..reqs.len()).filter(|&i| batched && reqs[i].as_ref().is_some_and(is_plain)).collect();
         if !plain.is_empty() {
             let together: Vec<&ChargeRequest> = plain.iter().filter_map(|&i| reqs[i].as_ref()).collect();
             match in_subxact(|| debit_batch(&together)) {
@@ -608,6 +610,16 @@ fn run_batch(batch: &[(usize, Vec<u8>)]) -> Vec<ChargeOutcome> {
     })
     .execute();
     r
+}
+
+/// True if this database's pg_dp schema has `dp.debit_batch` (0.2.0 on).
+fn debit_batch_exists() -> bool {
+    use pg_sys::*;
+    let args = [
+        OIDARRAYOID, NAMEARRAYOID, BOOLARRAYOID, INT8ARRAYOID, TEXTARRAYOID, INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID,
+        FLOAT8ARRAYOID, FLOAT8ARRAYOID, NUMERICARRAYOID, NUMERICARRAYOID, JSONBARRAYOID,
+    ];
+    unsafe { crate::pg::build::function_if_exists(Some("dp"), "debit_batch", &args).is_some() }
 }
 
 /// A charge that `dp.debit_batch` takes: releases to pay, none reused from the cache, not a forfeit.
