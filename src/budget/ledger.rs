@@ -6,8 +6,8 @@
 //! worker takes every waiting request of its database, debits them all with one call of
 //! `dp.debit_batch` (a statement kept prepared for the worker's life) in one transaction, commits
 //! durably (one WAL flush for the batch), and only then answers. Should that call fail, each request
-//! is tried again alone, in its own subtransaction, so that one request's error fails no other. A worker idle for
-//! [`IDLE_EXIT_SECS`] exits, so that it does not hold a database open for long.
+//! is tried again alone, in its own subtransaction, so that one request's error fails no other.
+//! A worker idle for [`IDLE_EXIT_SECS`] exits, so that it does not hold a database open for long.
 //!
 //! The workers are registered at server start (`dp.ledger_workers`, static background workers):
 //! their slots are reserved, so parallel query, which any role can make take every dynamic slot,
@@ -686,21 +686,7 @@ fn debit_batch(reqs: &[&ChargeRequest]) -> Vec<ChargeOutcome> {
         DEBIT_PLAN.with(|p| {
             let plan = p.borrow();
             let t = c.update(plan.as_ref().expect("prepared above"), None, &args)?;
-            let mut out = Vec::with_capacity(reqs.len());
-            for row in t {
-                let granted = row.get::<bool>(1)?.unwrap_or(false);
-                let eps_rem = row.get::<String>(3)?;
-                out.push(if granted {
-                    ChargeOutcome::Granted { epsilon_remaining: eps_rem }
-                } else {
-                    ChargeOutcome::Denied {
-                        reason: row.get::<String>(2)?.unwrap_or_default(),
-                        epsilon_remaining: eps_rem,
-                        delta_remaining: row.get::<String>(4)?,
-                    }
-                });
-            }
-            Ok(out)
+            t.into_iter().map(|row| outcome(&row)).collect::<Result<Vec<_>, _>>()
         })
     });
     match r {
@@ -708,6 +694,16 @@ fn debit_batch(reqs: &[&ChargeRequest]) -> Vec<ChargeOutcome> {
         Ok(v) => error!("pg_dp ledger: dp.debit_batch answered {} of {} requests", v.len(), reqs.len()),
         Err(e) => error!("pg_dp ledger: {e}"),
     }
+}
+
+/// A request's outcome from a row of `dp.debit` or `dp.debit_batch`: granted, reason, ε and δ left.
+fn outcome(row: &pgrx::spi::SpiHeapTupleData<'_>) -> Result<ChargeOutcome, pgrx::spi::Error> {
+    let eps_rem = row.get::<String>(3)?;
+    Ok(if row.get::<bool>(1)?.unwrap_or(false) {
+        ChargeOutcome::Granted { epsilon_remaining: eps_rem }
+    } else {
+        ChargeOutcome::Denied { reason: row.get::<String>(2)?.unwrap_or_default(), epsilon_remaining: eps_rem, delta_remaining: row.get::<String>(4)? }
+    })
 }
 
 unsafe fn in_subxact<R>(f: impl FnOnce() -> R + std::panic::UnwindSafe) -> Result<R, String> {
@@ -733,7 +729,8 @@ unsafe fn in_subxact<R>(f: impl FnOnce() -> R + std::panic::UnwindSafe) -> Resul
     r
 }
 
-/// A forfeit, or a charge with releases reused from the cache: `dp.forfeit`, or `dp.reuse_refusal`
+/// One request that `dp.debit_batch` does not take (a forfeit, a charge with releases reused from
+/// the cache, any charge of a database still on 0.1.0's schema): `dp.forfeit`, or `dp.reuse_refusal`
 /// then `dp.debit`, which checks the budget and writes the receipts atomically under the budget row's
 /// lock. (The session settings of `serve` hold: lock timeout, durable commit, search path.)
 fn debit(req: &ChargeRequest) -> ChargeOutcome {
@@ -803,17 +800,14 @@ fn debit(req: &ChargeRequest) -> ChargeOutcome {
             None,
             &args,
         )?;
-        let row = t.first();
-        let granted = row.get::<bool>(1)?.unwrap_or(false);
-        let reason = row.get::<String>(2)?;
-        let eps_rem = row.get::<String>(3)?;
-        let del_rem = row.get::<String>(4)?;
-        Ok(if granted {
+        let out = match t.into_iter().next() {
+            Some(row) => outcome(&row)?,
+            None => ChargeOutcome::Failed { message: "dp.debit answered nothing".into() },
+        };
+        if matches!(out, ChargeOutcome::Granted { .. }) {
             record_reuse(c, req)?;
-            ChargeOutcome::Granted { epsilon_remaining: eps_rem }
-        } else {
-            ChargeOutcome::Denied { reason: reason.unwrap_or_default(), epsilon_remaining: eps_rem, delta_remaining: del_rem }
-        })
+        }
+        Ok(out)
     });
     r.unwrap_or_else(|e| error!("pg_dp ledger: {e}"))
 }

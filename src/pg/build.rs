@@ -174,6 +174,13 @@ pub unsafe fn subquery_rte(sq: *mut Query, alias: &str) -> *mut RangeTblEntry {
     rte
 }
 
+/// A reference to range-table entry `rtindex`, for a FROM list or a set operation.
+pub unsafe fn range_ref(rtindex: i32) -> *mut Node {
+    let r = node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef);
+    (*r).rtindex = rtindex;
+    r as *mut Node
+}
+
 /// A new SELECT query reading `rtes` with `quals`, projecting `tles`.
 pub unsafe fn select_query(rtes: &[*mut RangeTblEntry], quals: *mut Node, tles: Vec<*mut pg_sys::TargetEntry>) -> *mut Query {
     let q = node::<Query>(NodeTag::T_Query);
@@ -181,13 +188,7 @@ pub unsafe fn select_query(rtes: &[*mut RangeTblEntry], quals: *mut Node, tles: 
     (*q).querySource = pg_sys::QuerySource::QSRC_ORIGINAL;
     (*q).canSetTag = true;
     (*q).rtable = ptr_list(rtes);
-    let refs: Vec<*mut pg_sys::RangeTblRef> = (1..=rtes.len())
-        .map(|i| {
-            let r = node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef);
-            (*r).rtindex = i as i32;
-            r
-        })
-        .collect();
+    let refs: Vec<*mut Node> = (1..=rtes.len()).map(|i| range_ref(i as i32)).collect();
     (*q).jointree = pg_sys::makeFromExpr(ptr_list(&refs), quals);
     (*q).targetList = ptr_list(&tles);
     q

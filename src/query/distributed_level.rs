@@ -376,9 +376,7 @@ pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
         .hint("group by the expression itself, or compute it in an outer query"));
     }
     (*q).rtable = ptr_list(&[rte]);
-    let r = node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef);
-    (*r).rtindex = 1;
-    (*q).jointree = pg_sys::makeFromExpr(ptr_list(&[r]), std::ptr::null_mut());
+    (*q).jointree = pg_sys::makeFromExpr(ptr_list(&[crate::pg::build::range_ref(1)]), std::ptr::null_mut());
     (*q).rowMarks = std::ptr::null_mut();
     (*q).constraintDeps = std::ptr::null_mut();
     level.exact_query = Some(text);

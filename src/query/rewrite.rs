@@ -64,6 +64,7 @@ use crate::pg::build::group_clause;
 use crate::query::tree::only_rows_and_aggregation;
 use crate::pg::build::subquery_rte;
 use crate::pg::build::select_query;
+use crate::pg::build::range_ref;
 use crate::pg::build::operator;
 use crate::pg::build::float8_const;
 
@@ -314,10 +315,8 @@ unsafe fn add_hops(q: *mut Query, rtindex: i32, path: &UnitPath) -> *mut Node {
         (*rte).requiredPerms = 0;
         (*q).rtable = pg_sys::lappend((*q).rtable, rte as *mut c_void);
         let idx = list_iter::<RangeTblEntry>((*q).rtable).count() as i32;
-        let r = node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef);
-        (*r).rtindex = idx;
         let jt = (*q).jointree;
-        (*jt).fromlist = pg_sys::lappend((*jt).fromlist, r as *mut c_void);
+        (*jt).fromlist = pg_sys::lappend((*jt).fromlist, range_ref(idx) as *mut c_void);
         let referenced = column_var(idx, hop.ref_relid, hop.ref_attnum);
         let _ = hop.fk_attnum;
         (*jt).quals = and((*jt).quals, op_expr(hop.pfeqop, referenced, current, pg_sys::exprCollation(current)));
@@ -801,12 +800,8 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
         (inner, None)
     };
 
-    // ---- the level itself, over the per-unit rows
-    let mut rtes: Vec<*mut RangeTblEntry> = Vec::new();
-    let b_idx: i32;
-    let mut key_vars = Vec::new();
-    let mut fromlist: Vec<*mut Node> = Vec::new();
-    let mut where_quals: *mut Node = std::ptr::null_mut();
+    // ---- the level itself, over the per-unit rows: one subquery, range-table entry 1
+    const B_IDX: i32 = 1;
     let rank_filter = |b_idx: i32| -> *mut Node {
         rank_col.map_or(std::ptr::null_mut(), |c| {
             let rank = pg_sys::makeVar(b_idx, c as i16, pg_sys::INT8OID, -1, pg_sys::InvalidOid, 0) as *mut Node;
@@ -814,7 +809,7 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
         })
     };
     let mut domain_desc = Vec::new();
-    if let Some(ds) = &domains {
+    let (units, key_vars, where_quals): (*mut Query, Vec<*mut Node>, *mut Node) = if let Some(ds) = &domains {
         // every combination of the keys' public values: the rows of each cell, then one row of NULLs
         // per cell (which every DP aggregate skips), so that an empty cell is a group too. Unlike a
         // LEFT JOIN of the domain to the rows, this keeps the scan and the aggregation parallel.
@@ -824,10 +819,8 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
         sql.push_str(&ds.iter().enumerate().map(|(i, (s, _))| format!("({s}) d{}", i + 1)).collect::<Vec<_>>().join(" CROSS JOIN "));
         domain_desc = ds.iter().map(|(_, d)| d.clone()).collect();
         let d_query = analyse(&sql);
-        let b_exprs: Vec<*mut Node> =
-            list_iter::<pg_sys::TargetEntry>((*b_query).targetList).filter(|t| !(**t).resjunk).map(|t| (*t).expr as *mut Node).collect();
-        let d_exprs: Vec<*mut Node> =
-            list_iter::<pg_sys::TargetEntry>((*d_query).targetList).filter(|t| !(**t).resjunk).map(|t| (*t).expr as *mut Node).collect();
+        let b_exprs = output_exprs(b_query);
+        let d_exprs = output_exprs(d_query);
         let rows = if by_filter && rank_col.is_none() {
             // the rows, already restricted to the domain (`domain_filters`)
             b_query
@@ -863,30 +856,17 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
             .collect();
         let empty = select_query(&[subquery_rte(d_query, "dp_domain")], std::ptr::null_mut(), empty_tles);
         let all = union_all(rows, empty);
-        let cols: Vec<*mut Node> = list_iter::<pg_sys::TargetEntry>((*all).targetList).map(|t| (*t).expr as *mut Node).collect();
-        rtes.push(subquery_rte(all, "dp_units"));
-        b_idx = 1;
-        key_vars.extend(cols.iter().take(nkeys).enumerate().map(|(i, c)| var_for(1, (i + 1) as i16, *c)));
-        let r = node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef);
-        (*r).rtindex = 1;
-        fromlist.push(r as *mut Node);
+        let keys_out = output_exprs(all).iter().take(nkeys).enumerate().map(|(i, c)| var_for(B_IDX, (i + 1) as i16, *c)).collect();
+        (all, keys_out, std::ptr::null_mut())
     } else {
-        rtes.push(subquery_rte(b_query, "dp_units"));
-        b_idx = 1;
-        for (i, (e, _)) in keys.iter().enumerate() {
-            key_vars.push(var_for(b_idx, (i + 1) as i16, *e));
-        }
-        let r = node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef);
-        (*r).rtindex = 1;
-        fromlist.push(r as *mut Node);
-        where_quals = rank_filter(b_idx);
-    }
-
+        let keys_out = keys.iter().enumerate().map(|(i, (e, _))| var_for(B_IDX, (i + 1) as i16, *e)).collect();
+        (b_query, keys_out, rank_filter(B_IDX))
+    };
     // the values each DP aggregate now reads
     let mut values = Vec::new();
     for (j, c) in calls.iter().enumerate() {
         let col = first_value + j;
-        values.push(((*c.aggref).location, var_for(b_idx, col as i16, inner_cols[col - 1])));
+        values.push(((*c.aggref).location, var_for(B_IDX, col as i16, inner_cols[col - 1])));
     }
     let ns = namespace_of((*calls[0].aggref).aggfnoid);
     let unit_count = unit.as_ref().map(|u| UnitCount {
@@ -924,7 +904,7 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
         ((*v).varno, (*v).varattno)
     }).collect();
     if let Some(c) = unit_col {
-        allowed.push((b_idx, c as i16));
+        allowed.push((B_IDX, c as i16));
     }
     if stray_column((*q).targetList as *mut Node, &allowed) || stray_column((*q).havingQual, &allowed) {
         return Err(Refusal::new(format!(
@@ -932,8 +912,8 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
         ))
         .hint("group by the expression itself, or compute it in an outer query"));
     }
-    (*q).rtable = ptr_list(&rtes);
-    (*q).jointree = pg_sys::makeFromExpr(ptr_list(&fromlist), where_quals);
+    (*q).rtable = ptr_list(&[subquery_rte(units, "dp_units")]);
+    (*q).jointree = pg_sys::makeFromExpr(ptr_list(&[range_ref(B_IDX)]), where_quals);
     (*q).rowMarks = std::ptr::null_mut();
     (*q).constraintDeps = std::ptr::null_mut();
 
@@ -948,7 +928,7 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
     }
     if let Some((eps, delta)) = selection {
         let unit_var = match unit_col {
-            Some(c) => var_for(b_idx, c as i16, inner_cols[c - 1]),
+            Some(c) => var_for(B_IDX, c as i16, inner_cols[c - 1]),
             None => int_const(pg_sys::INT4OID, 1),
         };
         add_selection(q, level, next_tag, eps, delta, unit_var)?;
@@ -1079,22 +1059,21 @@ unsafe fn equality_is_identity(typ: Oid, eqop: Oid, coll: Oid) -> bool {
     pg_sys::OidFunctionCall1Coll(equalimage, coll, pg_sys::Datum::from(input)).value() != 0
 }
 
-/// `left UNION ALL right`, two queries whose columns have the same types, typmods and collations.
+/// The expressions of a query's output columns (its target list without junk entries).
+unsafe fn output_exprs(q: *mut Query) -> Vec<*mut Node> {
+    list_iter::<pg_sys::TargetEntry>((*q).targetList).filter(|t| !(**t).resjunk).map(|t| (*t).expr as *mut Node).collect()
+}
+
+/// `left UNION ALL right`, two queries whose columns have the same types and collations (a column
+/// whose typmods differ has none in the result).
 unsafe fn union_all(left: *mut Query, right: *mut Query) -> *mut Query {
-    let cols: Vec<*mut Node> =
-        list_iter::<pg_sys::TargetEntry>((*left).targetList).filter(|t| !(**t).resjunk).map(|t| (*t).expr as *mut Node).collect();
-    let leaf = |i: i32| {
-        let r = node::<pg_sys::RangeTblRef>(NodeTag::T_RangeTblRef);
-        (*r).rtindex = i;
-        r as *mut Node
-    };
+    let cols = output_exprs(left);
     let op = node::<pg_sys::SetOperationStmt>(NodeTag::T_SetOperationStmt);
     (*op).op = pg_sys::SetOperation::SETOP_UNION;
     (*op).all = true;
-    (*op).larg = leaf(1);
-    (*op).rarg = leaf(2);
-    let right_cols: Vec<*mut Node> =
-        list_iter::<pg_sys::TargetEntry>((*right).targetList).filter(|t| !(**t).resjunk).map(|t| (*t).expr as *mut Node).collect();
+    (*op).larg = range_ref(1);
+    (*op).rarg = range_ref(2);
+    let right_cols = output_exprs(right);
     // a column's typmod when both sides have the same, else none (varchar(10) beside a cast value)
     let typmods: Vec<i32> = cols
         .iter()
