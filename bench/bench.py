@@ -159,7 +159,7 @@ def charge_latency(conn, host, port, runs):
     # every run is a fresh, charged release (the cache would answer repeats for free)
     conn.execute("ALTER ROLE dp_bench_analyst SET dp.release_cache = off")
     out = {}
-    with psycopg.connect(host=host, port=port, dbname="postgres", user="dp_bench_analyst", autocommit=True) as c:
+    with psycopg.connect(host=host, port=port, dbname="postgres", user="dp_bench_analyst", autocommit=True, prepare_threshold=None) as c:
         cur = c.cursor()
         for q in ("SELECT count(*) FROM tiny", "SELECT dp_count(i, 0.001) FROM tiny"):
             for _ in range(50):
@@ -228,7 +228,7 @@ def cache_section(c, a):
         c.execute(f"ALTER ROLE {role} SET dp.release_cache = {cache}")
         c.execute("SELECT dp.set_budget(%s, 1e6)", (role,))
     med = {}
-    conns = {r: psycopg.connect(host=a.host, port=a.port, dbname="postgres", user=r, autocommit=True)
+    conns = {r: psycopg.connect(host=a.host, port=a.port, dbname="postgres", user=r, autocommit=True, prepare_threshold=None)
              for r in ("postgres", "dp_bench_cache", "dp_bench_nocache")}
     runs = {"native": ("postgres", CACHE_NATIVE), "miss": ("dp_bench_nocache", CACHE_QUERY), "hit": ("dp_bench_cache", CACHE_QUERY)}
     try:
@@ -300,7 +300,9 @@ def main():
                     help="comma-separated subset of timing,quantiles,dprp,charge,cache,accuracy,grammar,units,selection")
     a = ap.parse_args()
     sections = set(a.sections.split(","))
-    with psycopg.connect(host=a.host, port=a.port, dbname="postgres", user="postgres", autocommit=True) as c:
+    # no connection prepares its statements (prepare_threshold=None): psycopg would after five runs,
+    # and a plan prepared in the serial mode would then run again, serial, in the parallel one
+    with psycopg.connect(host=a.host, port=a.port, dbname="postgres", user="postgres", autocommit=True, prepare_threshold=None) as c:
         # always the objects of this build; the bench server's ledger is disposable
         c.execute("SET dp.confirm_drop = on")
         c.execute("DROP EXTENSION IF EXISTS pg_dp CASCADE")
@@ -506,7 +508,7 @@ def grammar_section(c, a):
     for s in GRAMMAR_SETUP:
         c.execute(s)
     c.execute("SELECT dp.protect_table('gp')")
-    with psycopg.connect(host=a.host, port=a.plain_port, dbname="postgres", user="postgres", autocommit=True) as plain:
+    with psycopg.connect(host=a.host, port=a.plain_port, dbname="postgres", user="postgres", autocommit=True, prepare_threshold=None) as plain:
         for s in GRAMMAR_SETUP:
             plain.execute(s)
         pc, dc = plain.cursor(), c.cursor()

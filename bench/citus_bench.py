@@ -20,7 +20,7 @@ DB = "pg_dp_citus_bench"
 
 
 def connect(port, db=DB):
-    return psycopg.connect(host=ARGS.host, port=port, dbname=db, user="postgres", autocommit=True)
+    return psycopg.connect(host=ARGS.host, port=port, dbname=db, user="postgres", autocommit=True, prepare_threshold=None)
 
 
 def setup(rows):

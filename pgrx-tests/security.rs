@@ -6,7 +6,7 @@ fn support_functions_are_not_executable_by_public() {
     // executable: the table releases (DPRP and synthetic data) and dp.keep_group (charged like the
     // aggregates), the synthetic preview (uncharged, refused on tables the caller may not read), the per-unit
     // aggregates (exact per-group values, refused by the grammar over protected tables except in
-    // the queries pg_dp writes) and dp.random_order (random numbers), and functions of the catalog
+    // the queries pg_dp writes), dp.random_order (random numbers) and dp.per_group (its argument), and functions of the catalog
     // only (the privacy levels, whether a table is protected, a preview of a query's receipts, a
     // role's pg_dp identity, which pg_shseclabel shows everyone, what the grammar admits) and of the
     // session's own releases (dp.interval_half_width and dp.interval_bound, which the plans of
@@ -18,7 +18,7 @@ fn support_functions_are_not_executable_by_public() {
         "SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
           WHERE n.nspname = 'dp' AND has_function_privilege('dp_analyst_t', p.oid, 'EXECUTE')
             AND p.proname NOT IN ('release_projection', 'release_projection_rows', 'release_synthetic', 'preview_synthetic',
-                                  'keep_group', 'random_order',
+                                  'keep_group', 'random_order', 'per_group',
                                   'privacy_level_epsilon', 'privacy_level_names', 'is_protected', 'preview', 'last_releases',
                                   'current_period_start', 'role_uid', 'distributed_rows', 'grammar',
                                   'interval_bound', 'interval_half_width_final', 'total_int2', 'total_int4',

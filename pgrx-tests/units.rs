@@ -747,7 +747,8 @@ fn attack_two_tables_with_many_rows_per_person_do_not_pair() {
     assert_eq!(one_i64("SELECT dp_count(*) FROM labs l JOIN patients p ON p.id = l.patient_id WHERE p.sex = 'f'"), 500);
 }
 
-// Found by attacking a faster domain rewrite (tried and withdrawn): when the groups of keys outside a
+// Found by attacking a faster domain rewrite (withdrawn then; now the test of the domain gates the rest
+// of HAVING, in one CASE, so it runs first): when the groups of keys outside a
 // declared list were aggregated and dropped by a test in HAVING, the analyst's own HAVING, costed
 // cheaper, ran first on them (a division by zero for region 'zeta': exact membership of one person's
 // key for ε = 1e-9); and a released key was the first row's spelling of it (2.000 for the domain's

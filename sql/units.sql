@@ -52,6 +52,7 @@ CREATE AGGREGATE dp.unit_count("any") (SFUNC = pg_catalog.int8inc_any, STYPE = i
     COMBINEFUNC = pg_catalog.int8pl, PARALLEL = SAFE);
 
 CREATE FUNCTION dp.random_order() RETURNS float8 LANGUAGE c VOLATILE PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_random_order';
+CREATE FUNCTION dp.per_group(bool) RETURNS bool LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_per_group';
 
 CREATE FUNCTION dp.keep_group_trans(int8, "any", float8, float8) RETURNS int8
     LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_keep_group_trans';
@@ -69,6 +70,7 @@ COMMENT ON AGGREGATE dp.unit_mean(float8, float8, float8) IS 'pg_dp internal: th
 COMMENT ON AGGREGATE dp.unit_mean(numeric, numeric, numeric) IS 'pg_dp internal: the mean of one privacy unit''s values clamped to [lower, upper] (the per-unit level of dp_avg)';
 COMMENT ON AGGREGATE dp.unit_count(*) IS 'pg_dp internal: one privacy unit''s rows as int4 (the per-unit level of dp_count(*); the DP level clamps it to max_count_per_unit)';
 COMMENT ON AGGREGATE dp.unit_count("any") IS 'pg_dp internal: one privacy unit''s non-NULL values as int4 (the per-unit level of dp_count(value))';
+COMMENT ON FUNCTION dp.per_group(bool) IS 'pg_dp internal: returns its argument; volatile, so that a condition on the GROUP BY keys that pg_dp''s rewrite places in a DP level''s HAVING stays there and runs once per group';
 COMMENT ON FUNCTION dp.random_order() IS 'pg_dp internal: a uniform random number from the CSPRNG, which orders each privacy unit''s groups when it contributes to too many';
 COMMENT ON AGGREGATE dp.keep_group("any", float8, float8) IS 'pg_dp: DP partition selection of one group: counts the group''s non-NULL values (privacy units) and returns whether the group may appear, (epsilon, delta)-DP per group; charged like the DP aggregates';
 COMMENT ON FUNCTION dp.keep_group_trans(int8, "any", float8, float8) IS 'pg_dp internal: transition function of dp.keep_group';
@@ -90,5 +92,5 @@ $$;
 -- the aggregates themselves run in the queries pg_dp writes, with the caller's rights
 GRANT EXECUTE ON FUNCTION dp.unit_sum(int2, int2, int2), dp.unit_sum(int4, int4, int4), dp.unit_sum(int8, int8, int8),
     dp.unit_sum(float8, float8, float8), dp.unit_sum(numeric, numeric, numeric), dp.unit_mean(float8, float8, float8),
-    dp.unit_mean(numeric, numeric, numeric), dp.unit_count(), dp.unit_count("any"), dp.random_order(),
+    dp.unit_mean(numeric, numeric, numeric), dp.unit_count(), dp.unit_count("any"), dp.random_order(), dp.per_group(bool),
     dp.keep_group("any", float8, float8) TO PUBLIC;

@@ -1602,3 +1602,8 @@ LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
                           debit.aggregates, debit.mechanisms, debit.sensitivities, debit.scales, debit.epsilons,
                           debit.deltas, debit.details) b;
 $$;
+
+-- a declared domain's filter runs once per group, in the DP level's HAVING
+CREATE FUNCTION dp.per_group(bool) RETURNS bool LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_per_group';
+COMMENT ON FUNCTION dp.per_group(bool) IS 'pg_dp internal: returns its argument; volatile, so that a condition on the GROUP BY keys that pg_dp''s rewrite places in a DP level''s HAVING stays there and runs once per group';
+GRANT EXECUTE ON FUNCTION dp.per_group(bool) TO PUBLIC;

@@ -13,7 +13,8 @@
 //! clamped into the bounds before they are converted back. These aggregates release nothing: they
 //! are ordinary aggregates, and the query grammar refuses them over protected tables except in the
 //! query pg_dp itself writes. `dp.random_order()` gives the window of the rewrite a uniformly random
-//! order from the CSPRNG.
+//! order from the CSPRNG, and `dp.per_group(condition)` keeps a condition of the rewritten HAVING
+//! above the aggregation.
 use crate::aggregates::agg::agg_context;
 use crate::pg::fmgr::numeric_datum_f64;
 use crate::pg::error::raise_with;
@@ -325,6 +326,11 @@ pg_v1!(pg_finfo_dp_unit_deserialize, dp_unit_deserialize, |fcinfo| {
     p.write(acc);
     Datum::from(p)
 });
+
+// dp.per_group(condition): the condition itself (strict). Volatile, so that the planner keeps a
+// condition of a DP level's HAVING that pg_dp wraps in it above the aggregation, where it runs once
+// per group (a declared domain's `key = ANY(values)`, rewrite.rs)
+pg_v1!(pg_finfo_dp_per_group, dp_per_group, |fcinfo| { pg_getarg_datum_raw(fcinfo, 0) });
 
 // dp.random_order(): a uniform float8 in [0, 1) from the CSPRNG (53 random bits)
 pg_v1!(pg_finfo_dp_random_order, dp_random_order, |_fcinfo| {

@@ -16,12 +16,16 @@
 //!                                                                        -- more groups than allowed
 //! level':  SELECT <keys', dp_agg(per-unit value, params)…>
 //!          FROM bounded [WHERE rank <= max_groups_contributed]          -- private keys
-//!            or <public domain of the keys> LEFT JOIN bounded ON keys = domain AND rank <= …
+//!            or (<bounded rows of the domain's cells>                    -- public domain
+//!                UNION ALL <one row per cell: its keys, NULL values>)
 //!          GROUP BY <keys'> HAVING <h> [AND dp.keep_group(unit, ε, δ)]
 //! ```
 //!
 //! - Without a privacy unit (one row is one person) there is no per-unit level: private keys only add
-//!   `dp.keep_group` to HAVING, and public domains join the rows themselves.
+//!   `dp.keep_group` to HAVING, and public domains read the rows themselves.
+//! - The rows of a domain's cells: a domain of declared values whose equality is identity filters
+//!   the rows by `key = ANY(values)` (in HAVING, once per group, without a unit; before the ranking
+//!   with one); any other domain joins the rows to its values, which then name the groups.
 //! - Per-unit values: dp_sum takes the unit's sum clamped to the bounds, dp_count the unit's count
 //!   clamped to `max_count_per_unit` (then summed with noise of that scale), dp_avg and the quantiles
 //!   the mean of the unit's clamped values (`contribution.rs`).
@@ -54,6 +58,7 @@ use crate::pg::build::copy;
 use crate::pg::build::int_const;
 use crate::pg::build::aggref;
 use crate::pg::build::function;
+use crate::pg::build::function_if_exists;
 use crate::pg::build::case_when;
 use crate::query::tree::flatten_join_aliases;
 use crate::query::tree::{builtin_immutable_operator, column_type_collation, type_equality};
@@ -723,8 +728,13 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
             (*ijt).quals = and((*ijt).quals, copy(*h));
         }
     }
-    for f in &domain_filters {
-        (*ijt).quals = and((*ijt).quals, copy(*f));
+    // a domain's filter without privacy units runs once per group, above the aggregation (see
+    // `per_group` below): a filter on every row cost more than the aggregation it saves
+    let per_group = if by_filter && unit.is_none() { function_if_exists(Some("dp"), "per_group", &[pg_sys::BOOLOID]) } else { None };
+    if per_group.is_none() {
+        for f in &domain_filters {
+            (*ijt).quals = and((*ijt).quals, copy(*f));
+        }
     }
     let unit_expr = match &unit {
         Some(path) => {
@@ -822,7 +832,7 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
         let b_exprs = output_exprs(b_query);
         let d_exprs = output_exprs(d_query);
         let rows = if by_filter && rank_col.is_none() {
-            // the rows, already restricted to the domain (`domain_filters`)
+            // the rows, restricted to the domain by `domain_filters` here or in the level's HAVING
             b_query
         } else if by_filter {
             // the same, of at most max_groups_contributed groups per unit
@@ -897,6 +907,22 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
         }
     }
     (*q).havingQual = and(new_having, key_filters);
+    if let Some(f) = per_group {
+        // the groups of keys outside the domain are computed, then dropped here, unreleased, before
+        // any other condition of HAVING sees their keys (which may raise an error for a key, as
+        // `1 / (region = 'x')::int` does): the level's HAVING becomes
+        // CASE WHEN dp.per_group(keys = ANY(domain)) THEN <HAVING> END. dp.per_group, a volatile
+        // identity, keeps the planner from moving the test below the aggregation, as it does with any
+        // HAVING condition on keys alone
+        let mut in_domain: *mut Node = std::ptr::null_mut();
+        for (i, (k, (_, sgc))) in kinds.iter().zip(&keys).enumerate() {
+            if let KeyKind::Declared(Domain::Values(values), ..) = k {
+                in_domain = and(in_domain, in_values(m.key_vars[i], values, (**sgc).eqop));
+            }
+        }
+        let gate = pg_sys::makeFuncExpr(f, pg_sys::BOOLOID, ptr_list(&[in_domain]), pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL) as *mut Node;
+        (*q).havingQual = if (*q).havingQual.is_null() { gate } else { case_when(gate, (*q).havingQual) };
+    }
     // every column the level reads now is a key, a per-unit value or the unit: anything else would
     // read a column of the rewritten FROM clause under its old meaning
     let mut allowed: Vec<(i32, i16)> = m.key_vars.iter().chain(m.values.iter().map(|(_, v)| v)).map(|v| {

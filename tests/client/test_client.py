@@ -191,7 +191,7 @@ def check_non_superuser():
         n = c.execute("""SELECT count(*) FROM pg_proc p JOIN pg_namespace s ON s.oid = p.pronamespace
                           WHERE s.nspname = 'dp' AND has_function_privilege(p.oid, 'EXECUTE')
                             AND p.proname NOT IN ('release_projection', 'release_projection_rows', 'release_synthetic',
-                                                  'preview_synthetic', 'keep_group', 'random_order', 'privacy_level_epsilon', 'privacy_level_names', 'is_protected', 'preview', 'last_releases', 'grammar',
+                                                  'preview_synthetic', 'keep_group', 'random_order', 'per_group', 'privacy_level_epsilon', 'privacy_level_names', 'is_protected', 'preview', 'last_releases', 'grammar',
                                   'current_period_start', 'role_uid', 'distributed_rows', 'interval_bound',
                                   'interval_half_width_final', 'total_int2', 'total_int4', 'total_int8', 'total_float4',
                                   'total_float8', 'total_numeric', 'total_date_trunc_ts', 'total_date_trunc_tstz',
@@ -203,7 +203,7 @@ def check_non_superuser():
                                      'merge_sum', 'merge_avg', 'merge_variance', 'merge_stddev', 'merge_keep_group'))""").fetchone()[0]
         # only the table releases and dp.keep_group (charged like the aggregates), the synthetic preview
         # (uncharged, on tables the caller may read directly), the per-unit aggregates
-        # (refused over protected tables outside the queries pg_dp writes), dp.random_order, functions
+        # (refused over protected tables outside the queries pg_dp writes), dp.random_order, dp.per_group, functions
         # of the catalog alone (privacy levels, whether a table is protected, a role's pg_dp identity,
         # what the grammar admits), those that the plans of DP queries call as the caller (the interval
         # of a release of the same aggregation, the total arithmetic below the aggregates, which refuses
