@@ -652,3 +652,63 @@ fn gaussian_sample_on_grid_matches_sigma_and_lies_on_grid() {
         assert_variance(&d, 1.0, alpha, &format!("sample_on_grid σ = {sigma}"));
     }
 }
+
+// dp.exact_grid (the exact query of a DP level over Citus) sums `Acc::row_f64`/`row_i64` per row; the
+// coordinator rebuilds the state from those sums. They must be exactly what adding the row changes.
+#[test]
+fn a_rows_grid_value_is_exactly_what_adding_it_changes() {
+    let bounds: [(f64, f64); 6] = [(0.0, 100.0), (-100.0, 100.0), (900.0, 1000.0), (-1e30, 1e30), (-5.5, -0.25), (0.0, 0.0)];
+    let mut values: Vec<f64> = vec![f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0, 1e-300, -1e-300, f64::MAX, f64::MIN, 5e-324];
+    let mut rng = seeded_rng(7);
+    for _ in 0..2000 {
+        values.push(f64::from_bits(rng.random::<u64>()));
+        values.push(rng.random_range(-2000.0..2000.0));
+    }
+    for (l, u) in bounds {
+        values.extend([l, u, l - 1.0, u + 1.0, (l + u) / 2.0]);
+        for p in [Params::float_sum(l, u, 1.0), Params::avg(l, u, 0.5), Params::variance(l, u, 1.0), Params::stddev(l, u, 1.0)] {
+            let empty = Acc::new(p).unwrap();
+            for &v in &values {
+                let mut acc = empty;
+                acc.add_f64(v).unwrap();
+                let (sum, sum_sq, n) = (acc.sum, acc.sum_sq, acc.n);
+                match (empty.row_f64(v, false), empty.row_f64(v, true)) {
+                    (None, None) => assert!(v.is_nan() && n == 0, "{v} {l} {u}"),
+                    (Some(q), Some(q2)) => assert_eq!((sum, sum_sq, n), (q as i128, q2 as i128, 1), "{v} in [{l}, {u}], kind {}", p.kind),
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+    }
+    for (l, u) in [(0i64, 100i64), (-7, 3), (i64::MIN, i64::MAX), (5, 5)] {
+        let empty = Acc::new(Params::int_sum(l, u, 1.0)).unwrap();
+        for v in [0i64, 1, -1, 4, 6, 101, -8, i64::MIN, i64::MAX, 1 << 40] {
+            let mut acc = empty;
+            acc.add_i64(v).unwrap();
+            let (sum, n) = (acc.sum, acc.n);
+            assert_eq!((sum, n), (empty.row_i64(v, false).unwrap() as i128, 1), "{v} in [{l}, {u}]");
+            assert_eq!(empty.row_i64(v, true), Some(0));
+        }
+    }
+}
+
+// dp_avg puts values on dp_sum's grid when the bounds hold 0 (one grid value per row serves both in the
+// exact query over Citus), and never on a grid coarser than 2^32 steps across the bound width.
+#[test]
+fn dp_avg_shares_dp_sums_grid_when_the_bounds_hold_zero() {
+    use pg_dp_core::mechanisms::{avg_grid, sum_grid};
+    for (l, u) in [(0.0, 100.0), (-100.0, 100.0), (-1.0, 1e6), (0.0, 1e30), (-3.5, 0.0), (-1e-300, 1e-300)] {
+        let (a, s) = (avg_grid(l, u), sum_grid(l, u));
+        assert_eq!((a.exp, a.q_lower, a.q_upper), (s.exp, s.q_lower, s.q_upper), "[{l}, {u}]");
+        assert_eq!(AvgSpec::new(l, u, 1.0).unwrap().grid.exp, FloatSumSpec::new(l, u, 1.0).unwrap().grid.exp);
+    }
+    for (l, u) in [(1e9, 1e9 + 10.0), (900.0, 1000.0), (-2000.0, -1990.0), (1.0, 1.0 + 1e-6)] {
+        let (a, s) = (avg_grid(l, u), sum_grid(l, u));
+        let steps = a.q_upper as i128 - a.q_lower as i128;
+        assert!(steps >= 1i128 << 32, "[{l}, {u}]: {steps} steps");
+        assert!(a.exp <= s.exp, "[{l}, {u}]");
+    }
+    // a negative control: dp_sum's grid alone leaves a narrow range far from 0 a few steps wide
+    let s = sum_grid(1e9, 1e9 + 10.0);
+    assert!(s.q_upper - s.q_lower < 1 << 8);
+}

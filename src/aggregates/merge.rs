@@ -9,12 +9,13 @@ use pgrx::pg_sys::{self, Oid};
 use pgrx::PgSqlErrorCode;
 use std::ffi::CStr;
 
-/// What `dp.exact_grid` keeps between rows: the empty state of the aggregate it mirrors, and the
-/// value's type.
+/// What `dp.exact_grid` keeps between rows: the empty state of the aggregate it mirrors, the
+/// value's type, and whether it returns the squared deviation.
 #[derive(Clone, Copy)]
 struct Grid {
     empty: Acc,
     value_type: Oid,
+    squared: bool,
 }
 
 /// The three exact sums of a group from its numeric[] (Σ q, count, Σ (q − c)²).
@@ -57,31 +58,29 @@ crate::pg::fmgr::pg_v1!(pg_finfo_dp_exact_grid, dp_exact_grid, |fcinfo| {
         };
         let params = crate::query::params::ParamValues::new(vec![arg(2), arg(3), arg(4)], kind.func()).params(kind);
         let empty = Acc::new(params).unwrap_or_else(|e| crate::pg::error::raise(kind.func(), e));
+        let squared = crate::pg::fmgr::required::<bool>(fcinfo, 5, G, "squared");
         let g = pg_sys::MemoryContextAlloc((*flinfo).fn_mcxt, std::mem::size_of::<Grid>()) as *mut Grid;
-        g.write(Grid { empty, value_type: pg_sys::get_fn_expr_argtype(flinfo, 0) });
+        g.write(Grid { empty, value_type: pg_sys::get_fn_expr_argtype(flinfo, 0), squared });
         (*flinfo).fn_extra = g.cast();
     }
-    let g = *((*flinfo).fn_extra as *mut Grid);
-    let mut acc = g.empty;
+    // per row: no state, no copy, only the value's grid integer
+    let g = &*((*flinfo).fn_extra as *const Grid);
     let d = (*(*fcinfo).args.as_slice(1).first().expect("a value")).value;
-    let added = match g.value_type {
-        pg_sys::INT2OID => acc.add_i64(d.value() as i16 as i64),
-        pg_sys::INT4OID => acc.add_i64(d.value() as i32 as i64),
-        pg_sys::INT8OID => acc.add_i64(d.value() as i64),
-        pg_sys::FLOAT8OID => acc.add_f64(f64::from_bits(d.value() as u64)),
-        pg_sys::NUMERICOID => acc.add_f64(crate::pg::fmgr::numeric_datum_f64(d)),
+    let v = match g.value_type {
+        pg_sys::FLOAT8OID => g.empty.row_f64(f64::from_bits(d.value() as u64), g.squared),
+        pg_sys::INT4OID => g.empty.row_i64(d.value() as i32 as i64, g.squared),
+        pg_sys::INT8OID => g.empty.row_i64(d.value() as i64, g.squared),
+        pg_sys::INT2OID => g.empty.row_i64(d.value() as i16 as i64, g.squared),
+        pg_sys::NUMERICOID => g.empty.row_f64(crate::pg::fmgr::numeric_datum_f64(d), g.squared),
         _ => raise_with(PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH, format!("{G}: unsupported value type"), None),
     };
-    if let Err(e) = added {
-        crate::pg::error::raise(G, e);
+    match v {
+        Some(v) => pg_sys::Datum::from(v),
+        None => {
+            (*fcinfo).isnull = true;
+            pg_sys::Datum::from(0)
+        }
     }
-    if acc.n == 0 {
-        (*fcinfo).isnull = true;
-        return pg_sys::Datum::from(0);
-    }
-    let squared = (*(*fcinfo).args.as_slice(6).get(5).expect("six arguments")).value.value() != 0;
-    let v: i64 = if squared { acc.sum_sq as i64 } else { acc.sum as i64 };
-    pg_sys::Datum::from(v)
 });
 
 crate::pg::fmgr::pg_v1!(pg_finfo_dp_merge_trans, dp_merge_trans, |fcinfo| {

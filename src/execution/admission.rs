@@ -413,8 +413,6 @@ unsafe fn refuse_leaks_of_protected(relid: pg_sys::Oid, explain: bool) {
 #[pg_guard]
 unsafe extern "C-unwind" fn executor_end(qd: *mut pg_sys::QueryDesc) {
     let q = qd as usize;
-    // releases read only partly are finished for the cache while their tickets are still valid
-    release::finish_for_cache(qd);
     crate::execution::tickets::end_query(q);
     if !(*qd).estate.is_null() {
         crate::budget::cache::forget((*qd).estate as usize);

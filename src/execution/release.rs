@@ -8,7 +8,10 @@
 //! - runs its Agg at most once per execution and keeps every row it released in a tuplestore. A
 //!   rescan, a cursor moving backwards or rewinding, a nested loop reading it again: all replay the
 //!   stored rows, never recompute them. Whatever plan the planner chose, a level is released once
-//!   per execution and paid once.
+//!   per execution and paid once;
+//! - runs it to the end at the first fetch and returns its rows sorted by their values (keys, then
+//!   released values): a hashed aggregation's order depends on every group its table held, those
+//!   HAVING dropped included, so that order is never seen.
 //!
 //! The node supports backward scans, so cursors over DP queries can scroll.
 use pg_dp_core::description::{is_tag, DpLevel};
@@ -345,12 +348,36 @@ unsafe fn make_release(
         Some(e) => e,
         None => Default::default(),
     };
-    for text in [level.to_json(), cache_key, columns, relations] {
+    let order = release_order(level, &atoms.nodes);
+    for text in [level.to_json(), cache_key, columns, relations, order] {
         let c = std::ffi::CString::new(text).unwrap_or_default();
         let s = pg_sys::makeString(pg_sys::pstrdup(c.as_ptr()));
         (*cs).custom_private = pg_sys::lappend((*cs).custom_private, s.cast());
     }
     cs as *mut pg_sys::Plan
+}
+
+/// The order a level's rows are released in, as "attno:operator:collation" per column: every column
+/// the node passes up (the GROUP BY keys, then the released values), ascending by its type's default
+/// ordering. The order the aggregation produced them in is a hash table's, which depends on every
+/// group the table held, those HAVING then dropped included (keys outside a declared domain, groups
+/// the selection of private keys hid). A column whose type has no ordering is refused.
+unsafe fn release_order(level: &DpLevel, atoms: &[*mut Node]) -> String {
+    let mut out = Vec::new();
+    for (i, n) in atoms.iter().enumerate() {
+        let typ = pg_sys::exprType(*n);
+        let tc = pg_sys::lookup_type_cache(typ, pg_sys::TYPECACHE_LT_OPR as c_int);
+        if (*tc).lt_opr == pg_sys::InvalidOid {
+            let name = std::ffi::CStr::from_ptr(pg_sys::format_type_be(typ)).to_string_lossy().into_owned();
+            raise_with(
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!("a DP query on {} releases a column of type {name}, which has no ordering: pg_dp releases a level's rows in the order of their values", level.source.name),
+                Some("group by an expression of an ordered type, such as the key cast to text"),
+            );
+        }
+        out.push(format!("{}:{}:{}", i + 1, (*tc).lt_opr.to_u32(), pg_sys::exprCollation(*n).to_u32()));
+    }
+    out.join(",")
 }
 
 /// What the release cache keys and stores a level's releases by: its key (the level's normalized
@@ -417,9 +444,6 @@ struct ReleaseState {
     store: *mut pg_sys::Tuplestorestate,
     /// the slot this node returns rows in: stored rows come back as minimal tuples
     slot: *mut pg_sys::TupleTableSlot,
-    child_done: bool,
-    /// its rows go to the release cache when the aggregation has run to the end
-    storing: bool,
     /// the aggregate calls of the level (palloc'd array of Aggref addresses), for recent.rs
     aggrefs: *mut usize,
     naggrefs: usize,
@@ -504,10 +528,10 @@ unsafe fn passes_having(node: *mut pg_sys::CustomScanState, row: *mut pg_sys::Tu
     pg_sys::ExecQual(ps.qual, econtext)
 }
 
-/// The next released row in the scan direction: from the rows stored so far, else from the
-/// aggregation, run at most once per execution. A row HAVING drops (a group the selection of private
-/// keys hides, say) is never stored, cached or counted: only the rows the level releases are kept.
-/// None at the end.
+/// The next released row in the scan direction, from the rows stored. At the first fetch of an
+/// execution the level is run to its end (`run_in_order`), or its rows come from the release cache.
+/// A row HAVING drops (a group the selection of private keys hides, say) is never stored, cached or
+/// counted: only the rows the level releases are kept. None at the end.
 unsafe fn next_released(node: *mut pg_sys::CustomScanState) -> Option<*mut pg_sys::TupleTableSlot> {
     let st = node as *mut ReleaseState;
     let estate = (*node).ss.ps.state;
@@ -519,56 +543,90 @@ unsafe fn next_released(node: *mut pg_sys::CustomScanState) -> Option<*mut pg_sy
         pg_sys::tuplestore_set_eflags(store, (pg_sys::EXEC_FLAG_REWIND | pg_sys::EXEC_FLAG_BACKWARD) as c_int);
         (*st).store = store;
         if let Some(rows) = crate::budget::cache::take_replay(key.0, key.1) {
-            // a reused release: its rows, never its aggregation
+            // a reused release: its rows, in the order they were stored, never its aggregation
             crate::budget::cache::restore_rows(&rows, &columns_of((*node).ss.ps.plan), store, slot);
-            (*st).child_done = true;
         } else {
-            (*st).storing = crate::budget::cache::storing(key.0, key.1);
             // a level over a Citus table: its exact query may run now, once (distributed_level.rs)
             if let Some(json) = private_str((*node).ss.ps.plan, 0) {
                 if let Some(exact) = crate::execution::distributed_rows::exact_query_of(&json.to_string_lossy()) {
                     crate::execution::distributed_rows::authorize(exact);
                 }
             }
+            run_in_order(node, crate::budget::cache::storing(key.0, key.1));
         }
     }
-    let store = (*st).store;
-    let mut at_end = pg_sys::tuplestore_ateof(store);
-    if !forward && at_end {
-        if !(*st).child_done {
-            // reversing at the end of what was stored: skip the row returned last
-            if !pg_sys::tuplestore_advance(store, false) {
-                return None;
-            }
-        }
-        at_end = false;
-    }
-    if !at_end {
-        if pg_sys::tuplestore_gettupleslot(store, forward, false, slot) {
-            return Some(slot);
-        }
-        if forward {
-            at_end = true;
-        }
-    }
-    if at_end && !(*st).child_done {
-        if let Some(row) = pull(node, true) {
-            pg_sys::ExecCopySlot(slot, row);
-            return Some(slot);
-        }
-        return None;
+    if pg_sys::tuplestore_gettupleslot((*st).store, forward, false, slot) {
+        return Some(slot);
     }
     pg_sys::ExecClearTuple(slot);
     None
 }
 
-/// The next row the level releases, computed now: run through HAVING, counted in the session's
-/// releases, collected for the release cache, and kept in the node's store (`keep`). None at the
-/// end of the aggregation, which is then finished (and its release stored in the cache).
-unsafe fn pull(node: *mut pg_sys::CustomScanState, keep: bool) -> Option<*mut pg_sys::TupleTableSlot> {
+/// Runs the level to its end and stores the rows it releases sorted by their values
+/// (`release_order`), so that the order the aggregation produced them in is never seen; collects
+/// them, in that order, for the release cache (`storing`).
+unsafe fn run_in_order(node: *mut pg_sys::CustomScanState, storing: bool) {
     let st = node as *mut ReleaseState;
-    let estate = (*node).ss.ps.state;
-    let key = (estate as usize, (*node).ss.ps.plan as usize);
+    let plan = (*node).ss.ps.plan;
+    let key = ((*node).ss.ps.state as usize, plan as usize);
+    let mut attnums: Vec<i16> = Vec::new();
+    let mut ops: Vec<pg_sys::Oid> = Vec::new();
+    let mut colls: Vec<pg_sys::Oid> = Vec::new();
+    for col in private_str(plan, 4).map(|s| s.to_string_lossy().into_owned()).unwrap_or_default().split(',').filter(|c| !c.is_empty()) {
+        let parts: Vec<u32> = col.split(':').filter_map(|x| x.parse().ok()).collect();
+        if parts.len() != 3 {
+            raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, "pg_dp: a DP release lost the order of its rows".into(), None);
+        }
+        attnums.push(parts[0] as i16);
+        ops.push(pg_sys::Oid::from(parts[1]));
+        colls.push(pg_sys::Oid::from(parts[2]));
+    }
+    let mut nulls_first = vec![false; attnums.len()];
+    let slot = (*st).slot;
+    let sort = (!attnums.is_empty()).then(|| {
+        pg_sys::tuplesort_begin_heap(
+            (*slot).tts_tupleDescriptor,
+            attnums.len() as c_int,
+            attnums.as_mut_ptr(),
+            ops.as_mut_ptr(),
+            colls.as_mut_ptr(),
+            nulls_first.as_mut_ptr(),
+            pg_sys::work_mem,
+            std::ptr::null_mut(),
+            0,
+        )
+    });
+    while let Some(row) = pull(node) {
+        match sort {
+            Some(s) => pg_sys::tuplesort_puttupleslot(s, row),
+            // no column to order by
+            None => keep(st, storing, key, row),
+        }
+    }
+    if let Some(s) = sort {
+        pg_sys::tuplesort_performsort(s);
+        while pg_sys::tuplesort_gettupleslot(s, true, false, slot, std::ptr::null_mut()) {
+            keep(st, storing, key, slot);
+        }
+        pg_sys::tuplesort_end(s);
+    }
+    if storing {
+        crate::budget::cache::finished(key.0, key.1);
+    }
+}
+
+/// Stores a released row in the node's store, and in the release cache's collection (`storing`).
+unsafe fn keep(st: *mut ReleaseState, storing: bool, key: (usize, usize), row: *mut pg_sys::TupleTableSlot) {
+    if storing {
+        crate::budget::cache::collect(key.0, key.1, row);
+    }
+    pg_sys::tuplestore_puttupleslot((*st).store, row);
+}
+
+/// The next row the level releases, computed now: run through HAVING and counted in the session's
+/// releases. None at the end of the aggregation.
+unsafe fn pull(node: *mut pg_sys::CustomScanState) -> Option<*mut pg_sys::TupleTableSlot> {
+    let st = node as *mut ReleaseState;
     let child = (*node).ss.ps.lefttree;
     loop {
         // a setting turned on after planning (set_config in the same statement, SET between
@@ -581,11 +639,7 @@ unsafe fn pull(node: *mut pg_sys::CustomScanState, keep: bool) -> Option<*mut pg
         // the level runs here: an error inside it fails closed
         let row = crate::execution::fail_closed::run_level((*st).forfeiting, (*st).role, || pg_sys::ExecProcNode(child));
         if row.is_null() || (*row).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
-            (*st).child_done = true;
             crate::execution::recent::finished(aggrefs_of(st));
-            if (*st).storing {
-                crate::budget::cache::finished(key.0, key.1);
-            }
             return None;
         }
         if !passes_having(node, row) {
@@ -597,64 +651,8 @@ unsafe fn pull(node: *mut pg_sys::CustomScanState, keep: bool) -> Option<*mut pg
             continue;
         }
         crate::execution::recent::returned(aggrefs_of(st));
-        if (*st).storing {
-            crate::budget::cache::collect(key.0, key.1, row);
-        }
-        if keep {
-            pg_sys::tuplestore_puttupleslot((*st).store, row);
-        }
         return Some(row);
     }
-}
-
-/// A statement ends: every release whose rows go to the release cache but whose reader stopped
-/// before its last row (a LIMIT, a cursor closed halfway) is run to its end and stored. It was
-/// paid for whole, so the next page, or the same query without the LIMIT, is free. Only in a
-/// transaction still in progress (a failed one never gets here), and only for levels computed
-/// without parallel workers (a parallel one read partly is not stored).
-pub unsafe fn finish_for_cache(qd: *mut pg_sys::QueryDesc) {
-    if (*qd).planstate.is_null() || (*qd).estate.is_null() || !pg_sys::IsTransactionState() {
-        return;
-    }
-    let mut open: Vec<*mut pg_sys::CustomScanState> = Vec::new();
-    #[pgrx::pg_guard]
-    unsafe extern "C-unwind" fn walker(ps: *mut pg_sys::PlanState, ctx: *mut std::ffi::c_void) -> bool {
-        if ps.is_null() {
-            return false;
-        }
-        if (*ps).type_ == NodeTag::T_CustomScanState && std::ptr::eq((*(ps as *mut pg_sys::CustomScanState)).methods, &EXEC_METHODS.0) {
-            let st = ps as *mut ReleaseState;
-            if (*st).storing && !(*st).store.is_null() && !(*st).child_done && resumable((*ps).lefttree) {
-                (*(ctx as *mut Vec<*mut pg_sys::CustomScanState>)).push(ps.cast());
-            }
-        }
-        pg_sys::planstate_tree_walker(ps, Some(walker), ctx)
-    }
-    /// Whether a plan can still be run after the executor shut it down (which a statement's run
-    /// does once its top node returned its last row, a LIMIT's included): not a parallel plan, whose
-    /// workers and shared memory are gone, nor another extension's scan (Citus).
-    unsafe fn resumable(ps: *mut pg_sys::PlanState) -> bool {
-        #[pgrx::pg_guard]
-        unsafe extern "C-unwind" fn blocker(ps: *mut pg_sys::PlanState, _ctx: *mut std::ffi::c_void) -> bool {
-            if ps.is_null() {
-                return false;
-            }
-            matches!((*ps).type_, NodeTag::T_GatherState | NodeTag::T_GatherMergeState | NodeTag::T_CustomScanState)
-                || pg_sys::planstate_tree_walker(ps, Some(blocker), std::ptr::null_mut())
-        }
-        !blocker(ps, std::ptr::null_mut())
-    }
-    walker((*qd).planstate, &mut open as *mut Vec<_> as *mut std::ffi::c_void);
-    if open.is_empty() {
-        return;
-    }
-    let old = pg_sys::MemoryContextSwitchTo((*(*qd).estate).es_query_cxt);
-    pg_sys::PushActiveSnapshot((*qd).snapshot);
-    for node in open {
-        while pull(node, false).is_some() {}
-    }
-    pg_sys::PopActiveSnapshot();
-    pg_sys::MemoryContextSwitchTo(old);
 }
 
 #[pgrx::pg_guard]

@@ -10,7 +10,9 @@
 //! exact:  SELECT <keys>, ARRAY[Σ q, count(q), Σ (q − c)²]…              -- one array per DP aggregate
 //!         FROM <from> WHERE <w> GROUP BY <keys> HAVING <h without aggregates>
 //!         where q = dp.exact_grid(value, kind, lower, upper, ε): the row's value as the DP
-//!         aggregate accumulates it (clamped, on its grid), and count(value) for dp_count
+//!         aggregate accumulates it (clamped, on its grid), and count(value) for dp_count; one
+//!         call per row serves every aggregate on dp_sum's grid (dp_sum, dp_avg with bounds that
+//!         hold 0), since PostgreSQL computes identical aggregate calls once
 //! level': SELECT <around keys' and dp.merge_agg(exact array, params)…>
 //!         FROM dp.distributed_rows('<exact as text>') AS dp_exact(keys', arrays…)
 //!         GROUP BY <keys'> HAVING <h with merge aggregates>
@@ -34,7 +36,7 @@ use crate::pg::nodes::{collect_nodes, list_iter};
 use crate::catalog::functions::{kind_of, Kind};
 use crate::query::tree::split_and;
 use crate::pg::error::{Check, Refusal};
-use crate::pg::build::{aggref, copy, expr_type, function, int_const, node, ptr_list, tle, var_for};
+use crate::pg::build::{aggref, copy, expr_type, float8_const, function, int_const, node, ptr_list, tle, var_for};
 use pg_dp_core::description::{is_tag, DpLevel};
 use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query, RangeTblEntry};
 use std::cell::RefCell;
@@ -104,6 +106,25 @@ fn grid_code(kind: Kind) -> i64 {
     }
 }
 
+/// Whether dp_avg with these bounds puts values on dp_sum's grid: only known for constant bounds.
+unsafe fn avg_on_sum_grid(lower: *mut Node, upper: *mut Node) -> bool {
+    let value = |e: *mut Node| -> Option<f64> {
+        if (*e).type_ != NodeTag::T_Const || (*(e as *mut pg_sys::Const)).constisnull {
+            return None;
+        }
+        let c = e as *mut pg_sys::Const;
+        match (*c).consttype {
+            pg_sys::FLOAT8OID => Some(f64::from_bits((*c).constvalue.value() as u64)),
+            pg_sys::NUMERICOID => Some(crate::pg::fmgr::numeric_datum_f64((*c).constvalue)),
+            _ => None,
+        }
+    };
+    let (Some(l), Some(u)) = (value(lower), value(upper)) else { return false };
+    let Ok((l, u)) = pg_dp_core::params::check_float_bounds(l, u) else { return false };
+    let (a, s) = (pg_dp_core::mechanisms::avg_grid(l, u), pg_dp_core::mechanisms::sum_grid(l, u));
+    (a.exp, a.q_lower, a.q_upper) == (s.exp, s.q_lower, s.q_upper)
+}
+
 unsafe fn numeric_zero() -> *mut Node {
     let d = pg_sys::Datum::from(pg_sys::int64_to_numeric(0));
     pg_sys::makeConst(pg_sys::NUMERICOID, -1, pg_sys::InvalidOid, -1, d, false, false) as *mut Node
@@ -136,13 +157,23 @@ unsafe fn exact_array(a: *mut pg_sys::Aggref, kind: Kind) -> *mut Node {
         Kind::Count | Kind::KeepGroup => vec![numeric_zero(), counted(copy(args[0])), numeric_zero()],
         _ => {
             let grid = function(Some("dp"), "exact_grid", &[pg_sys::ANYOID, pg_sys::INT4OID, pg_sys::ANYOID, pg_sys::ANYOID, pg_sys::FLOAT8OID, pg_sys::BOOLOID]);
+            // dp_sum's grid value of a real value, written one way (dp_sum's kind, ε = 1, which the
+            // grid does not depend on), so that PostgreSQL computes it once per row for every
+            // aggregate of the level that sums it: dp_sum, and dp_avg with the same bounds where
+            // its grid is dp_sum's
+            let shared = match kind {
+                Kind::FloatSum => true,
+                Kind::Avg => avg_on_sum_grid(args[1], args[2]),
+                _ => false,
+            };
             let q = |squared: bool| {
+                let (code, eps) = if shared && !squared { (grid_code(Kind::FloatSum), float8_const(1.0)) } else { (grid_code(kind), copy(args[3])) };
                 func_call(grid, pg_sys::INT8OID, &[
                     copy(args[0]),
-                    int_const(pg_sys::INT4OID, grid_code(kind)),
+                    int_const(pg_sys::INT4OID, code),
                     copy(args[1]),
                     copy(args[2]),
-                    copy(args[3]),
+                    eps,
                     pg_sys::makeBoolConst(squared, false) as *mut Node,
                 ])
             };

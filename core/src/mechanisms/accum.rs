@@ -210,6 +210,37 @@ impl Acc {
         true
     }
 
+    /// What one real value adds to this state's `sum` (or, `squared`, to its `sum_sq`), without a
+    /// state: the grid integer the exact query of a distributed level sums (`dp.exact_grid`). Equal
+    /// to the change `add_f64` makes; None for NaN, which adds nothing.
+    #[inline]
+    pub fn row_f64(&self, x: f64, squared: bool) -> Option<i64> {
+        if x.is_nan() {
+            return None;
+        }
+        let q = match &self.spec {
+            Spec::FloatSum(s) => s.grid.quantize_finite(x),
+            Spec::Avg(s) => s.grid.quantize_finite(x),
+            Spec::IntSum(s) => s.clamp(x.clamp(i64::MIN as f64, i64::MAX as f64) as i64),
+            Spec::Count(_) => 0,
+            Spec::Variance(s) => {
+                let (q, c) = (s.grid.quantize_finite(x), s.center);
+                // |q − c| ≤ 2^31 + 1: the square fits in an i64
+                return Some(if squared { (q - c) * (q - c) } else { q });
+            }
+        };
+        Some(if squared { 0 } else { q })
+    }
+
+    /// [`Acc::row_f64`] for an integer value.
+    #[inline]
+    pub fn row_i64(&self, v: i64, squared: bool) -> Option<i64> {
+        match &self.spec {
+            Spec::IntSum(s) => Some(if squared { 0 } else { s.clamp(v) }),
+            _ => self.row_f64(v as f64, squared),
+        }
+    }
+
     /// Adds one integer value (integer sum): clamp and accumulate.
     #[inline]
     pub fn add_i64(&mut self, v: i64) -> DpResult<()> {

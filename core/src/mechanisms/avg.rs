@@ -8,9 +8,25 @@ use crate::params::{check_epsilon, check_float_bounds};
 use crate::noise::sampling::laplace_scale;
 use rand::Rng;
 use crate::mechanisms::laplace::*;
+use crate::mechanisms::sum::sum_grid;
 
-/// Grid resolution of averages: the bound width spans 2^33..2^34 grid steps.
+/// Grid resolution of averages whose bounds lie far from 0 next to their width: the bound width
+/// spans 2^33..2^34 grid steps.
 pub const AVG_GRID_BITS: i32 = 33;
+
+/// The grid of dp_avg with checked bounds [lower, upper]: dp_sum's grid for the same bounds
+/// ([`sum_grid`]) wherever the bound width spans at least 2^32 of its steps, which it does whenever
+/// the bounds hold 0 (one grid value per row then serves both aggregates, which the exact query of a
+/// DP level over Citus shares); else, for bounds far from 0 next to their width, a grid of
+/// 2^33..2^34 steps across the width.
+pub fn avg_grid(lower: f64, upper: f64) -> Grid {
+    let sum = sum_grid(lower, upper);
+    if sum.q_upper as i128 - sum.q_lower as i128 >= 1i128 << 32 {
+        sum
+    } else {
+        Grid::new(lower, upper, upper - lower, AVG_GRID_BITS)
+    }
+}
 
 /// Share of ε that dp_avg spends on the centred sum; the rest goes to the count
 /// (docs/privacy/avg.md explains the choice).
@@ -29,7 +45,7 @@ impl AvgSpec {
     pub fn new(lower: f64, upper: f64, epsilon: f64) -> DpResult<Self> {
         let (lower, upper) = check_float_bounds(lower, upper)?;
         let epsilon = check_epsilon("epsilon", epsilon)?;
-        let grid = Grid::new(lower, upper, upper - lower, AVG_GRID_BITS);
+        let grid = avg_grid(lower, upper);
         let center = ((grid.q_lower as i128 + grid.q_upper as i128).div_euclid(2)) as i64;
         Ok(AvgSpec { grid, epsilon, center })
     }

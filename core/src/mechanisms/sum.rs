@@ -10,6 +10,12 @@ use crate::mechanisms::laplace::*;
 /// Grid resolution of real-valued sums: the sensitivity spans 2^32..2^33 grid steps.
 pub const SUM_GRID_BITS: i32 = 32;
 
+/// The grid of a real-valued dp_sum with checked bounds [lower, upper]: max(|lower|, |upper|) spans
+/// 2^32..2^33 steps.
+pub fn sum_grid(lower: f64, upper: f64) -> Grid {
+    Grid::new(lower, upper, lower.abs().max(upper.abs()), SUM_GRID_BITS)
+}
+
 /// dp_sum over integers: clamp to [lower, upper], exact i128 sum, + DLap(max(|lower|,|upper|)/ε).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct IntSumSpec {
@@ -57,8 +63,7 @@ impl FloatSumSpec {
     pub fn new(lower: f64, upper: f64, epsilon: f64) -> DpResult<Self> {
         let (lower, upper) = check_float_bounds(lower, upper)?;
         let epsilon = check_epsilon("epsilon", epsilon)?;
-        let span = lower.abs().max(upper.abs());
-        Ok(FloatSumSpec { grid: Grid::new(lower, upper, span, SUM_GRID_BITS), epsilon })
+        Ok(FloatSumSpec { grid: sum_grid(lower, upper), epsilon })
     }
 
     #[inline]
