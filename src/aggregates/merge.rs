@@ -39,7 +39,47 @@ unsafe fn exact_sums(d: pg_sys::Datum, func: &'static str) -> (i128, i64, i128) 
     (at(0), at(1) as i64, at(2))
 }
 
-crate::pg::fmgr::pg_v1!(pg_finfo_dp_exact_grid, dp_exact_grid, |fcinfo| {
+crate::pg::fmgr::pg_finfo!(pg_finfo_dp_exact_grid);
+
+/// dp.exact_grid(value, kind, lower, upper, epsilon, squared): per row, once the first call has built
+/// the grid, plain reads and `Acc::row_f64`/`row_i64` (arithmetic that cannot panic nor call
+/// PostgreSQL) without `pg_guard`; the first call and numeric values take the guarded path.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn dp_exact_grid(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    let extra = (*(*fcinfo).flinfo).fn_extra as *const Grid;
+    if !extra.is_null() {
+        let g = &*extra;
+        if let Some(arg) = (*fcinfo).args.as_slice(1).first() {
+            let d = arg.value;
+            let row = match g.value_type {
+                pg_sys::FLOAT8OID => Some(g.empty.row_f64(f64::from_bits(d.value() as u64), g.squared)),
+                pg_sys::INT4OID => Some(g.empty.row_i64(d.value() as i32 as i64, g.squared)),
+                pg_sys::INT8OID => Some(g.empty.row_i64(d.value() as i64, g.squared)),
+                pg_sys::INT2OID => Some(g.empty.row_i64(d.value() as i16 as i64, g.squared)),
+                _ => None,
+            };
+            if let Some(v) = row {
+                return grid_datum(fcinfo, v);
+            }
+        }
+    }
+    exact_grid_guarded(fcinfo)
+}
+
+/// A grid value as the function's result; NULL for a row the aggregate skips.
+#[inline(always)]
+unsafe fn grid_datum(fcinfo: pg_sys::FunctionCallInfo, v: Option<i64>) -> pg_sys::Datum {
+    match v {
+        Some(v) => pg_sys::Datum::from(v),
+        None => {
+            (*fcinfo).isnull = true;
+            pg_sys::Datum::from(0)
+        }
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn exact_grid_guarded(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     const G: &str = "dp.exact_grid";
     let flinfo = (*fcinfo).flinfo;
     if (*flinfo).fn_extra.is_null() {
@@ -63,7 +103,6 @@ crate::pg::fmgr::pg_v1!(pg_finfo_dp_exact_grid, dp_exact_grid, |fcinfo| {
         g.write(Grid { empty, value_type: pg_sys::get_fn_expr_argtype(flinfo, 0), squared });
         (*flinfo).fn_extra = g.cast();
     }
-    // per row: no state, no copy, only the value's grid integer
     let g = &*((*flinfo).fn_extra as *const Grid);
     let d = (*(*fcinfo).args.as_slice(1).first().expect("a value")).value;
     let v = match g.value_type {
@@ -74,14 +113,8 @@ crate::pg::fmgr::pg_v1!(pg_finfo_dp_exact_grid, dp_exact_grid, |fcinfo| {
         pg_sys::NUMERICOID => g.empty.row_f64(crate::pg::fmgr::numeric_datum_f64(d), g.squared),
         _ => raise_with(PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH, format!("{G}: unsupported value type"), None),
     };
-    match v {
-        Some(v) => pg_sys::Datum::from(v),
-        None => {
-            (*fcinfo).isnull = true;
-            pg_sys::Datum::from(0)
-        }
-    }
-});
+    grid_datum(fcinfo, v)
+}
 
 crate::pg::fmgr::pg_v1!(pg_finfo_dp_merge_trans, dp_merge_trans, |fcinfo| {
     const M: &str = "pg_dp merge";

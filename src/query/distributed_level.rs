@@ -109,6 +109,8 @@ fn grid_code(kind: Kind) -> i64 {
 /// Whether dp_avg with these bounds puts values on dp_sum's grid: only known for constant bounds.
 unsafe fn avg_on_sum_grid(lower: *mut Node, upper: *mut Node) -> bool {
     let value = |e: *mut Node| -> Option<f64> {
+        // `0` is an int4 constant cast to float8 until the planner folds it
+        let e = pg_sys::eval_const_expressions(std::ptr::null_mut(), copy(e));
         if (*e).type_ != NodeTag::T_Const || (*(e as *mut pg_sys::Const)).constisnull {
             return None;
         }

@@ -17,6 +17,7 @@ Run by scripts/test.sh:
 Prints one line per check and "citus: N passed, M failed"; exits non-zero on any failure.
 """
 import argparse
+import re
 
 import psycopg
 from psycopg import errors as E
@@ -231,6 +232,16 @@ def check_the_workers_aggregate_and_bound_units_and_the_coordinator_adds_noise()
         # partial aggregation of grid integers on the workers: exact sums and counts, no rows, no noise
         assert all("sum(dp.exact_grid(" in m and "count(" in m and "GROUP BY" in m for m in shard_queries), shard_queries[:2]
         assert not any("dp_sum" in m or "dp_count" in m or "merge_" in m for m in cmds), cmds
+        # dp_sum and dp_avg with bounds that hold 0 share one grid value per row: the shard queries
+        # write it one way (dp_sum's kind, epsilon 1), so each worker computes it once
+        cmds = worker_commands(su, "SELECT dp_sum(x, 0, 100, 0.5), dp_avg(x, 0, 100, 0.25) FROM t")
+        shard_queries = [m for m in cmds if "FROM public.t_" in m]
+        calls = [re.findall(r"dp\.exact_grid\([^)]*\)", m) for m in shard_queries]
+        assert shard_queries and all(len(c) == 2 and c[0] == c[1] and ", 2, " in c[0] for c in calls), calls[:2]
+        # bounds far from 0 next to their width: dp_avg has a finer grid of its own
+        cmds = worker_commands(su, "SELECT dp_sum(x, 90, 100, 0.5), dp_avg(x, 90, 100, 0.25) FROM t")
+        calls = [re.findall(r"dp\.exact_grid\([^)]*\)", m) for m in cmds if "FROM public.t_" in m]
+        assert calls and all(len(c) == 2 and c[0] != c[1] for c in calls), calls[:2]
         # the table is distributed by its privacy unit: each unit's clamped sum is computed on its worker
         cmds = worker_commands(su, "SELECT dp_sum(x, 0, 100, 0.5) FROM u")
         shard_queries = [m for m in cmds if "FROM public.u_" in m]
