@@ -448,7 +448,11 @@ fn a_synthetic_preview_runs_the_pipeline_uncharged_on_readable_tables_only() {
     refused("SELECT dp.preview_synthetic('people', ARRAY['region'], 1)", "dp.preview_synthetic: source people is protected by pg_dp");
     Spi::run("RESET ROLE").unwrap();
     assert_eq!(one_i64("SELECT count(*) FROM dp.ledger"), ledger);
-    refused("SELECT dp.preview_synthetic('people', ARRAY['region'], 1, runs => 0)", "runs must be between 1 and 100, got 0");
+    refused("SELECT dp.preview_synthetic('people', ARRAY['region'], 1, runs => 0)", "dp.preview_synthetic: runs must be between 1 and 100, got 0");
+    // the preview's errors name the preview, not the release it previews
+    refused("SELECT dp.preview_synthetic('people', ARRAY['region'], -1, runs => 1)", "dp.preview_synthetic: epsilon");
+    refused("SELECT dp.preview_synthetic('people', ARRAY['nope'], 1, runs => 1)", "dp.preview_synthetic:");
+    refused(&format!("SELECT dp.release_synthetic('people', 'syn_x', {SYN_COLUMNS}, -1)"), "dp.release_synthetic: epsilon");
 }
 
 #[pg_test]

@@ -282,7 +282,7 @@ fn max_marginal_noise_is_discrete_laplace_with_scale_one_over_epsilon() {
     let exact = spec.loop_statistics(&real, &cand)[0].values[0];
     let hoisted = spec.release_hoisted(&mut seeded_rng(1), &real);
     let mut rng = seeded_rng(9201);
-    let xs: Vec<i64> = (0..200_000).map(|_| (spec.evaluate(&mut rng, &real, &hoisted, &cand).results[0].noisy_statistic.unwrap() - exact) as i64).collect();
+    let xs: Vec<i64> = (0..200_000).map(|_| (spec.evaluate(&mut rng, &real, &hoisted, &cand, &mut || Ok(())).unwrap().results[0].noisy_statistic.unwrap() - exact) as i64).collect();
     let b = 1.0 / mech_eps(eps);
     let g = chi2_gof(&xs, dlap_pmf(b), 0, 20.0);
     eprintln!("max marginal noise vs DLap({b:.4}): chi2 {:.1}, df {}, p {:.3e}", g.stat, g.df, g.p_value);
@@ -334,7 +334,7 @@ fn tstr_noise_is_laplace_calibrated_to_the_candidate_bound() {
     let hoisted = spec.release_hoisted(&mut seeded_rng(1), &real);
     let mut rng = seeded_rng(9401);
     let n = 40_000;
-    let draws: Vec<f64> = (0..n).map(|_| (spec.evaluate(&mut rng, &real, &hoisted, &cand).results[0].noisy_statistic.unwrap() - exact) as f64).collect();
+    let draws: Vec<f64> = (0..n).map(|_| (spec.evaluate(&mut rng, &real, &hoisted, &cand, &mut || Ok(())).unwrap().results[0].noisy_statistic.unwrap() - exact) as f64).collect();
     let b = bound as f64 / mech_eps(eps);
     let crit = ks_critical(n, ALPHA);
     let d = ks_stat(draws.iter().map(|x| x / b).collect(), laplace_cdf);
@@ -344,7 +344,7 @@ fn tstr_noise_is_laplace_calibrated_to_the_candidate_bound() {
     eprintln!("  tested with a scale 25% too large: KS {wrong:.4}");
     assert!(wrong > crit);
     // and the receipt of the evaluation reports the same scale in scaled units
-    let r = spec.evaluate(&mut rng, &real, &hoisted, &cand);
+    let r = spec.evaluate(&mut rng, &real, &hoisted, &cand, &mut || Ok(())).unwrap();
     let unit = r.results[0].sensitivity[0] / bound as f64;
     assert!((r.results[0].noise_scale[0] / unit - b).abs() <= 1e-9 * b);
 }
@@ -392,8 +392,8 @@ fn hoisted_criteria_are_released_once_and_draw_nothing_in_the_loop() {
         let rows: Vec<Row> = (0..30).map(|_| u[r2.random_range(0..u.len())]).collect();
         let (c, v) = flatten(&rows);
         let cand = Candidate::new(&spec, &c, &v).unwrap();
-        let e1 = spec.evaluate(&mut rng, &real, &hoisted, &cand);
-        let e2 = spec.evaluate(&mut rng, &real, &hoisted, &cand);
+        let e1 = spec.evaluate(&mut rng, &real, &hoisted, &cand, &mut || Ok(())).unwrap();
+        let e2 = spec.evaluate(&mut rng, &real, &hoisted, &cand, &mut || Ok(())).unwrap();
         assert_eq!(e1, e2, "post-processing is deterministic");
         if t == 0 {
             first = Some(e1);
@@ -411,7 +411,7 @@ fn hoisted_criteria_are_released_once_and_draw_nothing_in_the_loop() {
     let (c, v) = flatten(&[u[0], u[5]]);
     let cand = Candidate::new(&spec, &c, &v).unwrap();
     for i in 1..=10 {
-        spec.evaluate(&mut rng, &real_of(&spec), &hoisted, &cand);
+        spec.evaluate(&mut rng, &real_of(&spec), &hoisted, &cand, &mut || Ok(())).unwrap();
         assert!(rng.words > before + i - 1);
     }
 }
@@ -447,13 +447,13 @@ fn a_copy_of_the_table_passes_and_a_bad_candidate_fails() {
     let real = stats_of(&spec, &rows);
     let hoisted = spec.release_hoisted(&mut rng, &real);
     let (c, v) = flatten(&rows);
-    let good = spec.evaluate(&mut rng, &real, &hoisted, &Candidate::new(&spec, &c, &v).unwrap());
+    let good = spec.evaluate(&mut rng, &real, &hoisted, &Candidate::new(&spec, &c, &v).unwrap(), &mut || Ok(())).unwrap();
     eprintln!("copy: {:?}", good.results.iter().map(|r| (r.name, r.value, r.passed)).collect::<Vec<_>>());
     assert!(good.passed, "{good:?}");
     // a uniform table over the domain: marginals, means and the regression are off
     let bad_rows: Vec<Row> = (0..3000).map(|_| u[rng.random_range(0..u.len())]).collect();
     let (c, v) = flatten(&bad_rows);
-    let bad = spec.evaluate(&mut rng, &real, &hoisted, &Candidate::new(&spec, &c, &v).unwrap());
+    let bad = spec.evaluate(&mut rng, &real, &hoisted, &Candidate::new(&spec, &c, &v).unwrap(), &mut || Ok(())).unwrap();
     eprintln!("uniform: {:?}", bad.results.iter().map(|r| (r.name, r.value, r.passed)).collect::<Vec<_>>());
     assert!(!bad.passed);
     for name in [NAME_MAX_MARGINAL, NAME_ONE_WAY, NAME_REGRESSION] {
@@ -649,4 +649,35 @@ fn merged_parallel_scans_equal_one_scan_and_bad_rows_are_total() {
     // a candidate with a code out of range is refused (candidates are public)
     assert_eq!(arg_of(Candidate::new(&spec, &[0, 3, 0], &[0.0, 0.0]).unwrap_err()), "candidate");
     assert_eq!(arg_of(Candidate::new(&spec, &[0, 1, 0], &[0.0]).unwrap_err()), "candidate");
+}
+
+// The criteria of one candidate can take many passes over its rows (the max k-way marginal error makes
+// one per subset of at most k columns): the caller's interrupt check runs between them, and stops the
+// evaluation when it asks to.
+#[test]
+fn evaluating_a_candidate_checks_for_interrupts_between_passes() {
+    let spec = CriteriaSpec::new(toy_params(vec![
+        CriterionParams::MaxMarginalError { k: 3, threshold: 0.1, epsilon: 0.5 },
+        CriterionParams::OneWayRelativeError { threshold: 0.2, epsilon: 0.3 },
+    ]))
+    .unwrap();
+    let (real, c, v) = toy_real_and_candidate(&spec, 77, 400, 60);
+    let cand = Candidate::new(&spec, &c, &v).unwrap();
+    let hoisted = spec.release_hoisted(&mut seeded_rng(1), &real);
+    let mut calls = 0;
+    let done = spec.evaluate(&mut seeded_rng(2), &real, &hoisted, &cand, &mut || {
+        calls += 1;
+        Ok(())
+    });
+    assert!(done.is_ok());
+    // one per criterion, and one per subset of at most 3 of the 3 columns (7) for the marginals
+    assert!(calls >= 2 + 7, "{calls} checks");
+    for stop_at in 1..=calls {
+        let mut n = 0;
+        let r = spec.evaluate(&mut seeded_rng(2), &real, &hoisted, &cand, &mut || {
+            n += 1;
+            if n >= stop_at { Err(pg_dp_core::release::dprp::Interrupted) } else { Ok(()) }
+        });
+        assert!(r.is_err() && n == stop_at, "stopped at {stop_at}: {n} checks");
+    }
 }

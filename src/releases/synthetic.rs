@@ -38,6 +38,22 @@ use std::collections::HashMap;
 use std::ffi::CStr;
 
 const F: &str = "dp.release_synthetic";
+const P: &str = "dp.preview_synthetic";
+
+thread_local! {
+    /// Whether the pipeline runs for dp.preview_synthetic (uncharged) rather than the release.
+    static PREVIEW: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The function the caller called, which every message of the pipeline names.
+fn fname() -> &'static str {
+    if PREVIEW.with(|p| p.get()) { P } else { F }
+}
+
+/// What a message about a failure after the charge adds: the release was paid; a preview was not.
+fn charged() -> &'static str {
+    if PREVIEW.with(|p| p.get()) { "; nothing was charged (a preview)" } else { "; the release was charged" }
+}
 
 /// Most columns one release may model (the written INSERT passes one array per column).
 const MAX_COLUMNS: usize = 64;
@@ -55,11 +71,11 @@ const MAX_COUNT_BYTES: usize = 256 << 20;
 const MAX_HELD_BYTES: usize = 512 << 20;
 
 fn required<T>(v: Option<T>, arg: &str) -> T {
-    v.unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, format!("{F}: {arg} must not be NULL"), None))
+    v.unwrap_or_else(|| raise_with(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, format!("{}: {arg} must not be NULL", fname()), None))
 }
 
 fn invalid(msg: String) -> ! {
-    raise_with(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("{F}: {msg}"), None)
+    raise_with(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("{}: {msg}", fname()), None)
 }
 
 /// How a column's stored values become codes, without any possible error.
@@ -184,7 +200,7 @@ fn domain_values(domain: &Domain, sql_type: &str) -> Vec<String> {
             if !unsafe { protect::public_table(relid) } {
                 raise_with(
                     PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                    format!("{F}: the domain of a column is {name}, which is not a public table: a domain must be a plain table that is not protected"),
+                    format!("{}: the domain of a column is {name}, which is not a public table: a domain must be a plain table that is not protected", fname()),
                     None,
                 );
             }
@@ -304,7 +320,7 @@ unsafe fn resolve_columns(source: Oid, src: &Source, columns: &[String], bins: u
         } else {
             raise_with(
                 PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                format!("{F}: column \"{name}\" of {} has no public values: a synthetic copy needs each column's values or bins fixed before the data are read", src.name),
+                format!("{}: column \"{name}\" of {} has no public values: a synthetic copy needs each column's values or bins fixed before the data are read", fname(), src.name),
                 Some("declare its values with dp.set_domain, or its bounds with dp.set_bounds (then bins equal bins), or pass its bin edges in bin_edges"),
             );
         };
@@ -341,12 +357,12 @@ fn failed_after_charge(e: ReleaseFailure) -> ! {
     if e == ReleaseFailure::MemoryLimit || e == ReleaseFailure::OutOfMemory {
         raise_with(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            format!("{F}: the released table does not fit in maintenance_work_mem for min_count; the release was charged"),
+            format!("{}: the released table does not fit in maintenance_work_mem for min_count{}", fname(), charged()),
             Some("raise maintenance_work_mem for this session, or pass rows; the number of released rows is a noisy count, so the limit is only a function of what the release would have shown"),
         );
     }
     pg_sys::check_for_interrupts!();
-    raise_with(PgSqlErrorCode::ERRCODE_QUERY_CANCELED, format!("{F}: the release was interrupted; it was charged"), None)
+    raise_with(PgSqlErrorCode::ERRCODE_QUERY_CANCELED, format!("{}: the release was interrupted{}", fname(), charged()), None)
 }
 
 /// Charges the release to the caller's budget, in the ledger's own transaction. The receipt depends
@@ -450,7 +466,7 @@ fn constraint_mask(sql: &str, columns: &[Column], s: &Sample) -> Vec<bool> {
     for batch in s.cells.chunks(BATCH_ROWS * d) {
         let args = text_arrays(columns, batch);
         Spi::connect(|c| {
-            let rows = c.select(sql, None, &args).unwrap_or_else(|e| raise_with(PgSqlErrorCode::ERRCODE_DATA_EXCEPTION, format!("{F}: the constraint failed on a synthetic row: {e}"), None));
+            let rows = c.select(sql, None, &args).unwrap_or_else(|e| raise_with(PgSqlErrorCode::ERRCODE_DATA_EXCEPTION, format!("{}: the constraint failed on a synthetic row: {e}", fname()), None));
             out.extend(rows.map(|r| r.get::<bool>(1).ok().flatten().unwrap_or(false)));
         });
         pg_sys::check_for_interrupts!();
@@ -466,7 +482,7 @@ fn insert_rows(target_sql: &str, columns: &[Column], cells: &[Decoded]) {
     let sql = format!("INSERT INTO {target_sql} ({0}) SELECT {0} FROM ({1}) AS t", names.join(", "), typed_rows(columns));
     for batch in cells.chunks(BATCH_ROWS * d) {
         let args = text_arrays(columns, batch);
-        Spi::run_with_args(&sql, &args).unwrap_or_else(|e| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{F}: writing the release failed: {e}"), None));
+        Spi::run_with_args(&sql, &args).unwrap_or_else(|e| raise_with(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{}: writing the release failed: {e}", fname()), None));
         pg_sys::check_for_interrupts!();
     }
 }
@@ -619,23 +635,23 @@ fn plan(a: Args) -> Plan {
     if columns.is_empty() || columns.len() > MAX_COLUMNS {
         invalid(format!("columns must name between 1 and {MAX_COLUMNS} columns, got {}", columns.len()));
     }
-    pg_dp_core::params::check_epsilon("epsilon", epsilon).or_raise(F);
-    pg_dp_core::params::check_delta("delta", delta, true).or_raise(F);
-    let src = unsafe { open_source(F, "a synthetic release", source, &columns, &mut |_, _, _| {}) };
+    pg_dp_core::params::check_epsilon("epsilon", epsilon).or_raise(fname());
+    pg_dp_core::params::check_delta("delta", delta, true).or_raise(fname());
+    let src = unsafe { open_source(fname(), "a synthetic release", source, &columns, &mut |_, _, _| {}) };
     let cols = unsafe { resolve_columns(source, &src, &columns, bins, &edges) };
     let d = cols.len();
     let acceptance = a.criteria.map(|c| {
         let params = parse_criteria(&cols, &c.0);
-        let spec = CriteriaSpec::new(params).or_raise(F);
-        let selection = LoopSpec::new(gamma, epsilon0).or_raise(F);
+        let spec = CriteriaSpec::new(params).or_raise(fname());
+        let selection = LoopSpec::new(gamma, epsilon0).or_raise(fname());
         if refit && delta > 0.0 {
             invalid("refit must be false when delta > 0: the selection loop's guarantee is stated for pure epsilon tries; fit once and select among samples".into());
         }
         Acceptance { criteria: spec, selection, refit }
     });
-    let model_eps = acceptance.as_ref().map_or(Ok(epsilon), |a| a.model_epsilon(epsilon)).or_raise(F);
+    let model_eps = acceptance.as_ref().map_or(Ok(epsilon), |a| a.model_epsilon(epsilon)).or_raise(fname());
     let params = SyntheticParams::new(cols.iter().map(|c| c.code.cardinality()).collect(), model_eps, delta, method);
-    let spec = SyntheticSpec::new(&params).or_raise(F);
+    let spec = SyntheticSpec::new(&params).or_raise(fname());
     if acceptance.is_some() && a.constraints.is_some() {
         invalid(
             "constraints cannot be combined with criteria: the expression is the caller's SQL and would see every candidate of the selection loop, which the loop's guarantee does not cover (use min_count, or constraints without criteria)".into(),
@@ -647,14 +663,14 @@ fn plan(a: Args) -> Plan {
     if fixed > MAX_COUNT_BYTES {
         raise_with(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            format!("{F}: the count tables of these columns need {fixed} bytes, more than the release's limit of {MAX_COUNT_BYTES} bytes"),
+            format!("{}: the count tables of these columns need {fixed} bytes, more than the release's limit of {MAX_COUNT_BYTES} bytes", fname()),
             Some("use fewer bins or columns, or a smaller k"),
         );
     }
     if fixed > limit {
         raise_with(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            format!("{F}: the count tables of these columns need {fixed} bytes, more than maintenance_work_mem ({limit} bytes)"),
+            format!("{}: the count tables of these columns need {fixed} bytes, more than maintenance_work_mem ({limit} bytes)", fname()),
             Some("raise maintenance_work_mem, or use fewer bins, columns or a smaller k"),
         );
     }
@@ -705,8 +721,7 @@ fn plan(a: Args) -> Plan {
         if plan.held(m).saturating_mul(candidate_row_bytes(d)) > plan.sample_memory() {
             raise_with(
                 PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-                format!(
-                    "{F}: {m} rows of these columns do not fit in the memory for samples ({} bytes: maintenance_work_mem less the count tables, at most {MAX_HELD_BYTES})",
+                format!("{}: {m} rows of these columns do not fit in the memory for samples ({} bytes: maintenance_work_mem less the count tables, at most {MAX_HELD_BYTES})", fname(),
                     plan.sample_memory()
                 ),
                 Some("raise maintenance_work_mem, or request fewer rows"),
@@ -804,6 +819,7 @@ fn release_synthetic(
     bins: Option<i32>, bin_edges: Option<JsonB>, method: Option<&str>, criteria: Option<JsonB>, gamma: Option<f64>,
     epsilon0: Option<f64>, refit: Option<bool>, rows: Option<i64>, min_count: Option<i32>, constraints: Option<&str>,
 ) -> JsonB {
+    PREVIEW.with(|p| p.set(false));
     let target = required(target, "target");
     if target.len() > 56 {
         invalid(format!("target must be at most 56 bytes long (its report is named target_report), got {}", target.len()));
@@ -819,7 +835,7 @@ fn release_synthetic(
     for t in [&target_sql, &report_sql] {
         let exists: bool = Spi::get_one_with_args("SELECT pg_catalog.to_regclass($1) IS NOT NULL", &[t.as_str().into()]).unwrap().unwrap_or(false);
         if exists {
-            raise_with(PgSqlErrorCode::ERRCODE_DUPLICATE_TABLE, format!("{F}: relation {t} already exists"), Some("choose a new target name"));
+            raise_with(PgSqlErrorCode::ERRCODE_DUPLICATE_TABLE, format!("{}: relation {t} already exists", fname()), Some("choose a new target name"));
         }
     }
     let defs: Vec<String> = plan.cols.iter().map(|c| format!("{} {}", quote_identifier(&c.name), c.sql_type)).collect();
@@ -908,7 +924,7 @@ fn preview_synthetic(
     bin_edges: Option<JsonB>, method: Option<&str>, criteria: Option<JsonB>, gamma: Option<f64>, epsilon0: Option<f64>,
     refit: Option<bool>, rows: Option<i64>, min_count: Option<i32>, constraints: Option<&str>, runs: Option<i32>,
 ) -> JsonB {
-    const P: &str = "dp.preview_synthetic";
+    PREVIEW.with(|p| p.set(true));
     let runs = required(runs, "runs");
     let runs = usize::try_from(runs).ok().filter(|r| (1..=100).contains(r)).unwrap_or_else(|| invalid(format!("runs must be between 1 and 100, got {runs}")));
     if let Some(relid) = source {

@@ -249,7 +249,7 @@ pub fn select<R: Rng + ?Sized>(
             Err(_) => continue,
         };
         let candidate = Candidate::new(&acceptance.criteria, &sample.codes, &values).expect("a sample of the spec's own columns");
-        let evaluation = acceptance.criteria.evaluate(rng, real, &hoisted, &candidate);
+        let evaluation = acceptance.criteria.evaluate(rng, real, &hoisted, &candidate, check)?;
         if evaluation.passed && j < stop && chosen.is_none() {
             chosen = Some(Selected { sample, structure: model.structure(), evaluation });
         }

@@ -34,6 +34,7 @@ use crate::error::{DpError, DpResult};
 use crate::mechanisms::laplace::{laplace_noise, laplace_scale_f64, DISCRETE_LAPLACE};
 use crate::params::{check_epsilon, check_float_bounds, fmt_f64};
 use linear::{GridModel, LinearStats, Scaling, ONE};
+use crate::release::dprp::Interrupted;
 use rand::Rng;
 use serde::Serialize;
 
@@ -570,7 +571,7 @@ impl CriteriaSpec {
         for (i, c) in self.criteria.iter().enumerate() {
             match (&c.kind, &real.acc[i]) {
                 (Kind::MaxMarginal { k }, _) => {
-                    out.push(PrivateStatistic { name: NAME_MAX_MARGINAL, criterion: i, values: vec![self.max_marginal_error(real, cand, *k) as i128], sensitivity: 1 })
+                    out.push(PrivateStatistic { name: NAME_MAX_MARGINAL, criterion: i, values: vec![self.max_marginal_error(real, cand, *k, &mut || Ok(())).unwrap_or(0) as i128], sensitivity: 1 })
                 }
                 (Kind::Tstr { target, features }, Accum::Linear(s)) => {
                     let model = self.candidate_model(cand, *target, features);
@@ -584,7 +585,7 @@ impl CriteriaSpec {
     }
 
     /// max over tables of at most k columns and their cells of |N_D(c) − N_S(c)|.
-    fn max_marginal_error(&self, real: &RealStatistics, cand: &Candidate, k: usize) -> u64 {
+    fn max_marginal_error(&self, real: &RealStatistics, cand: &Candidate, k: usize, check: &mut dyn FnMut() -> Result<(), Interrupted>) -> Result<u64, Interrupted> {
         let d = self.columns();
         let mut worst = 0u64;
         let mut counts: Vec<u64> = Vec::new();
@@ -592,6 +593,8 @@ impl CriteriaSpec {
             if sub.columns.len() > k {
                 continue;
             }
+            // one pass over the candidate's rows per subset: up to C(d, 3) passes
+            check()?;
             counts.clear();
             counts.resize(sub.cells, 0);
             for row in cand.codes.chunks_exact(d) {
@@ -601,7 +604,7 @@ impl CriteriaSpec {
                 worst = worst.max(a.abs_diff(*b));
             }
         }
-        worst
+        Ok(worst)
     }
 
     /// The candidate's exact sufficient statistics for a linear model.
@@ -625,11 +628,14 @@ impl CriteriaSpec {
 
     /// Scores one candidate: the hoisted criteria from `hoisted` (post-processing, no draw), the
     /// others with fresh discrete Laplace noise.
-    pub fn evaluate<R: Rng + ?Sized>(&self, rng: &mut R, real: &RealStatistics, hoisted: &HoistedStatistics, cand: &Candidate) -> Evaluation {
+    pub fn evaluate<R: Rng + ?Sized>(
+        &self, rng: &mut R, real: &RealStatistics, hoisted: &HoistedStatistics, cand: &Candidate, check: &mut dyn FnMut() -> Result<(), Interrupted>,
+    ) -> Result<Evaluation, Interrupted> {
         let d = self.columns();
         let m = cand.m;
         let mut results = Vec::with_capacity(self.criteria.len());
         for (i, c) in self.criteria.iter().enumerate() {
+            check()?;
             let me = mechanism_epsilon(c.epsilon);
             let mut sensitivity = Vec::new();
             let mut noise_scale = Vec::new();
@@ -643,7 +649,7 @@ impl CriteriaSpec {
             }
             let (value, passed) = match &c.kind {
                 Kind::MaxMarginal { k } => {
-                    let exact = self.max_marginal_error(real, cand, *k) as i128;
+                    let exact = self.max_marginal_error(real, cand, *k, check)? as i128;
                     let (z, scale) = laplace_noise(rng, 1, me);
                     let noisy = exact.saturating_add(z);
                     noisy_statistic = Some(noisy);
@@ -734,7 +740,7 @@ impl CriteriaSpec {
             });
         }
         let passed = results.iter().all(|r| r.passed);
-        Evaluation { results, passed }
+        Ok(Evaluation { results, passed })
     }
 }
 
