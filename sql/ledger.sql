@@ -499,8 +499,8 @@ RETURNS TABLE (granted bool, reason text, epsilon_remaining numeric, delta_remai
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     n      int := pg_catalog.cardinality(roles);
-    eps    numeric[];
-    del    numeric[];
+    eps    numeric[] := pg_catalog.array_fill(0::numeric, ARRAY[n]);
+    del    numeric[] := pg_catalog.array_fill(0::numeric, ARRAY[n]);
     ok     bool[] := pg_catalog.array_fill(false, ARRAY[n]);
     why    text[] := pg_catalog.array_fill(NULL::text, ARRAY[n]);
     e_rem  numeric[] := pg_catalog.array_fill(NULL::numeric, ARRAY[n]);
@@ -520,16 +520,21 @@ DECLARE
     lvl    numeric;
 BEGIN
     -- each request's total ε and δ (basic composition of its releases)
-    SELECT pg_catalog.array_agg(coalesce(t.e, 0) ORDER BY i), pg_catalog.array_agg(coalesce(t.d, 0) ORDER BY i)
-      INTO eps, del
-      FROM pg_catalog.generate_series(1, n) i
-      LEFT JOIN (SELECT o, sum(x) AS e, sum(y) AS d FROM unnest(owners, epsilons, deltas) u(o, x, y) GROUP BY o) t ON t.o = i;
+    FOR k IN 1 .. pg_catalog.cardinality(owners) LOOP
+        eps[owners[k]] := eps[owners[k]] + coalesce(epsilons[k], 0);
+        del[owners[k]] := del[owners[k]] + coalesce(deltas[k], 0);
+    END LOOP;
     FOR r IN SELECT DISTINCT x FROM unnest(roles) x LOOP
-        -- a role without a pg_dp identity has no budget
-        uid := dp.role_uid(r);
+        -- a role without a pg_dp identity has no budget (dp.role_uid and dp.locked_budget, inlined: a
+        -- call of either set and reset the search path and planned its query again)
+        uid := (SELECT i.role_uid FROM dp.role_identities i WHERE i.role = r);
         rname := (SELECT o.rolname FROM pg_catalog.pg_roles o WHERE o.oid = r);
-        SELECT * INTO b FROM dp.locked_budget(uid);
+        SELECT * INTO b FROM dp.role_budget rb WHERE rb.role_uid = uid FOR UPDATE;
         has_b := FOUND;
+        IF has_b AND b.period IS NOT NULL AND pg_catalog.now() >= b.period_start + b.period THEN
+            -- its budget period has ended: renewed first
+            SELECT * INTO b FROM dp.locked_budget(uid);
+        END IF;
         any_ok := false;
         e_tot := 0;
         d_tot := 0;
