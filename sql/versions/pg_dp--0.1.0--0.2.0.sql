@@ -1507,11 +1507,16 @@ BEGIN
         eps[owners[k]] := eps[owners[k]] + coalesce(epsilons[k], 0);
         del[owners[k]] := del[owners[k]] + coalesce(deltas[k], 0);
     END LOOP;
-    FOR r IN SELECT DISTINCT x FROM unnest(roles) x LOOP
+    -- each role of the batch once, in the order of its first request (plain expressions, which
+    -- PL/pgSQL evaluates without starting a query)
+    FOR j IN 1 .. n LOOP
+        r := roles[j];
+        CONTINUE WHEN j > 1 AND r = ANY (roles[1:j - 1]);
         -- a role without a pg_dp identity has no budget (dp.role_uid and dp.locked_budget, inlined: a
         -- call of either set and reset the search path and planned its query again)
-        uid := (SELECT i.role_uid FROM dp.role_identities i WHERE i.role = r);
-        rname := (SELECT o.rolname FROM pg_catalog.pg_roles o WHERE o.oid = r);
+        SELECT (SELECT i.role_uid FROM dp.role_identities i WHERE i.role = r),
+               (SELECT o.rolname FROM pg_catalog.pg_roles o WHERE o.oid = r)
+          INTO uid, rname;
         SELECT * INTO b FROM dp.role_budget rb WHERE rb.role_uid = uid FOR UPDATE;
         has_b := FOUND;
         IF has_b AND b.period IS NOT NULL AND pg_catalog.now() >= b.period_start + b.period THEN
@@ -1589,7 +1594,13 @@ BEGIN
            WITH ORDINALITY AS u(o, a, m, s, c, e, d, x, k)
      WHERE ok[u.o]
      ORDER BY u.k;
-    RETURN QUERY SELECT ok[i], why[i], e_rem[i], d_rem[i] FROM pg_catalog.generate_series(1, n) i ORDER BY i;
+    FOR i IN 1 .. n LOOP
+        granted := ok[i];
+        reason := why[i];
+        epsilon_remaining := e_rem[i];
+        delta_remaining := d_rem[i];
+        RETURN NEXT;
+    END LOOP;
 END
 $$;
 COMMENT ON FUNCTION dp.debit_batch(oid[], name[], bool[], bigint[], text[], int[], text[], text[], float8[], float8[], numeric[], numeric[], jsonb[]) IS 'pg_dp internal: checks and debits the budgets of a batch of requests, in order, and writes their receipts; run only by the ledger worker in its own transaction';
