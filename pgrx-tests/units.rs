@@ -866,5 +866,17 @@ fn attack_the_order_of_released_rows_never_shows_a_group_having_dropped() {
         });
         assert_eq!(cells.len(), 48);
         assert_eq!(cells, sorted);
+        // nor in the session's list of releases: matched to their cells by value, the receipts came in
+        // the aggregation's order, and each had the time its final function ran (found by attacking
+        // the sort). A level's releases are listed by value, with one time: their order is a function
+        // of the values released
+        for cond in ["region <> 'zeta'", "region <> 'zzzz'"] {
+            column(&format!("SELECT dp_count(id, 1e-9)::text FROM people WHERE {always} AND {cond} GROUP BY region, month"));
+            assert_eq!(column("SELECT count(DISTINCT released_at)::text FROM dp.last_releases(48)"), vec![Some("1".into())]);
+            let values: Vec<f64> = column("SELECT value::text FROM dp.last_releases(48)").into_iter().map(|v| v.unwrap().parse().unwrap()).collect();
+            assert_eq!(values.len(), 48);
+            // newest first: the last listed is the smallest
+            assert!(values.windows(2).all(|w| w[0] <= w[1]), "{values:?}");
+        }
     });
 }

@@ -4,10 +4,13 @@
 //! A final function runs for every group of an aggregation, including groups that HAVING (or the
 //! DP selection of private GROUP BY keys) then drops: their values must not appear here, or the
 //! list would count hidden groups. So a final function only leaves its release *pending*; the DP
-//! Release node (release.rs) keeps, for each row it receives from its aggregation, the newest
-//! pending release of each of its aggregate calls, and forgets the rest. Rows replayed by a rescan
-//! or a scrolling cursor are not counted again. Everything is backend memory: at most
-//! [`KEEP`] releases, forgotten when the session ends.
+//! Release node (release.rs) takes, for each row it receives from its aggregation, the newest
+//! pending release of each of its aggregate calls, and forgets the rest. Nor may the list show the
+//! order the aggregation produced its rows in (a hashed aggregation's order depends on the groups
+//! it dropped): a level's releases are *staged* while it runs and listed when it ends, ordered by
+//! aggregate and value, all with the time the level ended. Rows replayed by a rescan or a scrolling
+//! cursor are not counted again. Everything is backend memory: at most [`KEEP`] releases, forgotten
+//! when the session ends.
 use pg_dp_core::mechanisms::ReleaseInfo;
 use pgrx::pg_sys;
 use pgrx::{IntoDatum, PgSqlErrorCode};
@@ -41,6 +44,8 @@ struct Entry {
 
 thread_local! {
     static PENDING: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
+    /// releases of rows a level returned, listed when the level ends (`publish`)
+    static STAGED: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
     static KEPT: RefCell<VecDeque<Entry>> = const { RefCell::new(VecDeque::new()) };
 }
 
@@ -122,13 +127,15 @@ pub fn returned(aggrefs: &[usize]) {
             let e = taken.swap_remove(i);
             return Some((e.aggregate, e.error.expect("an error")));
         }
-        KEPT.with(|k| {
-            let mut k = k.borrow_mut();
-            for e in taken {
-                if k.len() == KEEP {
-                    k.pop_back();
-                }
-                k.push_front(e);
+        STAGED.with(|st| {
+            let mut st = st.borrow_mut();
+            st.extend(taken);
+            // bounded: of a long release only the KEEP listed last can stay listed, and which those
+            // are depends on the values alone, never on the order they came in
+            if st.len() > 4 * KEEP {
+                st.sort_by(listing_order);
+                let cut = st.len() - KEEP;
+                st.drain(..cut);
             }
         });
         None
@@ -136,6 +143,35 @@ pub fn returned(aggrefs: &[usize]) {
     if let Some((aggregate, e)) = failed {
         crate::pg::error::raise(aggregate, e);
     }
+}
+
+/// The order a level's releases are listed in (the last one listed is the newest): by aggregate, then
+/// by value, descending.
+fn listing_order(a: &Entry, b: &Entry) -> std::cmp::Ordering {
+    a.aggregate.cmp(b.aggregate).then(b.value.total_cmp(&a.value))
+}
+
+/// The level computing `aggrefs` has returned its last row: its staged releases are listed, ordered by
+/// aggregate and value (a function of what the level released alone), with one time, now.
+pub fn publish(aggrefs: &[usize]) {
+    let mut mine: Vec<Entry> = STAGED.with(|st| {
+        let mut st = st.borrow_mut();
+        let (mine, rest): (Vec<Entry>, Vec<Entry>) = st.drain(..).partition(|e| aggrefs.contains(&e.aggref));
+        *st = rest;
+        mine
+    });
+    let at = unsafe { pg_sys::GetCurrentTimestamp() };
+    mine.sort_by(listing_order);
+    KEPT.with(|k| {
+        let mut k = k.borrow_mut();
+        for mut e in mine {
+            e.at = at;
+            if k.len() == KEEP {
+                k.pop_back();
+            }
+            k.push_front(e);
+        }
+    });
 }
 
 /// A row of the aggregation computing `aggrefs` was dropped by the level's HAVING: its pending
@@ -152,16 +188,19 @@ pub fn finished(aggrefs: &[usize]) {
 /// Releases left pending by these aggregate calls in a statement that ended without ExecutorEnd go.
 pub fn forget(calls: &[usize]) {
     PENDING.with(|p| p.borrow_mut().retain(|e| !calls.contains(&e.aggref)));
+    STAGED.with(|p| p.borrow_mut().retain(|e| !calls.contains(&e.aggref)));
 }
 
 /// A subtransaction aborted: the releases its statements left pending were never returned.
 pub fn abort_sub(sub: pg_sys::SubTransactionId) {
     PENDING.with(|p| p.borrow_mut().retain(|e| e.sub < sub));
+    STAGED.with(|p| p.borrow_mut().retain(|e| e.sub < sub));
 }
 
-/// At the end of every transaction: nothing stays pending.
+/// At the end of every transaction: nothing stays pending or staged.
 pub fn clear_pending() {
     PENDING.with(|p| p.borrow_mut().clear());
+    STAGED.with(|p| p.borrow_mut().clear());
 }
 
 // dp.last_releases(n): the session's n newest releases, newest first.

@@ -583,6 +583,13 @@ unsafe fn run_in_order(node: *mut pg_sys::CustomScanState, storing: bool) {
     }
     let mut nulls_first = vec![false; attnums.len()];
     let slot = (*st).slot;
+    // a setting turned on after planning would print this node's own sort (trace_sort) as well as the
+    // level's: refused before the sort begins, as before each row (`pull`)
+    if (*st).forfeiting {
+        if let Some(r) = crate::query::grammar::leaky_setting(false) {
+            raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, r.message, r.hint.as_deref());
+        }
+    }
     let sort = (!attnums.is_empty()).then(|| {
         pg_sys::tuplesort_begin_heap(
             (*slot).tts_tupleDescriptor,
@@ -610,6 +617,8 @@ unsafe fn run_in_order(node: *mut pg_sys::CustomScanState, storing: bool) {
         }
         pg_sys::tuplesort_end(s);
     }
+    // the session's list of releases, in an order of their values, not the aggregation's
+    crate::execution::recent::publish(aggrefs_of(st));
     if storing {
         crate::budget::cache::finished(key.0, key.1);
     }
