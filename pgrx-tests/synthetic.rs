@@ -405,7 +405,8 @@ fn attack_synthetic_domains_of_booleans_and_padded_characters_match_the_stored_v
     assert_eq!(one_i64("SELECT count(*) FROM syn WHERE ch IS NULL OR flag IS NULL"), 0);
     for v in ["c0", "c1", "c2"] {
         let n = one_i64(&format!("SELECT count(*) FROM syn WHERE ch = '{v}'"));
-        assert!((300..370).contains(&n), "{v}: {n}");
+        // a third of 1,000 rows drawn: sd about 15; a value that matched no stored one would get 0 or 1,000
+        assert!((250..420).contains(&n), "{v}: {n}");
     }
 }
 

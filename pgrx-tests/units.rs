@@ -880,3 +880,29 @@ fn attack_the_order_of_released_rows_never_shows_a_group_having_dropped() {
         }
     });
 }
+
+// Found by attacking the sort of released rows: a private key (no declared domain) was printed as the
+// first row of its group had it, and numeric's 1.0 = 1.00, so a CASE in the key made that spelling tell
+// one row's column (0.00 when the row with x = 37 was there, 0 without it), for ε = 1e-9. Numeric keys
+// are grouped and printed as trim_scale gives them, floating-point keys as k + 0 (−0 is 0).
+#[pg_test]
+fn attack_a_private_numeric_key_is_printed_in_one_spelling() {
+    Spi::run("CREATE TABLE ti (id int, x int, n numeric, f float8)").unwrap();
+    Spi::run("INSERT INTO ti VALUES (0, 37, 12.345, '-0')").unwrap();
+    Spi::run("INSERT INTO ti SELECT i, i % 50, i % 50, 0 FROM generate_series(1, 3000) i").unwrap();
+    Spi::run("SELECT dp.protect_table('ti')").unwrap();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    Spi::run("SET dp.release_cache = off").unwrap();
+    Spi::run(&format!("CREATE ROLE {ANALYST}")).unwrap();
+    as_analyst(|| {
+        let key = "CASE WHEN x < 10 THEN 0 WHEN x < 20 THEN 0.0 WHEN x < 40 THEN 0.00 ELSE 0.000 END";
+        for cond in ["true", "id <> 0", "id >= 0"] {
+            let shown = column(&format!("SELECT ({key})::text FROM ti WHERE {cond} GROUP BY {key} HAVING dp_count(id, 1e-9) IS NOT NULL"));
+            assert_eq!(shown, vec![Some("0".into())], "{cond}");
+            let shown = column(&format!("SELECT (n * 0)::text FROM ti WHERE {cond} GROUP BY n * 0 HAVING dp_count(id, 1e-9) IS NOT NULL"));
+            assert_eq!(shown, vec![Some("0".into())], "{cond}");
+            let shown = column(&format!("SELECT f::text FROM ti WHERE {cond} GROUP BY f HAVING dp_count(id, 1e-9) IS NOT NULL"));
+            assert_eq!(shown, vec![Some("0".into())], "{cond}");
+        }
+    });
+}

@@ -680,6 +680,9 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
     }
     // grouping sets choose their groups by selection (HAVING runs per group of every set)
     let private_keys = private_keys || grouping_sets;
+    // a selected group's key is printed as its first row has it: keys whose equal values can be spelt
+    // differently are grouped and printed in one spelling
+    let keys = if private_keys { canonical_keys(q, keys) } else { keys };
     let domains = if keys.is_empty() || private_keys {
         None
     } else {
@@ -1044,6 +1047,69 @@ unsafe fn in_values(e: *mut Node, values: &[String], eqop: Oid) -> *mut Node {
     (*s).args = ptr_list(&[copy(e), array]);
     (*s).location = -1;
     s as *mut Node
+}
+
+/// The level's GROUP BY keys, each of numeric or floating-point type replaced by one spelling of its
+/// value: `trim_scale(k)` (1.0 and 1.00 are equal and print alike), `k + 0` (−0 and 0 are equal, and
+/// −0 + 0 is 0), wherever the select list and HAVING compute the key outside the DP aggregates.
+/// Equal values keep being one group, and different ones different groups. Without it a selected
+/// group printed its first row's spelling, and a CASE in the key could make that tell one of the
+/// row's columns (1.0 against 1.00, for ε = 1e-9). Other types whose equal values differ
+/// (character(n), interval, jsonb, nondeterministic collations) are not handled here: docs/security.md.
+unsafe fn canonical_keys(q: *mut Query, keys: Vec<(*mut Node, *mut pg_sys::SortGroupClause)>) -> Vec<(*mut Node, *mut pg_sys::SortGroupClause)> {
+    struct Swap {
+        from: Vec<*mut Node>,
+        to: Vec<*mut Node>,
+    }
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn swap(n: *mut Node, ctx: *mut c_void) -> *mut Node {
+        if n.is_null() {
+            return n;
+        }
+        let s = &*(ctx as *const Swap);
+        for (f, t) in s.from.iter().zip(&s.to) {
+            if pg_sys::equal(n as *const c_void, *f as *const c_void) {
+                return copy(*t);
+            }
+        }
+        // the values the DP aggregates read, and subqueries, are left as they are
+        if matches!((*n).type_, NodeTag::T_Aggref | NodeTag::T_Query | NodeTag::T_SubLink) {
+            return n;
+        }
+        let f: unsafe extern "C-unwind" fn() -> *mut Node =
+            std::mem::transmute(swap as unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> *mut Node);
+        pg_sys::expression_tree_mutator(n, Some(f), ctx)
+    }
+    let mut sw = Swap { from: Vec::new(), to: Vec::new() };
+    for (e, _) in &keys {
+        let typ = expr_type(*e);
+        let canon = match typ {
+            pg_sys::NUMERICOID => {
+                let f = function(Some("pg_catalog"), "trim_scale", &[pg_sys::NUMERICOID]);
+                pg_sys::makeFuncExpr(f, pg_sys::NUMERICOID, ptr_list(&[copy(*e)]), pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL) as *mut Node
+            }
+            pg_sys::FLOAT8OID | pg_sys::FLOAT4OID => {
+                let zero = if typ == pg_sys::FLOAT8OID {
+                    crate::pg::build::float8_const(0.0)
+                } else {
+                    pg_sys::makeConst(pg_sys::FLOAT4OID, -1, pg_sys::InvalidOid, 4, pg_sys::Datum::from((0.0f32).to_bits() as usize), false, true) as *mut Node
+                };
+                let plus = op_expr(operator("+", typ, typ), copy(*e), zero, pg_sys::InvalidOid) as *mut pg_sys::OpExpr;
+                (*plus).opresulttype = typ;
+                plus as *mut Node
+            }
+            _ => continue,
+        };
+        sw.from.push(copy(*e));
+        sw.to.push(canon);
+    }
+    if sw.from.is_empty() {
+        return keys;
+    }
+    let ctx = &mut sw as *mut Swap as *mut c_void;
+    (*q).targetList = swap((*q).targetList as *mut Node, ctx) as *mut pg_sys::List;
+    (*q).havingQual = swap((*q).havingQual, ctx);
+    crate::query::tree::group_keys(q)
 }
 
 /// True if `eqop` is the equality of `typ`'s default btree operator class and, under collation
