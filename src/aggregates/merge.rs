@@ -50,20 +50,24 @@ pub unsafe extern "C-unwind" fn dp_exact_grid(fcinfo: pg_sys::FunctionCallInfo) 
     if !extra.is_null() {
         let g = &*extra;
         if let Some(arg) = (*fcinfo).args.as_slice(1).first() {
-            let d = arg.value;
-            let row = match g.value_type {
-                pg_sys::FLOAT8OID => Some(g.empty.row_f64(f64::from_bits(d.value() as u64), g.squared)),
-                pg_sys::INT4OID => Some(g.empty.row_i64(d.value() as i32 as i64, g.squared)),
-                pg_sys::INT8OID => Some(g.empty.row_i64(d.value() as i64, g.squared)),
-                pg_sys::INT2OID => Some(g.empty.row_i64(d.value() as i16 as i64, g.squared)),
-                _ => None,
-            };
-            if let Some(v) = row {
+            if let Some(v) = by_value_row(g, arg.value) {
                 return grid_datum(fcinfo, v);
             }
         }
     }
     exact_grid_guarded(fcinfo)
+}
+
+/// A by-value value's grid integer (`Acc::row_*`), or None for a type passed by reference (numeric).
+#[inline(always)]
+fn by_value_row(g: &Grid, d: pg_sys::Datum) -> Option<Option<i64>> {
+    Some(match g.value_type {
+        pg_sys::FLOAT8OID => g.empty.row_f64(f64::from_bits(d.value() as u64), g.squared),
+        pg_sys::INT4OID => g.empty.row_i64(d.value() as i32 as i64, g.squared),
+        pg_sys::INT8OID => g.empty.row_i64(d.value() as i64, g.squared),
+        pg_sys::INT2OID => g.empty.row_i64(d.value() as i16 as i64, g.squared),
+        _ => return None,
+    })
 }
 
 /// A grid value as the function's result; NULL for a row the aggregate skips.
@@ -105,12 +109,9 @@ unsafe extern "C-unwind" fn exact_grid_guarded(fcinfo: pg_sys::FunctionCallInfo)
     }
     let g = &*((*flinfo).fn_extra as *const Grid);
     let d = (*(*fcinfo).args.as_slice(1).first().expect("a value")).value;
-    let v = match g.value_type {
-        pg_sys::FLOAT8OID => g.empty.row_f64(f64::from_bits(d.value() as u64), g.squared),
-        pg_sys::INT4OID => g.empty.row_i64(d.value() as i32 as i64, g.squared),
-        pg_sys::INT8OID => g.empty.row_i64(d.value() as i64, g.squared),
-        pg_sys::INT2OID => g.empty.row_i64(d.value() as i16 as i64, g.squared),
-        pg_sys::NUMERICOID => g.empty.row_f64(crate::pg::fmgr::numeric_datum_f64(d), g.squared),
+    let v = match (by_value_row(g, d), g.value_type) {
+        (Some(v), _) => v,
+        (None, pg_sys::NUMERICOID) => g.empty.row_f64(crate::pg::fmgr::numeric_datum_f64(d), g.squared),
         _ => raise_with(PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH, format!("{G}: unsupported value type"), None),
     };
     grid_datum(fcinfo, v)

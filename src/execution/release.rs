@@ -583,13 +583,8 @@ unsafe fn run_in_order(node: *mut pg_sys::CustomScanState, storing: bool) {
     }
     let mut nulls_first = vec![false; attnums.len()];
     let slot = (*st).slot;
-    // a setting turned on after planning would print this node's own sort (trace_sort) as well as the
-    // level's: refused before the sort begins, as before each row (`pull`)
-    if (*st).forfeiting {
-        if let Some(r) = crate::query::grammar::leaky_setting(false) {
-            raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, r.message, r.hint.as_deref());
-        }
-    }
+    // this node's own sort would be printed too (trace_sort): refused before it begins
+    refuse_leaky_settings(st);
     let sort = (!attnums.is_empty()).then(|| {
         pg_sys::tuplesort_begin_heap(
             (*slot).tts_tupleDescriptor,
@@ -624,6 +619,16 @@ unsafe fn run_in_order(node: *mut pg_sys::CustomScanState, storing: bool) {
     }
 }
 
+/// A setting turned on after planning (set_config in the same statement, SET between DECLARE and
+/// FETCH) that would print the sorts of the level's rows is refused, for a level over a protected table.
+unsafe fn refuse_leaky_settings(st: *mut ReleaseState) {
+    if (*st).forfeiting {
+        if let Some(r) = crate::query::grammar::leaky_setting(false) {
+            raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, r.message, r.hint.as_deref());
+        }
+    }
+}
+
 /// Stores a released row in the node's store, and in the release cache's collection (`storing`).
 unsafe fn keep(st: *mut ReleaseState, storing: bool, key: (usize, usize), row: *mut pg_sys::TupleTableSlot) {
     if storing {
@@ -638,13 +643,7 @@ unsafe fn pull(node: *mut pg_sys::CustomScanState) -> Option<*mut pg_sys::TupleT
     let st = node as *mut ReleaseState;
     let child = (*node).ss.ps.lefttree;
     loop {
-        // a setting turned on after planning (set_config in the same statement, SET between
-        // DECLARE and FETCH) would print the sorts of the level's rows
-        if (*st).forfeiting {
-            if let Some(r) = crate::query::grammar::leaky_setting(false) {
-                raise_with(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, r.message, r.hint.as_deref());
-            }
-        }
+        refuse_leaky_settings(st);
         // the level runs here: an error inside it fails closed
         let row = crate::execution::fail_closed::run_level((*st).forfeiting, (*st).role, || pg_sys::ExecProcNode(child));
         if row.is_null() || (*row).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {

@@ -917,11 +917,10 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
         // CASE WHEN dp.per_group(keys = ANY(domain)) THEN <HAVING> END. dp.per_group, a volatile
         // identity, keeps the planner from moving the test below the aggregation, as it does with any
         // HAVING condition on keys alone
+        // the domain's filters, built above for the rows, over the level's keys
         let mut in_domain: *mut Node = std::ptr::null_mut();
-        for (i, (k, (_, sgc))) in kinds.iter().zip(&keys).enumerate() {
-            if let KeyKind::Declared(Domain::Values(values), ..) = k {
-                in_domain = and(in_domain, in_values(m.key_vars[i], values, (**sgc).eqop));
-            }
+        for f in &domain_filters {
+            in_domain = and(in_domain, mutator(copy(*f), ctx));
         }
         let gate = pg_sys::makeFuncExpr(f, pg_sys::BOOLOID, ptr_list(&[in_domain]), pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL) as *mut Node;
         (*q).havingQual = if (*q).havingQual.is_null() { gate } else { case_when(gate, (*q).havingQual) };
