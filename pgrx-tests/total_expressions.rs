@@ -239,7 +239,12 @@ fn total_date_and_time_forms_run_inside_dp_aggregates_on_extreme_values() {
         for e in exprs {
             as_analyst(|| {
                 Spi::run(&format!("SELECT dp_count({e}, 1e6), dp_count(*) FILTER (WHERE {e} IS NOT NULL) FROM dt")).unwrap();
-                Spi::run(&format!("SELECT {e} AS k, dp_count(true, 1e6) FROM dt GROUP BY 1")).unwrap();
+                // a key of type interval is refused where groups are selected ('1 day' = '24 hours'
+                // would print one row's spelling): its total form still runs inside the aggregate
+                match error_of(&format!("SELECT {e} AS k, dp_count(true, 1e6) FROM dt GROUP BY 1")) {
+                    None => {}
+                    Some(err) => assert!(err.starts_with("GROUP BY key of type interval over protected table dt"), "{e}: {err}"),
+                }
             });
         }
     }

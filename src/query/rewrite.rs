@@ -682,7 +682,7 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
     let private_keys = private_keys || grouping_sets;
     // a selected group's key is printed as its first row has it: keys whose equal values can be spelt
     // differently are grouped and printed in one spelling
-    let keys = if private_keys { canonical_keys(q, keys) } else { keys };
+    let keys = if private_keys { canonical_keys(q, keys, &table)? } else { keys };
     let domains = if keys.is_empty() || private_keys {
         None
     } else {
@@ -1048,14 +1048,24 @@ unsafe fn in_values(e: *mut Node, values: &[String], eqop: Oid) -> *mut Node {
     s as *mut Node
 }
 
-/// The level's GROUP BY keys, each of numeric or floating-point type replaced by one spelling of its
-/// value: `trim_scale(k)` (1.0 and 1.00 are equal and print alike), `k + 0` (−0 and 0 are equal, and
-/// −0 + 0 is 0), wherever the select list and HAVING compute the key outside the DP aggregates.
-/// Equal values keep being one group, and different ones different groups. Without it a selected
-/// group printed its first row's spelling, and a CASE in the key could make that tell one of the
-/// row's columns (1.0 against 1.00, for ε = 1e-9). Other types whose equal values differ
-/// (character(n), interval, jsonb, nondeterministic collations) are not handled here: docs/security.md.
-unsafe fn canonical_keys(q: *mut Query, keys: Vec<(*mut Node, *mut pg_sys::SortGroupClause)>) -> Vec<(*mut Node, *mut pg_sys::SortGroupClause)> {
+/// The level's GROUP BY keys when its groups are selected, each in one spelling of its value: a
+/// selected group prints its key as its first row has it, and a CASE in the key could make a
+/// spelling tell one of that row's columns (1.0 against 1.00, for ε = 1e-9). So wherever the select
+/// list and HAVING compute a key outside the DP aggregates it is replaced by:
+/// - numeric: `trim_scale(k)` (1.0 and 1.00 are equal and print alike);
+/// - the floating-point types: `k + 0` (−0 and 0 are equal, and −0 + 0 is 0);
+/// - character(n): `k::text::character(n)` (trailing spaces are not compared; the cast drops them
+///   and pads again to n);
+/// each relabelled as the key's own type when that is a domain (no constraint is checked again).
+/// Equal values stay one group, and different ones different groups. A key of any other type whose
+/// equal values can differ (interval's `1 day` = `24 hours`, jsonb, arrays of such types, ranges and
+/// records, text under a nondeterministic collation) is refused: the refusal depends on the key's type and
+/// collation alone. `equality_is_identity` says which types need nothing.
+unsafe fn canonical_keys(
+    q: *mut Query,
+    keys: Vec<(*mut Node, *mut pg_sys::SortGroupClause)>,
+    table: &str,
+) -> Check<Vec<(*mut Node, *mut pg_sys::SortGroupClause)>> {
     struct Swap {
         from: Vec<*mut Node>,
         to: Vec<*mut Node>,
@@ -1080,61 +1090,105 @@ unsafe fn canonical_keys(q: *mut Query, keys: Vec<(*mut Node, *mut pg_sys::SortG
         pg_sys::expression_tree_mutator(n, Some(f), ctx)
     }
     let mut sw = Swap { from: Vec::new(), to: Vec::new() };
-    for (e, _) in &keys {
+    for (e, sgc) in &keys {
         let typ = expr_type(*e);
-        let canon = match typ {
+        let typmod = pg_sys::exprTypmod(*e);
+        let coll = pg_sys::exprCollation(*e);
+        let mut base_typmod = typmod;
+        let base = pg_sys::getBaseTypeAndTypmod(typ, &mut base_typmod);
+        let deterministic = coll == pg_sys::InvalidOid || pg_sys::get_collation_isdeterministic(coll);
+        let canon = match base {
+            _ if equality_is_identity(typ, (**sgc).eqop, coll) => continue,
             pg_sys::NUMERICOID => {
                 let f = function(Some("pg_catalog"), "trim_scale", &[pg_sys::NUMERICOID]);
                 pg_sys::makeFuncExpr(f, pg_sys::NUMERICOID, ptr_list(&[copy(*e)]), pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL) as *mut Node
             }
             pg_sys::FLOAT8OID | pg_sys::FLOAT4OID => {
-                let zero = if typ == pg_sys::FLOAT8OID {
+                let zero = if base == pg_sys::FLOAT8OID {
                     crate::pg::build::float8_const(0.0)
                 } else {
                     pg_sys::makeConst(pg_sys::FLOAT4OID, -1, pg_sys::InvalidOid, 4, pg_sys::Datum::from((0.0f32).to_bits() as usize), false, true) as *mut Node
                 };
-                let plus = op_expr(operator("+", typ, typ), copy(*e), zero, pg_sys::InvalidOid) as *mut pg_sys::OpExpr;
-                (*plus).opresulttype = typ;
+                let plus = op_expr(operator("+", base, base), copy(*e), zero, pg_sys::InvalidOid) as *mut pg_sys::OpExpr;
+                (*plus).opresulttype = base;
                 plus as *mut Node
             }
-            _ => continue,
+            pg_sys::BPCHAROID if deterministic && type_equality(base, (**sgc).eqop) => {
+                let explicit = |e: *mut Node, from: Oid, to: Oid, m: i32| {
+                    pg_sys::coerce_to_target_type(
+                        std::ptr::null_mut(),
+                        e,
+                        from,
+                        to,
+                        m,
+                        pg_sys::CoercionContext::COERCION_EXPLICIT,
+                        pg_sys::CoercionForm::COERCE_EXPLICIT_CAST,
+                        -1,
+                    )
+                };
+                let text = explicit(copy(*e), typ, pg_sys::TEXTOID, -1);
+                let padded = if text.is_null() { text } else { explicit(text, pg_sys::TEXTOID, base, base_typmod) };
+                if padded.is_null() {
+                    return Err(spelt_differently(*e, table));
+                }
+                pg_sys::exprSetCollation(padded, coll);
+                padded
+            }
+            _ => return Err(spelt_differently(*e, table)),
+        };
+        let canon = if base == typ {
+            canon
+        } else {
+            pg_sys::makeRelabelType(canon as *mut pg_sys::Expr, typ, typmod, coll, pg_sys::CoercionForm::COERCE_IMPLICIT_CAST) as *mut Node
         };
         sw.from.push(copy(*e));
         sw.to.push(canon);
     }
     if sw.from.is_empty() {
-        return keys;
+        return Ok(keys);
     }
     let ctx = &mut sw as *mut Swap as *mut c_void;
     (*q).targetList = swap((*q).targetList as *mut Node, ctx) as *mut pg_sys::List;
     (*q).havingQual = swap((*q).havingQual, ctx);
-    crate::query::tree::group_keys(q)
+    Ok(crate::query::tree::group_keys(q))
+}
+
+/// The refusal of a selected key whose equal values can be spelt differently.
+unsafe fn spelt_differently(e: *mut Node, table: &str) -> Refusal {
+    let coll = pg_sys::exprCollation(e);
+    let collated = if coll != pg_sys::InvalidOid && !pg_sys::get_collation_isdeterministic(coll) { " under a nondeterministic collation" } else { "" };
+    Refusal::new(format!(
+        "GROUP BY key of type {}{collated} over protected table {table}: its equal values can be spelt differently, and a selected group would print one row's spelling",
+        crate::query::total::type_name(expr_type(e))
+    ))
+    .hint("group by the key cast to text (or under a deterministic collation), or declare its values with dp.set_domain")
 }
 
 /// True if `eqop` is the equality of `typ`'s default btree operator class and, under collation
-/// `coll`, two values it finds equal are the same value: `typ` is an integer, boolean, date,
-/// timestamp, uuid or text type, and the class's "equalimage" support function (which B-tree
-/// deduplication relies on) says so, which for text means a deterministic collation. Not for
-/// numeric (1.0 = 1.00), the floating-point types (0 = -0) or character(n) (trailing spaces).
+/// `coll`, two values it finds equal are the same value, printed alike. That is the class's
+/// "equalimage" support function's own claim, which B-tree deduplication and index-only scans rely
+/// on: the built-in one that always says so (integers, boolean, the date and time types, uuid, enums,
+/// inet, bytea, bit strings, …), or, for text, varchar and name, the one that says so under a
+/// deterministic collation. Not character(n), whose class claims it too although its equality
+/// ignores trailing spaces ('a' = 'a  ' for values of no declared length), and not numeric
+/// (1.0 = 1.00), the floating-point types (0 = −0), interval, jsonb, ranges or records, whose
+/// classes have no such function. An array is when its elements are. Only built-in classes count.
 unsafe fn equality_is_identity(typ: Oid, eqop: Oid, coll: Oid) -> bool {
-    const SAME_VALUE: [Oid; 11] = [
-        pg_sys::INT2OID,
-        pg_sys::INT4OID,
-        pg_sys::INT8OID,
-        pg_sys::BOOLOID,
-        pg_sys::DATEOID,
-        pg_sys::TIMESTAMPOID,
-        pg_sys::TIMESTAMPTZOID,
-        pg_sys::UUIDOID,
-        pg_sys::TEXTOID,
-        pg_sys::VARCHAROID,
-        pg_sys::OIDOID,
-    ];
-    if !SAME_VALUE.contains(&pg_sys::getBaseType(typ)) {
-        return false;
+    let base = pg_sys::getBaseType(typ);
+    // an array equals another of the same dimensions, lower bounds and equal elements
+    let element = pg_sys::get_element_type(base);
+    if element != pg_sys::InvalidOid {
+        let opclass = pg_sys::GetDefaultOpClass(element, pg_sys::BTREE_AM_OID);
+        if eqop.to_u32() != pg_sys::ARRAY_EQ_OP || opclass == pg_sys::InvalidOid {
+            return false;
+        }
+        let family = pg_sys::get_opclass_family(opclass);
+        let input = pg_sys::get_opclass_input_type(opclass);
+        let element_eq = pg_sys::get_opfamily_member(family, input, input, pg_sys::BTEqualStrategyNumber as i16);
+        return element_eq != pg_sys::InvalidOid && equality_is_identity(element, element_eq, coll);
     }
-    let opclass = pg_sys::GetDefaultOpClass(typ, pg_sys::BTREE_AM_OID);
-    if opclass == pg_sys::InvalidOid {
+    let opclass = pg_sys::GetDefaultOpClass(base, pg_sys::BTREE_AM_OID);
+    if opclass == pg_sys::InvalidOid || opclass.to_u32() >= pg_sys::FirstNormalObjectId {
         return false;
     }
     let family = pg_sys::get_opclass_family(opclass);
@@ -1144,10 +1198,13 @@ unsafe fn equality_is_identity(typ: Oid, eqop: Oid, coll: Oid) -> bool {
     }
     // BTEQUALIMAGE_PROC (access/nbtree.h)
     let equalimage = pg_sys::get_opfamily_proc(family, input, input, 4);
-    if equalimage == pg_sys::InvalidOid {
-        return false;
+    match equalimage.to_u32() {
+        pg_sys::F_BTEQUALIMAGE => true,
+        pg_sys::F_BTVARSTREQUALIMAGE if matches!(base, pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::NAMEOID) => {
+            pg_sys::OidFunctionCall1Coll(equalimage, coll, pg_sys::Datum::from(input)).value() != 0
+        }
+        _ => false,
     }
-    pg_sys::OidFunctionCall1Coll(equalimage, coll, pg_sys::Datum::from(input)).value() != 0
 }
 
 /// The expressions of a query's output columns (its target list without junk entries).

@@ -13,6 +13,7 @@ from decimal import Decimal
 
 import psycopg
 from psycopg import errors as E
+from psycopg.types.string import TextLoader
 
 from harness import refused, run_checks
 
@@ -491,6 +492,128 @@ def check_attack_an_inlined_function_loads_a_collation_inside_a_level():
                       f"WHERE id = 7 AND income > {threshold} GROUP BY name) s WHERE an.f(s.name)").fetchall()
         seen.append(sum("version mismatch" in n for n in notices))
     assert seen[0] == seen[1], f"the warning depends on the data: {seen}"
+
+# spellings the check feeds through every type's input function: equal values spelt differently
+SPELLINGS = [
+    "0", "-0", "0.0", "0.00", "00", "+0", "1", "1.0", "1.00", "01", "+1", " 1", "1e0", "10e-1",
+    "NaN", "nan", "Infinity", "inf", "-Infinity", "a", "a ", "a  ", "A", "ab", "", "t", "true", "yes",
+    "on", "f", "2020-01-01", "2020-1-1", "20200101", "2020-01-01 00:00", "2020-01-01 00:00:00+00",
+    "2020-01-01 01:00:00+01", "epoch", "1970-01-01", "00:00", "00:00:00", "12:00+01", "11:00+00",
+    "1 day", "24 hours", "1 mon", "30 days", "P1D", "1440 minutes",
+    "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}",
+    "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", '{"a":1}', '{"a":1.0}', '{"a": 1}', "[1]", "[1.0]",
+    "{1}", "{1.0}", "{01}", "[0:0]={1}", "{a}", '{"a "}', "{NULL}", "[1,2)", "[1,1]", "(0,2)",
+    "[1.0,2.0)", "[1,2.00)", "empty", "192.168.0.1", "192.168.0.1/32", "::ffff:192.168.0.1",
+    "08:00:2b:01:02:03", "08-00-2b-01-02-03", "0800.2b01.0203", "101", "\\x01", "\\001", "$1.00", "1.00",
+]
+
+
+def check_attack_a_selected_key_prints_the_spelling_of_one_row():
+    # a selected group printed its key as its first row spelt it: numeric 0.0 against 0.00, interval
+    # '1 day' against '24 hours', character(n) 'a' against 'a  ', 'A' against 'a' under a
+    # nondeterministic collation; a CASE in the key made the spelling tell one row's column. Tried
+    # for every built-in type (and arrays of them) as a column: the grammar either refuses the key,
+    # or prints the same spelling whichever row of a group comes first. The same queries without DP
+    # print different spellings (for the types the pool can spell two ways), so the check can fail.
+    speller = "dp_a_speller"
+    with connect() as c:
+        c.execute(f"DROP ROLE IF EXISTS {speller}")
+        c.execute(f"CREATE ROLE {speller} LOGIN")
+        c.execute("SELECT dp.grant_budget(%s, 100000, 0.5)", (speller,))
+        c.execute("DROP COLLATION IF EXISTS nd")
+        c.execute("CREATE COLLATION nd (provider = icu, locale = 'und-u-ks-level2', deterministic = false)")
+        c.execute("CREATE DOMAIN dnum AS numeric")
+        types = [r[0] for r in c.execute("""
+            SELECT format_type(t.oid, NULL) FROM pg_type t
+             WHERE t.typnamespace = 'pg_catalog'::regnamespace AND t.typisdefined AND t.typtype IN ('b', 'r', 'm')
+               AND t.typname NOT IN ('unknown', 'pg_node_tree', 'pg_ndistinct', 'pg_dependencies', 'pg_mcv_list',
+                                     'pg_ddl_command', 'pg_brin_bloom_summary', 'pg_brin_minmax_multi_summary')
+               AND (t.typelem = 0 OR t.typcategory = 'A') ORDER BY 1""")]
+        types += ["character(3)", "bpchar", "dnum", "text COLLATE nd", "text COLLATE \"C\"", "numeric[]"]
+        cols = []
+        for i, t in enumerate(types):
+            try:
+                c.execute(f"CREATE TEMP TABLE probe (v {t})")
+                c.execute("DROP TABLE probe")
+                cols.append((f"c{i}", t))
+            except psycopg.Error:
+                pass
+        c.execute("CREATE TABLE spell (id int, " + ", ".join(f"{n} {t}" for n, t in cols) + ")")
+        c.execute("INSERT INTO spell (id) SELECT g FROM generate_series(1, 10) g")
+        c.execute("SELECT dp.protect_table('spell')")
+    admitted = []
+    with connect(speller) as c:
+        c.execute("SET dp.group_selection_epsilon = 0.5")
+        for n, t in cols:
+            try:
+                c.execute(f"SELECT {n}, dp_count(id, 1e-9) FROM spell GROUP BY {n}").fetchall()
+                admitted.append((n, t))
+            except E.InsufficientPrivilege:
+                # a refusal, which names the key's type, not a value
+                pass
+            except E.UndefinedFunction:
+                # a type without an equality (box) cannot be grouped
+                pass
+    names = [t for _, t in admitted]
+    assert {"numeric", "character(3)", "bpchar", "dnum", "double precision"} <= set(names), names
+    for refused_type in ("interval", "jsonb", "text COLLATE nd"):
+        assert refused_type not in names, names
+    spelt = []
+    with connect() as c:
+        for n, t in admitted:
+            values = []
+            for s in SPELLINGS:
+                try:
+                    c.execute(f"SELECT %s::{t}", (s,))
+                    values.append(s)
+                except psycopg.Error:
+                    pass
+            # classes of equal values, each spelling in turn
+            classes = []
+            for s in values:
+                for cl in classes:
+                    if c.execute(f"SELECT %s::{t} = %s::{t}", (cl[0], s)).fetchone()[0]:
+                        cl.append(s)
+                        break
+                else:
+                    classes.append([s])
+            classes = [cl for cl in classes if len(cl) > 1]
+            # each class's spellings by how PostgreSQL prints them: first the smallest, then the largest
+            for cl in classes:
+                cl.sort(key=lambda s: c.execute(f"SELECT %s::{t}::text", (s,)).fetchone()[0])
+            if not classes:
+                continue
+            printed = []
+            for order in (1, -1):
+                c.execute(f"DROP TABLE IF EXISTS sp_{n}, plain_{n}")
+                c.execute(f"CREATE TABLE sp_{n} (id int, v {t})")
+                # rows in the order written: the first row of each group has its class's first spelling
+                for s in [s for cl in classes for s in cl[::order]]:
+                    c.execute(f"INSERT INTO sp_{n} SELECT g, %s::{t} FROM generate_series(1, 300) g", (s,))
+                c.execute(f"CREATE TABLE plain_{n} AS SELECT * FROM sp_{n}")
+                c.execute(f"SELECT dp.protect_table('sp_{n}')")
+                c.execute(f"GRANT SELECT ON plain_{n} TO {speller}")
+                with connect(speller) as a:
+                    # the key as its type's output function prints it (v::text drops character's spaces)
+                    for oid in c.execute("SELECT %s::regtype::oid, getbase FROM (SELECT %s::regtype::oid AS o) x, "
+                                         "LATERAL (SELECT CASE WHEN typtype = 'd' THEN typbasetype ELSE oid END AS getbase "
+                                         "FROM pg_type WHERE oid = x.o) y", (t.split(" COLLATE")[0],) * 2).fetchone():
+                        a.adapters.register_loader(oid, TextLoader)
+                    a.execute("SET dp.group_selection_epsilon = 0.5")
+                    # the hash table keeps the first row of each group as it was read
+                    a.execute("SET enable_sort = off")
+                    dp = sorted(r[0] for r in a.execute(f"SELECT v FROM sp_{n} GROUP BY v HAVING dp_count(id, 1e-9) IS NOT NULL"))
+                    native = sorted(r[0] for r in a.execute(f"SELECT v FROM plain_{n} GROUP BY v"))
+                    a.execute("RESET enable_sort")
+                    a.execute("SET enable_hashagg = off")
+                    by_sort = sorted(r[0] for r in a.execute(f"SELECT v FROM sp_{n} GROUP BY v HAVING dp_count(id, 1e-9) IS NOT NULL"))
+                assert len(dp) == len(classes) and dp == by_sort, (t, dp, by_sort, classes)
+                printed.append((dp, native))
+            assert printed[0][0] == printed[1][0], f"{t}: a group prints its first row's spelling: {printed}"
+            if printed[0][1] != printed[1][1]:
+                spelt.append(t)
+    # the negative control: without pg_dp these types print their first row's spelling
+    assert {"numeric", "bpchar", "dnum", "double precision"} <= set(spelt), spelt
 
 
 def main():
