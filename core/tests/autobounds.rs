@@ -85,6 +85,45 @@ fn merge_is_associative_and_matches_a_single_pass() {
     assert_eq!(full.to_bytes().len(), MAX_SERIALIZED_BYTES);
 }
 
+/// A Citus worker's histogram: the rows grouped by `bin_of`, each group's count and significand sum
+/// added with `add_bin`, in any order, is the histogram `add` builds row by row.
+#[test]
+fn a_histogram_of_binned_rows_is_the_histogram_of_the_rows() {
+    let mut rng = seeded_rng(7050);
+    for round in 0..50 {
+        let xs = awkward(&mut rng, 1 + round * 40);
+        let mut groups: std::collections::BTreeMap<i32, (i64, i128)> = std::collections::BTreeMap::new();
+        for &x in &xs {
+            if let Some((code, m)) = MagnitudeHistogram::bin_of(x) {
+                let g = groups.entry(code).or_default();
+                g.0 += 1;
+                g.1 += m as i128;
+            }
+        }
+        let mut binned = MagnitudeHistogram::new();
+        // largest bin first: the order of the groups does not matter
+        for (code, (count, sum)) in groups.iter().rev() {
+            binned.add_bin(*code, *count, *sum).unwrap();
+        }
+        assert!(binned == hist(&xs), "round {round}");
+    }
+    assert_eq!(MagnitudeHistogram::bin_of(f64::NAN), None);
+    assert_eq!(MagnitudeHistogram::bin_of(-0.0), Some((0, 0)));
+    assert_eq!(MagnitudeHistogram::bin_of(f64::NEG_INFINITY), Some((-(EXPONENTS as i32 + 1), 0)));
+    assert_eq!(MagnitudeHistogram::bin_of(1.0), Some((65, 1 << 52)));
+    // negative control: a row put in the neighbouring bin gives another histogram
+    let mut wrong = MagnitudeHistogram::new();
+    wrong.add_bin(66, 1, 1 << 52).unwrap();
+    assert!(wrong != hist(&[1.0]));
+    // what no rows could give is refused
+    let mut h = MagnitudeHistogram::new();
+    assert!(h.add_bin(0, 1, 5).is_err(), "a zero bin with a sum");
+    assert!(h.add_bin(65, 2, 1 << 52).is_err(), "a sum too small for its count");
+    assert!(h.add_bin(65, -1, 0).is_err(), "a negative count");
+    assert!(h.add_bin(EXPONENTS as i32 + 2, 1, 0).is_err(), "an unknown bin");
+    assert!(h.add_bin(-(EXPONENTS as i32 + 1), 1, 3).is_err(), "an overflow bin with a sum");
+}
+
 #[test]
 fn corrupt_histograms_are_refused() {
     let mut rng = seeded_rng(7100);

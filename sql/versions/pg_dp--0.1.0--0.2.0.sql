@@ -762,6 +762,180 @@ UPDATE pg_catalog.pg_proc SET provolatile = 'v'
                'dp.merge_stddev(numeric[], numeric, numeric, float8)'::regprocedure,
                'dp.merge_keep_group(numeric[], float8, float8)'::regprocedure);
 
+-- Quantiles: the exact query groups by the value too, one row per group and value with its count
+-- (ARRAY[value, count], float8[] or int8[]); the merge aggregates push each value count times into
+-- the quantile's own state and release it with the quantile's own final function.
+
+CREATE FUNCTION dp.merge_quantile_trans(internal, "any", "any", "any") RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_merge_quantile_trans';
+COMMENT ON FUNCTION dp.merge_quantile_trans(internal, "any", "any", "any") IS 'pg_dp internal: transition function of the quantiles'' merge aggregates (a group''s values and their counts from the workers)';
+REVOKE EXECUTE ON FUNCTION dp.merge_quantile_trans(internal, "any", "any", "any") FROM PUBLIC;
+CREATE FUNCTION dp.merge_quantile_trans(internal, "any", "any", "any", "any") RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_merge_quantile_trans';
+COMMENT ON FUNCTION dp.merge_quantile_trans(internal, "any", "any", "any", "any") IS 'pg_dp internal: transition function of the quantiles'' merge aggregates (a group''s values and their counts from the workers)';
+REVOKE EXECUTE ON FUNCTION dp.merge_quantile_trans(internal, "any", "any", "any", "any") FROM PUBLIC;
+CREATE FUNCTION dp.merge_quantile_trans(internal, "any", "any", "any", "any", "any") RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_merge_quantile_trans';
+COMMENT ON FUNCTION dp.merge_quantile_trans(internal, "any", "any", "any", "any", "any") IS 'pg_dp internal: transition function of the quantiles'' merge aggregates (a group''s values and their counts from the workers)';
+REVOKE EXECUTE ON FUNCTION dp.merge_quantile_trans(internal, "any", "any", "any", "any", "any") FROM PUBLIC;
+CREATE FUNCTION dp.merge_quantile_trans(internal, "any", "any", "any", "any", "any", "any") RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_merge_quantile_trans';
+COMMENT ON FUNCTION dp.merge_quantile_trans(internal, "any", "any", "any", "any", "any", "any") IS 'pg_dp internal: transition function of the quantiles'' merge aggregates (a group''s values and their counts from the workers)';
+REVOKE EXECUTE ON FUNCTION dp.merge_quantile_trans(internal, "any", "any", "any", "any", "any", "any") FROM PUBLIC;
+CREATE AGGREGATE dp.merge_median(float8[], float8, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.median_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_median(float8[], float8, float8) IS 'pg_dp internal: dp_median over float8 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_median(float8[], float8, float8, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.median_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_median(float8[], float8, float8, float8) IS 'pg_dp internal: dp_median over float8 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_median(float8[], float8, float8, float8, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.median_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_median(float8[], float8, float8, float8, float8) IS 'pg_dp internal: dp_median over float8 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_median(int8[], int4, int4) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.median_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_median(int8[], int4, int4) IS 'pg_dp internal: dp_median over int4 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_median(int8[], int4, int4, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.median_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_median(int8[], int4, int4, float8) IS 'pg_dp internal: dp_median over int4 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_median(int8[], int4, int4, float8, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.median_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_median(int8[], int4, int4, float8, float8) IS 'pg_dp internal: dp_median over int4 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_median(int8[], int8, int8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.median_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_median(int8[], int8, int8) IS 'pg_dp internal: dp_median over int8 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_median(int8[], int8, int8, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.median_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_median(int8[], int8, int8, float8) IS 'pg_dp internal: dp_median over int8 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_median(int8[], int8, int8, float8, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.median_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_median(int8[], int8, int8, float8, float8) IS 'pg_dp internal: dp_median over int8 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_percentile(float8[], float8, float8, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.percentile_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_percentile(float8[], float8, float8, float8) IS 'pg_dp internal: dp_percentile over float8 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_percentile(float8[], float8, float8, float8, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.percentile_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_percentile(float8[], float8, float8, float8, float8) IS 'pg_dp internal: dp_percentile over float8 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_percentile(float8[], float8, float8, float8, float8, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.percentile_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_percentile(float8[], float8, float8, float8, float8, float8) IS 'pg_dp internal: dp_percentile over float8 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_percentile(int8[], float8, int4, int4) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.percentile_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_percentile(int8[], float8, int4, int4) IS 'pg_dp internal: dp_percentile over int4 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_percentile(int8[], float8, int4, int4, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.percentile_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_percentile(int8[], float8, int4, int4, float8) IS 'pg_dp internal: dp_percentile over int4 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_percentile(int8[], float8, int4, int4, float8, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.percentile_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_percentile(int8[], float8, int4, int4, float8, float8) IS 'pg_dp internal: dp_percentile over int4 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_percentile(int8[], float8, int8, int8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.percentile_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_percentile(int8[], float8, int8, int8) IS 'pg_dp internal: dp_percentile over int8 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_percentile(int8[], float8, int8, int8, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.percentile_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_percentile(int8[], float8, int8, int8, float8) IS 'pg_dp internal: dp_percentile over int8 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_percentile(int8[], float8, int8, int8, float8, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.percentile_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_percentile(int8[], float8, int8, int8, float8, float8) IS 'pg_dp internal: dp_percentile over int8 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_percentile_em(float8[], float8, float8, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.percentile_em_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_percentile_em(float8[], float8, float8, float8) IS 'pg_dp internal: dp_percentile_em over float8 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_percentile_em(float8[], float8, float8, float8, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.percentile_em_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_percentile_em(float8[], float8, float8, float8, float8) IS 'pg_dp internal: dp_percentile_em over float8 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_percentile_em(int8[], float8, int4, int4) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.percentile_em_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_percentile_em(int8[], float8, int4, int4) IS 'pg_dp internal: dp_percentile_em over int4 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_percentile_em(int8[], float8, int4, int4, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.percentile_em_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_percentile_em(int8[], float8, int4, int4, float8) IS 'pg_dp internal: dp_percentile_em over int4 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_percentile_em(int8[], float8, int8, int8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.percentile_em_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_percentile_em(int8[], float8, int8, int8) IS 'pg_dp internal: dp_percentile_em over int8 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_percentile_em(int8[], float8, int8, int8, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.percentile_em_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_percentile_em(int8[], float8, int8, int8, float8) IS 'pg_dp internal: dp_percentile_em over int8 from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+UPDATE pg_catalog.pg_proc SET provolatile = 'v'
+ WHERE oid IN ('dp.merge_median(float8[], float8, float8)'::regprocedure,
+               'dp.merge_median(float8[], float8, float8, float8)'::regprocedure,
+               'dp.merge_median(float8[], float8, float8, float8, float8)'::regprocedure,
+               'dp.merge_median(int8[], int4, int4)'::regprocedure,
+               'dp.merge_median(int8[], int4, int4, float8)'::regprocedure,
+               'dp.merge_median(int8[], int4, int4, float8, float8)'::regprocedure,
+               'dp.merge_median(int8[], int8, int8)'::regprocedure,
+               'dp.merge_median(int8[], int8, int8, float8)'::regprocedure,
+               'dp.merge_median(int8[], int8, int8, float8, float8)'::regprocedure,
+               'dp.merge_percentile(float8[], float8, float8, float8)'::regprocedure,
+               'dp.merge_percentile(float8[], float8, float8, float8, float8)'::regprocedure,
+               'dp.merge_percentile(float8[], float8, float8, float8, float8, float8)'::regprocedure,
+               'dp.merge_percentile(int8[], float8, int4, int4)'::regprocedure,
+               'dp.merge_percentile(int8[], float8, int4, int4, float8)'::regprocedure,
+               'dp.merge_percentile(int8[], float8, int4, int4, float8, float8)'::regprocedure,
+               'dp.merge_percentile(int8[], float8, int8, int8)'::regprocedure,
+               'dp.merge_percentile(int8[], float8, int8, int8, float8)'::regprocedure,
+               'dp.merge_percentile(int8[], float8, int8, int8, float8, float8)'::regprocedure,
+               'dp.merge_percentile_em(float8[], float8, float8, float8)'::regprocedure,
+               'dp.merge_percentile_em(float8[], float8, float8, float8, float8)'::regprocedure,
+               'dp.merge_percentile_em(int8[], float8, int4, int4)'::regprocedure,
+               'dp.merge_percentile_em(int8[], float8, int4, int4, float8)'::regprocedure,
+               'dp.merge_percentile_em(int8[], float8, int8, int8)'::regprocedure,
+               'dp.merge_percentile_em(int8[], float8, int8, int8, float8)'::regprocedure);
+
+-- Automatic bounds: dp_sum and dp_avg without bounds keep a histogram of binary magnitudes. The exact
+-- query groups by each such value's bin too (dp.exact_magnitude(value, false)) and writes ARRAY[bin,
+-- rows, Σ significands] (dp.exact_magnitude(value, true) summed); dp.merge_auto_* add the bins into
+-- the same histogram and release with the same final function. Quantiles without bounds keep their
+-- values, merged like the bounded ones.
+CREATE FUNCTION dp.exact_magnitude(value "any", significand bool) RETURNS int8
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_exact_magnitude';
+COMMENT ON FUNCTION dp.exact_magnitude("any", bool) IS 'pg_dp internal: one row''s magnitude bin as dp_sum and dp_avg without bounds count it, or (significand) what it adds to the bin''s significand sum; NULL for NULL and NaN. Run only by the exact query of a DP level over a Citus table';
+REVOKE EXECUTE ON FUNCTION dp.exact_magnitude("any", bool) FROM PUBLIC;
+CREATE FUNCTION dp.merge_auto_trans(internal, numeric[]) RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_merge_auto_trans';
+CREATE FUNCTION dp.merge_auto_trans(internal, numeric[], float8) RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_merge_auto_trans';
+COMMENT ON FUNCTION dp.merge_auto_trans(internal, numeric[]) IS 'pg_dp internal: transition function of the merge aggregates of dp_sum and dp_avg without bounds (a group''s magnitude bins from the workers)';
+COMMENT ON FUNCTION dp.merge_auto_trans(internal, numeric[], float8) IS 'pg_dp internal: transition function of the merge aggregates of dp_sum and dp_avg without bounds (a group''s magnitude bins from the workers)';
+REVOKE EXECUTE ON FUNCTION dp.merge_auto_trans(internal, numeric[]), dp.merge_auto_trans(internal, numeric[], float8) FROM PUBLIC;
+CREATE FUNCTION dp.merge_quantile_trans(internal, "any") RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_merge_quantile_trans';
+COMMENT ON FUNCTION dp.merge_quantile_trans(internal, "any") IS 'pg_dp internal: transition function of the quantiles'' merge aggregates (a group''s values and their counts from the workers)';
+REVOKE EXECUTE ON FUNCTION dp.merge_quantile_trans(internal, "any") FROM PUBLIC;
+CREATE FUNCTION dp.merge_quantile_trans(internal, "any", "any") RETURNS internal
+    LANGUAGE c PARALLEL SAFE AS 'MODULE_PATHNAME', 'dp_merge_quantile_trans';
+COMMENT ON FUNCTION dp.merge_quantile_trans(internal, "any", "any") IS 'pg_dp internal: transition function of the quantiles'' merge aggregates (a group''s values and their counts from the workers)';
+REVOKE EXECUTE ON FUNCTION dp.merge_quantile_trans(internal, "any", "any") FROM PUBLIC;
+CREATE AGGREGATE dp.merge_auto_sum_int2(numeric[]) (SFUNC = dp.merge_auto_trans, STYPE = internal, FINALFUNC = dp.auto_final_int8);
+COMMENT ON AGGREGATE dp.merge_auto_sum_int2(numeric[]) IS 'pg_dp internal: dp_sum over int2 without bounds from a group''s magnitude bins counted on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_auto_sum_int2(numeric[], float8) (SFUNC = dp.merge_auto_trans, STYPE = internal, FINALFUNC = dp.auto_final_int8);
+COMMENT ON AGGREGATE dp.merge_auto_sum_int2(numeric[], float8) IS 'pg_dp internal: dp_sum over int2 without bounds from a group''s magnitude bins counted on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_auto_sum_int4(numeric[]) (SFUNC = dp.merge_auto_trans, STYPE = internal, FINALFUNC = dp.auto_final_int8);
+COMMENT ON AGGREGATE dp.merge_auto_sum_int4(numeric[]) IS 'pg_dp internal: dp_sum over int4 without bounds from a group''s magnitude bins counted on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_auto_sum_int4(numeric[], float8) (SFUNC = dp.merge_auto_trans, STYPE = internal, FINALFUNC = dp.auto_final_int8);
+COMMENT ON AGGREGATE dp.merge_auto_sum_int4(numeric[], float8) IS 'pg_dp internal: dp_sum over int4 without bounds from a group''s magnitude bins counted on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_auto_sum_int8(numeric[]) (SFUNC = dp.merge_auto_trans, STYPE = internal, FINALFUNC = dp.auto_final_numeric);
+COMMENT ON AGGREGATE dp.merge_auto_sum_int8(numeric[]) IS 'pg_dp internal: dp_sum over int8 without bounds from a group''s magnitude bins counted on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_auto_sum_int8(numeric[], float8) (SFUNC = dp.merge_auto_trans, STYPE = internal, FINALFUNC = dp.auto_final_numeric);
+COMMENT ON AGGREGATE dp.merge_auto_sum_int8(numeric[], float8) IS 'pg_dp internal: dp_sum over int8 without bounds from a group''s magnitude bins counted on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_auto_sum_float8(numeric[]) (SFUNC = dp.merge_auto_trans, STYPE = internal, FINALFUNC = dp.auto_final_float8);
+COMMENT ON AGGREGATE dp.merge_auto_sum_float8(numeric[]) IS 'pg_dp internal: dp_sum over float8 without bounds from a group''s magnitude bins counted on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_auto_sum_float8(numeric[], float8) (SFUNC = dp.merge_auto_trans, STYPE = internal, FINALFUNC = dp.auto_final_float8);
+COMMENT ON AGGREGATE dp.merge_auto_sum_float8(numeric[], float8) IS 'pg_dp internal: dp_sum over float8 without bounds from a group''s magnitude bins counted on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_auto_sum_numeric(numeric[]) (SFUNC = dp.merge_auto_trans, STYPE = internal, FINALFUNC = dp.auto_final_numeric);
+COMMENT ON AGGREGATE dp.merge_auto_sum_numeric(numeric[]) IS 'pg_dp internal: dp_sum over numeric without bounds from a group''s magnitude bins counted on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_auto_sum_numeric(numeric[], float8) (SFUNC = dp.merge_auto_trans, STYPE = internal, FINALFUNC = dp.auto_final_numeric);
+COMMENT ON AGGREGATE dp.merge_auto_sum_numeric(numeric[], float8) IS 'pg_dp internal: dp_sum over numeric without bounds from a group''s magnitude bins counted on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_auto_avg_float8(numeric[]) (SFUNC = dp.merge_auto_trans, STYPE = internal, FINALFUNC = dp.auto_final_float8);
+COMMENT ON AGGREGATE dp.merge_auto_avg_float8(numeric[]) IS 'pg_dp internal: dp_avg over float8 without bounds from a group''s magnitude bins counted on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_auto_avg_float8(numeric[], float8) (SFUNC = dp.merge_auto_trans, STYPE = internal, FINALFUNC = dp.auto_final_float8);
+COMMENT ON AGGREGATE dp.merge_auto_avg_float8(numeric[], float8) IS 'pg_dp internal: dp_avg over float8 without bounds from a group''s magnitude bins counted on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_auto_avg_numeric(numeric[]) (SFUNC = dp.merge_auto_trans, STYPE = internal, FINALFUNC = dp.auto_final_numeric);
+COMMENT ON AGGREGATE dp.merge_auto_avg_numeric(numeric[]) IS 'pg_dp internal: dp_avg over numeric without bounds from a group''s magnitude bins counted on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_auto_avg_numeric(numeric[], float8) (SFUNC = dp.merge_auto_trans, STYPE = internal, FINALFUNC = dp.auto_final_numeric);
+COMMENT ON AGGREGATE dp.merge_auto_avg_numeric(numeric[], float8) IS 'pg_dp internal: dp_avg over numeric without bounds from a group''s magnitude bins counted on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_median(float8[]) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.median_auto_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_median(float8[]) IS 'pg_dp internal: dp_median over float8 without bounds from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_median(float8[], float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.median_auto_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_median(float8[], float8) IS 'pg_dp internal: dp_median over float8 without bounds from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_percentile(float8[], float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.percentile_auto_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_percentile(float8[], float8) IS 'pg_dp internal: dp_percentile over float8 without bounds from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+CREATE AGGREGATE dp.merge_percentile(float8[], float8, float8) (SFUNC = dp.merge_quantile_trans, STYPE = internal, FINALFUNC = dp.percentile_auto_final, FINALFUNC_MODIFY = READ_WRITE);
+COMMENT ON AGGREGATE dp.merge_percentile(float8[], float8, float8) IS 'pg_dp internal: dp_percentile over float8 without bounds from a group''s values and their counts computed on the Citus workers; written only by pg_dp''s rewrite of a DP level over a Citus table (the query check refuses it in queries)';
+UPDATE pg_catalog.pg_proc SET provolatile = 'v'
+ WHERE oid IN ('dp.merge_auto_sum_int2(numeric[])'::regprocedure,
+               'dp.merge_auto_sum_int2(numeric[], float8)'::regprocedure,
+               'dp.merge_auto_sum_int4(numeric[])'::regprocedure,
+               'dp.merge_auto_sum_int4(numeric[], float8)'::regprocedure,
+               'dp.merge_auto_sum_int8(numeric[])'::regprocedure,
+               'dp.merge_auto_sum_int8(numeric[], float8)'::regprocedure,
+               'dp.merge_auto_sum_float8(numeric[])'::regprocedure,
+               'dp.merge_auto_sum_float8(numeric[], float8)'::regprocedure,
+               'dp.merge_auto_sum_numeric(numeric[])'::regprocedure,
+               'dp.merge_auto_sum_numeric(numeric[], float8)'::regprocedure,
+               'dp.merge_auto_avg_float8(numeric[])'::regprocedure,
+               'dp.merge_auto_avg_float8(numeric[], float8)'::regprocedure,
+               'dp.merge_auto_avg_numeric(numeric[])'::regprocedure,
+               'dp.merge_auto_avg_numeric(numeric[], float8)'::regprocedure,
+               'dp.merge_median(float8[])'::regprocedure,
+               'dp.merge_median(float8[], float8)'::regprocedure,
+               'dp.merge_percentile(float8[], float8)'::regprocedure,
+               'dp.merge_percentile(float8[], float8, float8)'::regprocedure);
+
 -- The position of the write-ahead log moves when a read prunes a heap page or sets hint bits (with
 -- wal_log_hints or checksums), so it tells which pages an index scan below a DP aggregate visited:
 -- the functions that return it are executable by superusers and members of pg_read_all_stats only.

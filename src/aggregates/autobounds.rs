@@ -4,11 +4,13 @@
 //! power-of-two bounds from a noisy histogram of binary magnitudes, the rest releases the statistic
 //! at those bounds (docs/privacy/automatic-bounds.md). The receipt charges the caller's whole ε
 //! before the query runs; the bounds are chosen while it runs, so the receipt says "automatic" and
-//! `dp.last_releases` shows the release's own scale. Too little data for the histogram to show
-//! bounds is an error after the charge: a function of the noisy histogram, hence itself DP.
+//! `dp.last_releases` shows the release's own scale and the bounds. Too little data for the
+//! histogram to show bounds falls back to bounds from the same noisy counts, so a call without bounds
+//! never fails after its charge (docs/privacy/automatic-bounds.md).
 //!
 //! State of the sums and means: the fixed-size, mergeable `MagnitudeHistogram` (exact counts and
-//! sums per binary magnitude), in the aggregate's memory context; parallel aggregation serialises it.
+//! sums per binary magnitude), in the aggregate's memory context; parallel aggregation serialises it,
+//! and over Citus tables the workers count its bins (`dp.exact_magnitude`, `dp.merge_auto_*`).
 use crate::aggregates::agg::{agg_context, check_params_row_independent};
 use crate::pg::fmgr::{datum_to_f64, numeric_datum_f64};
 use crate::catalog::functions::{kind_of, Kind};
@@ -83,7 +85,7 @@ unsafe fn call_kind(fcinfo: pg_sys::FunctionCallInfo, func: &'static str) -> Kin
 }
 
 /// A value of one of the boundless aggregates' input types as float8 (NaN for numeric NaN).
-unsafe fn value_f64(typ: pg_sys::Oid, d: pg_sys::Datum) -> f64 {
+pub(crate) unsafe fn value_f64(typ: pg_sys::Oid, d: pg_sys::Datum) -> f64 {
     match typ {
         pg_sys::INT2OID => d.value() as i16 as f64,
         pg_sys::INT4OID => d.value() as i32 as f64,
@@ -109,6 +111,45 @@ pg_v1!(pg_finfo_dp_auto_trans, dp_auto_trans, |fcinfo| {
         if !x.is_nan() {
             (*st).hist.add(x);
         }
+    }
+    pg_sys::Datum::from(st)
+});
+
+pg_v1!(pg_finfo_dp_exact_magnitude, dp_exact_magnitude, |fcinfo| {
+    // dp.exact_magnitude(value, significand): the row's magnitude bin as dp_sum and dp_avg without
+    // bounds count it (MagnitudeHistogram::bin_of), or what it adds to the bin's significand sum;
+    // NULL for NaN (STRICT: NULL for NULL). Written only into the exact query of a DP level over a
+    // Citus table (distributed_level.rs), which groups by the bin and sums the significands.
+    const F: &str = "dp.exact_magnitude";
+    let typ = pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 0);
+    if ![pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID, pg_sys::FLOAT8OID, pg_sys::NUMERICOID].contains(&typ) {
+        raise_with(PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH, format!("{F}: value must be smallint, integer, bigint, double precision or numeric"), None);
+    }
+    let x = value_f64(typ, pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0));
+    let significand = pg_getarg::<bool>(fcinfo, 1).unwrap_or(false);
+    match MagnitudeHistogram::bin_of(x) {
+        None => pg_return_null(fcinfo),
+        Some((code, m)) => pg_sys::Datum::from(if significand { m } else { code as i64 }),
+    }
+});
+
+pg_v1!(pg_finfo_dp_merge_auto_trans, dp_merge_auto_trans, |fcinfo| {
+    // dp.merge_auto_sum_* and dp.merge_auto_avg_* (distributed_level.rs): the transition of dp_sum
+    // and dp_avg without bounds, over one group's magnitude bins counted on the Citus workers
+    // (ARRAY[bin, rows, Σ significands] per bin) instead of its rows
+    const F: &str = "pg_dp automatic bounds merge";
+    let mut st = state(fcinfo, 0);
+    if st.is_null() {
+        let ctx = agg_context(fcinfo, F);
+        let kind = call_kind(fcinfo, F);
+        check_params_row_independent(fcinfo, kind.func(), &["epsilon"]);
+        let epsilon = crate::aggregates::agg::epsilon_arg(fcinfo, 2, kind.func());
+        st = alloc(ctx, AutoState { kind, epsilon: epsilon.to_bits(), value_type: pg_sys::FLOAT8OID, hist: MagnitudeHistogram::new() });
+    }
+    if !pg_arg_is_null(fcinfo, 1) {
+        let (code, count, sum) = crate::aggregates::merge::exact_sums(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1), F);
+        let code = i32::try_from(code).unwrap_or(i32::MAX);
+        (*st).hist.add_bin(code, count, sum).or_raise(F);
     }
     pg_sys::Datum::from(st)
 });

@@ -19,7 +19,7 @@ struct Grid {
 }
 
 /// The three exact sums of a group from its numeric[] (Σ q, count, Σ (q − c)²).
-unsafe fn exact_sums(d: pg_sys::Datum, func: &'static str) -> (i128, i64, i128) {
+pub(crate) unsafe fn exact_sums(d: pg_sys::Datum, func: &'static str) -> (i128, i64, i128) {
     let arr = pg_sys::pg_detoast_datum(d.cast_mut_ptr()) as *mut pg_sys::ArrayType;
     let mut elems: *mut pg_sys::Datum = std::ptr::null_mut();
     let mut nulls: *mut bool = std::ptr::null_mut();

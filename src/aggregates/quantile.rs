@@ -11,7 +11,7 @@
 //! that the grid is the integers (their bounds are integers: [`ParamValues::quantile_params`]).
 use crate::aggregates::agg::{agg_context, check_params_row_independent, state_arg};
 use crate::pg::fmgr::datum_to_f64;
-use crate::catalog::functions::Kind;
+use crate::catalog::functions::{kind_of, Kind};
 use crate::query::params::{Paid, ParamValues};
 use crate::pg::error::OrRaise;
 use crate::settings::noise::with_rng;
@@ -245,6 +245,77 @@ quantile_trans!(pg_finfo_dp_percentile_em_int4_trans, dp_percentile_em_int4_tran
 quantile_trans!(pg_finfo_dp_median_int8_trans, dp_median_int8_trans, Kind::Median, int8_trans, ValueType::Int8);
 quantile_trans!(pg_finfo_dp_percentile_int8_trans, dp_percentile_int8_trans, Kind::Percentile, int8_trans, ValueType::Int8);
 quantile_trans!(pg_finfo_dp_percentile_em_int8_trans, dp_percentile_em_int8_trans, Kind::PercentileEm, int8_trans, ValueType::Int8);
+
+/// Pushes `x` `count` times (a value and its count from a Citus worker), checking for interrupts
+/// between runs of pushes.
+unsafe fn push_counted(st: *mut QState, x: f64, count: i64) {
+    if x.is_nan() || count <= 0 {
+        return;
+    }
+    let count = count as usize;
+    (*st).reserve((*st).len.saturating_add(count));
+    for i in 0..count {
+        if i % (1 << 16) == 0 {
+            pg_sys::check_for_interrupts!();
+        }
+        let pushed = (*st).try_push(x);
+        debug_assert!(pushed);
+    }
+}
+
+crate::pg::fmgr::pg_v1!(pg_finfo_dp_merge_quantile_trans, dp_merge_quantile_trans, |fcinfo| {
+    // dp.merge_median, dp.merge_percentile, dp.merge_percentile_em (distributed_level.rs): the
+    // arguments are the quantile's own, but the first is ARRAY[value, count] of one group's rows
+    // that share a value (float8[] for the float8 forms, int8[] for the integer ones)
+    const M: &str = "pg_dp quantile merge";
+    let a = pg_sys::AggGetAggref(fcinfo);
+    let kind = kind_of((*a).aggfnoid, crate::catalog::functions::first_arg_type(a))
+        .filter(|k| k.is_quantile())
+        .unwrap_or_else(|| crate::pg::error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{M}: not a quantile merge aggregate"), None));
+    let flinfo = (*fcinfo).flinfo;
+    let bound_type = pg_sys::get_fn_expr_argtype(flinfo, 2 + (kind != Kind::Median) as i32);
+    let vt = match bound_type {
+        pg_sys::INT4OID => ValueType::Int4,
+        pg_sys::INT8OID => ValueType::Int8,
+        _ => ValueType::Float8,
+    };
+    let mut st = state_arg(fcinfo, 0) as *mut QState;
+    if st.is_null() {
+        let ctx = agg_context(fcinfo, kind.func());
+        // the calls with bounds have the value, p for percentiles and two bounds; the others choose
+        // their bounds themselves (dp.merge_median(values [, ε]), dp.merge_percentile(values, p [, ε]))
+        let bounded = crate::pg::nodes::list_len((*a).args) >= 3 + (kind != Kind::Median) as usize;
+        let params = if bounded {
+            check_params_row_independent(fcinfo, kind.func(), kind.param_names());
+            first_row_params(fcinfo, kind, vt)
+        } else {
+            check_params_row_independent(fcinfo, kind.func(), if kind == Kind::Percentile { &["p", "epsilon"] } else { &["epsilon"] });
+            auto_params(ParamValues::read(fcinfo, kind.func()).paid(kind), kind.func())
+        };
+        st = alloc_qstate(ctx, params, params.spec().or_raise(kind.func()), FIRST_CAP);
+    }
+    if !pg_arg_is_null(fcinfo, 1) {
+        let arr = pg_sys::pg_detoast_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1).cast_mut_ptr()) as *mut pg_sys::ArrayType;
+        let elem = (*arr).elemtype;
+        let mut elems: *mut pg_sys::Datum = std::ptr::null_mut();
+        let mut nulls: *mut bool = std::ptr::null_mut();
+        let mut n: i32 = 0;
+        pg_sys::deconstruct_array(arr, elem, 8, true, pg_sys::TYPALIGN_DOUBLE as std::ffi::c_char, &mut elems, &mut nulls, &mut n);
+        if n != 2 || !matches!(elem, pg_sys::FLOAT8OID | pg_sys::INT8OID) {
+            crate::pg::error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{M}: malformed values"), None);
+        }
+        if !*nulls && !*nulls.add(1) {
+            let (v, c) = (*elems, *elems.add(1));
+            let (x, count) = if elem == pg_sys::FLOAT8OID {
+                (datum_to_f64(v), datum_to_f64(c) as i64)
+            } else {
+                (v.value() as i64 as f64, c.value() as i64)
+            };
+            push_counted(st, x, count);
+        }
+    }
+    pg_sys::Datum::from(st)
+});
 
 /// The final function: pays-for check, then the release (a noisy value also for no rows).
 unsafe fn finish(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum {

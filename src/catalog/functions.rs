@@ -61,6 +61,12 @@ unsafe fn lookup_kind(aggfnoid: pg_sys::Oid) -> Option<Kind> {
         b"merge_avg" => Some(Kind::Avg),
         b"merge_variance" => Some(Kind::Variance),
         b"merge_stddev" => Some(Kind::Stddev),
+        b"merge_auto_sum_int2" | b"merge_auto_sum_int4" | b"merge_auto_sum_int8" => Some(Kind::IntSum),
+        b"merge_auto_sum_float8" | b"merge_auto_sum_numeric" => Some(Kind::FloatSum),
+        b"merge_auto_avg_float8" | b"merge_auto_avg_numeric" => Some(Kind::Avg),
+        b"merge_median" => Some(Kind::Median),
+        b"merge_percentile" => Some(Kind::Percentile),
+        b"merge_percentile_em" => Some(Kind::PercentileEm),
         _ => None,
     }
 }

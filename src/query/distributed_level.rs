@@ -30,8 +30,16 @@
 //!   the superuser's rights: every function must be built in (and executable by the caller) or
 //!   pg_dp's own (`engine_refusal`). `dp.distributed_rows` runs only the exact query of the DP
 //!   Release node being executed, once.
-//! - Quantiles, automatic bounds, GROUPING SETS and subqueries around the aggregates are refused
-//!   over Citus tables, before anything is charged.
+//! - A quantile's state is its group's values: the exact query also groups by each quantile's value
+//!   and writes ARRAY[value, count(value)] for it; `dp.merge_median` (…) pushes each value count
+//!   times into the quantile's own state (quantile.rs). The other merge aggregates add up a group's
+//!   rows, one per value.
+//! - dp_sum and dp_avg without bounds keep a histogram of magnitude bins: the exact query groups by
+//!   each row's bin too (`dp.exact_magnitude`) and writes ARRAY[bin, rows, Σ significands];
+//!   `dp.merge_auto_*` add the bins into the histogram (autobounds.rs). Quantiles without bounds are
+//!   merged like those with bounds.
+//! - GROUPING SETS and subqueries around the aggregates are refused over Citus tables, before
+//!   anything is charged.
 use crate::pg::nodes::{collect_nodes, list_iter};
 use crate::catalog::functions::{kind_of, Kind};
 use crate::query::tree::split_and;
@@ -76,22 +84,73 @@ pub unsafe fn internal_refusal(f: Oid) -> Refusal {
         "{} is internal to pg_dp's distributed execution: only pg_dp writes it",
         crate::query::tree::func_signature(f)
     ))
-    .hint("call dp_count, dp_sum, dp_avg, dp_variance or dp_stddev over the Citus table")
+    .hint("call the DP aggregates (dp_count, dp_sum, dp_median, …) over the Citus table")
 }
 
 // ----- the rewrite --------------------------------------------------------------------------------
 
-/// The name of the merge aggregate of a DP aggregate of this kind.
-fn merge_name(kind: Kind) -> Option<&'static str> {
-    Some(match kind {
+/// The value a DP aggregate call reads (its first argument).
+unsafe fn value_of(a: *mut pg_sys::Aggref) -> *mut Node {
+    (*list_iter::<pg_sys::TargetEntry>((*a).args).next().expect("a value")).expr as *mut Node
+}
+
+/// True if the call has bounds: the value, p for percentiles, then the two bounds (a call without
+/// them chooses its bounds itself).
+unsafe fn has_bounds(a: *mut pg_sys::Aggref, kind: Kind) -> bool {
+    crate::pg::nodes::list_len((*a).args) >= 3 + matches!(kind, Kind::Percentile | Kind::PercentileEm) as usize
+}
+
+/// True for dp_sum and dp_avg without bounds, whose state is a histogram of binary magnitudes.
+unsafe fn is_auto_sum(a: *mut pg_sys::Aggref, kind: Kind) -> bool {
+    matches!(kind, Kind::IntSum | Kind::FloatSum | Kind::Avg) && !has_bounds(a, kind)
+}
+
+/// `dp.exact_magnitude(value, significand)`: the row's magnitude bin, or its significand.
+unsafe fn magnitude(value: *mut Node, significand: bool) -> *mut Node {
+    let f = function(Some("dp"), "exact_magnitude", &[pg_sys::ANYOID, pg_sys::BOOLOID]);
+    func_call(f, pg_sys::INT8OID, &[copy(value), pg_sys::makeBoolConst(significand, false) as *mut Node])
+}
+
+/// What the exact query groups by besides the level's keys for this call, if anything: a
+/// quantile's value (its state is the values), the magnitude bin of a sum or mean without bounds
+/// (its state is a histogram of bins).
+unsafe fn value_key(a: *mut pg_sys::Aggref, kind: Kind) -> Option<*mut Node> {
+    if kind.is_quantile() {
+        Some(copy(value_of(a)))
+    } else if is_auto_sum(a, kind) {
+        Some(magnitude(value_of(a), false))
+    } else {
+        None
+    }
+}
+
+/// The name of the merge aggregate of a DP aggregate call.
+unsafe fn merge_name(a: *mut pg_sys::Aggref, kind: Kind) -> String {
+    if is_auto_sum(a, kind) {
+        let t = match expr_type(value_of(a)) {
+            pg_sys::INT2OID => "int2",
+            pg_sys::INT4OID => "int4",
+            pg_sys::INT8OID => "int8",
+            pg_sys::NUMERICOID => "numeric",
+            _ => "float8",
+        };
+        return format!("merge_auto_{}_{t}", if kind == Kind::Avg { "avg" } else { "sum" });
+    }
+    merge_name_of(kind).into()
+}
+
+fn merge_name_of(kind: Kind) -> &'static str {
+    match kind {
         Kind::Count => "merge_count",
         Kind::IntSum | Kind::FloatSum => "merge_sum",
         Kind::Avg => "merge_avg",
         Kind::Variance => "merge_variance",
         Kind::Stddev => "merge_stddev",
         Kind::KeepGroup => "merge_keep_group",
-        Kind::Median | Kind::Percentile | Kind::PercentileEm => return None,
-    })
+        Kind::Median => "merge_median",
+        Kind::Percentile => "merge_percentile",
+        Kind::PercentileEm => "merge_percentile_em",
+    }
 }
 
 /// The kind code of `dp.exact_grid` (the parameters' kind byte, pg_dp_core::mechanisms::accum::Params).
@@ -149,6 +208,12 @@ unsafe fn or_zero(e: *mut Node) -> *mut Node {
 /// The exact array of one DP aggregate: ARRAY[Σ q, count, Σ (q − c)²] as numeric[].
 unsafe fn exact_array(a: *mut pg_sys::Aggref, kind: Kind) -> *mut Node {
     let args: Vec<*mut Node> = list_iter::<pg_sys::TargetEntry>((*a).args).map(|t| (*t).expr as *mut Node).collect();
+    if kind.is_quantile() {
+        return quantile_array(a, args[0]);
+    }
+    if is_auto_sum(a, kind) {
+        return magnitude_array(a, args[0]);
+    }
     let filter = |_: ()| if (*a).aggfilter.is_null() { std::ptr::null_mut() } else { copy((*a).aggfilter as *mut Node) };
     let count_any = function(Some("pg_catalog"), "count", &[pg_sys::ANYOID]);
     let to_numeric = function(Some("pg_catalog"), "numeric", &[pg_sys::INT8OID]);
@@ -209,6 +274,63 @@ unsafe fn exact_array(a: *mut pg_sys::Aggref, kind: Kind) -> *mut Node {
     arr as *mut Node
 }
 
+/// The exact array of a quantile over `value`, which the exact query also groups by: ARRAY[value,
+/// count(value)] of the group's rows with that value (float8[] for a float8 value, int8[] for an
+/// integer one). NaN and NULL are counted or not as they come; the merge skips both, as the quantile
+/// does.
+unsafe fn quantile_array(a: *mut pg_sys::Aggref, value: *mut Node) -> *mut Node {
+    let filter = if (*a).aggfilter.is_null() { std::ptr::null_mut() } else { copy((*a).aggfilter as *mut Node) };
+    let count_any = function(Some("pg_catalog"), "count", &[pg_sys::ANYOID]);
+    let count = aggref(count_any, pg_sys::INT8OID, &[copy(value)], filter, false) as *mut Node;
+    // the value as an aggregate of its rows (all equal): Citus splits a grouped expression written
+    // outside an aggregate into the columns it reads, which are not grouped
+    let t = expr_type(value);
+    let min = aggref(function(Some("pg_catalog"), "min", &[t]), t, &[copy(value)], std::ptr::null_mut(), false) as *mut Node;
+    let (elem, elements) = match t {
+        pg_sys::FLOAT8OID => {
+            let to_float8 = function(Some("pg_catalog"), "float8", &[pg_sys::INT8OID]);
+            (pg_sys::FLOAT8OID, vec![min, func_call(to_float8, pg_sys::FLOAT8OID, &[count])])
+        }
+        pg_sys::INT8OID => (pg_sys::INT8OID, vec![min, count]),
+        t => {
+            let to_int8 = function(Some("pg_catalog"), "int8", &[t]);
+            (pg_sys::INT8OID, vec![func_call(to_int8, pg_sys::INT8OID, &[min]), count])
+        }
+    };
+    let arr = node::<pg_sys::ArrayExpr>(NodeTag::T_ArrayExpr);
+    (*arr).array_typeid = pg_sys::get_array_type(elem);
+    (*arr).array_collid = pg_sys::InvalidOid;
+    (*arr).element_typeid = elem;
+    (*arr).elements = ptr_list(&elements);
+    (*arr).multidims = false;
+    (*arr).location = -1;
+    arr as *mut Node
+}
+
+/// The exact array of dp_sum or dp_avg without bounds over `value`, whose magnitude bin the exact
+/// query also groups by: ARRAY[bin, rows, Σ significands] of the group's rows in that bin (NaN and
+/// NULL have no bin and count no rows).
+unsafe fn magnitude_array(a: *mut pg_sys::Aggref, value: *mut Node) -> *mut Node {
+    let filter = || if (*a).aggfilter.is_null() { std::ptr::null_mut() } else { copy((*a).aggfilter as *mut Node) };
+    let count_any = function(Some("pg_catalog"), "count", &[pg_sys::ANYOID]);
+    let sum_int8 = function(Some("pg_catalog"), "sum", &[pg_sys::INT8OID]);
+    let to_numeric = function(Some("pg_catalog"), "numeric", &[pg_sys::INT8OID]);
+    // the bin as an aggregate of its rows (all alike): Citus splits a grouped expression written
+    // outside an aggregate into the columns it reads, which are not grouped
+    let min_int8 = function(Some("pg_catalog"), "min", &[pg_sys::INT8OID]);
+    let bin = func_call(to_numeric, pg_sys::NUMERICOID, &[aggref(min_int8, pg_sys::INT8OID, &[magnitude(value, false)], std::ptr::null_mut(), false) as *mut Node]);
+    let rows = func_call(to_numeric, pg_sys::NUMERICOID, &[aggref(count_any, pg_sys::INT8OID, &[magnitude(value, false)], filter(), false) as *mut Node]);
+    let significands = or_zero(aggref(sum_int8, pg_sys::NUMERICOID, &[magnitude(value, true)], filter(), false) as *mut Node);
+    let arr = node::<pg_sys::ArrayExpr>(NodeTag::T_ArrayExpr);
+    (*arr).array_typeid = pg_sys::NUMERICARRAYOID;
+    (*arr).array_collid = pg_sys::InvalidOid;
+    (*arr).element_typeid = pg_sys::NUMERICOID;
+    (*arr).elements = ptr_list(&[bin, rows, significands]);
+    (*arr).multidims = false;
+    (*arr).location = -1;
+    arr as *mut Node
+}
+
 struct Swap {
     keys: Vec<*mut Node>,
     key_vars: Vec<*mut Node>,
@@ -263,11 +385,7 @@ pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
             continue;
         }
         let Some(kind) = kind_of((*a).aggfnoid, crate::catalog::functions::first_arg_type(a)) else { continue };
-        if merge_name(kind).is_none() {
-            return Err(Refusal::new(format!("{} over Citus table {table}: quantiles are not computed over distributed tables", kind.func()))
-                .hint("docs/distributed.md lists the DP aggregates that run on Citus: dp_count, dp_sum, dp_avg, dp_variance, dp_stddev"));
-        }
-        if kind != Kind::Count && kind != Kind::KeepGroup && crate::pg::nodes::list_len((*a).args) < 4 {
+        if !matches!(kind, Kind::Count | Kind::KeepGroup) && !has_bounds(a, kind) && !crate::catalog::functions::has_automatic_bounds(kind) {
             return Err(Refusal::new(format!("{} without bounds over Citus table {table}: automatic bounds are not computed over distributed tables", kind.func()))
                 .hint("pass lower and upper, or declare the column's bounds with dp.set_bounds"));
         }
@@ -304,6 +422,23 @@ pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
     let nkeys = keys.len();
     for (j, (a, kind)) in calls.iter().enumerate() {
         etles.push(tle(exact_array(*a, *kind), nkeys + j + 1, &format!("dp_exact{}", j + 1), 0, false));
+    }
+    // a quantile needs the group's values, a sum without bounds its magnitude bins: the exact query
+    // groups by them too (one row per group and value or bin), and every merge aggregate adds up its
+    // group's rows
+    let mut egroup = egroup;
+    let mut values: Vec<*mut Node> = Vec::new();
+    for (a, kind) in &calls {
+        if let Some(v) = value_key(*a, *kind) {
+            if !values.iter().any(|w| pg_sys::equal(*w as *const c_void, v as *const c_void)) {
+                values.push(v);
+            }
+        }
+    }
+    for (i, v) in values.iter().enumerate() {
+        let sgref = (nkeys + calls.len() + i + 1) as u32;
+        etles.push(tle(copy(*v), etles.len() + 1, &format!("dp_value{}", i + 1), sgref, false));
+        egroup.push(crate::pg::build::group_clause(expr_type(*v), sgref));
     }
     let mut having = Vec::new();
     split_and((*q).havingQual, &mut having);
@@ -378,16 +513,17 @@ pub unsafe fn rewrite(q: *mut Query, level: &mut DpLevel) -> Check<()> {
     let key_vars: Vec<*mut Node> = keys.iter().enumerate().map(|(i, (e, _))| var_for(1, (i + 1) as i16, *e)).collect();
     let mut merges = Vec::new();
     for (j, (a, kind)) in calls.iter().enumerate() {
-        let exact_var = pg_sys::makeVar(1, (nkeys + j + 1) as i16, pg_sys::NUMERICARRAYOID, -1, pg_sys::InvalidOid, 0) as *mut Node;
+        let exact_type = pg_sys::exprType((*etles[nkeys + j]).expr as *mut Node);
+        let exact_var = pg_sys::makeVar(1, (nkeys + j + 1) as i16, exact_type, -1, pg_sys::InvalidOid, 0) as *mut Node;
         let params: Vec<*mut Node> = list_iter::<pg_sys::TargetEntry>((**a).args).skip(1).map(|t| copy((*t).expr as *mut Node)).collect();
-        let mut declared = vec![pg_sys::NUMERICARRAYOID];
+        let mut declared = vec![exact_type];
         {
             let mut types: *mut Oid = std::ptr::null_mut();
             let mut n: i32 = 0;
             pg_sys::get_func_signature((**a).aggfnoid, &mut types, &mut n);
             declared.extend((1..n as usize).map(|i| *types.add(i)));
         }
-        let merge_fn = function(Some("dp"), merge_name(*kind).expect("checked"), &declared);
+        let merge_fn = function(Some("dp"), &merge_name(*a, *kind), &declared);
         let mut args = vec![exact_var];
         args.extend(params);
         let m = aggref(merge_fn, (**a).aggtype, &args, std::ptr::null_mut(), false);

@@ -5,8 +5,12 @@ shared_preload_libraries = 'citus,pg_dp'. What this version promises there (docs
 - DP aggregates over a distributed table are computed exactly on the workers (Citus's partial
   aggregation) and released once on the coordinator: the same answers as on one server, noise of the
   stated scale added once, one charge on the coordinator, none on the workers;
-- what does not run distributed (quantiles, automatic bounds, grouping sets) is refused before any
-  charge, and pg_dp's internal merge aggregates cannot be called;
+- quantiles too: the workers count each value of each group, the coordinator runs the quantile's own
+  mechanism on the merged values;
+- automatic bounds too: the workers count each magnitude bin of each group (sums, means) or each value
+  (quantiles), the coordinator chooses the bounds and releases;
+- what does not run distributed (grouping sets) is refused before any charge, and pg_dp's internal
+  merge aggregates cannot be called;
 - protecting a distributed table protects its shards on every worker: a DP-only role that connects
   straight to a worker can neither read a shard nor release a DP value from it;
 - the label follows the table to the workers when it is removed, and Citus's own queries keep working
@@ -138,8 +142,21 @@ SAME_QUERIES = [
     ("SELECT dp_sum(x, %s, %s, {e}), dp_count(true, {e}) FROM {t} WHERE g = %s", [0.0, 60.0, 3]),
     ("SELECT g, dp_count(true, {e}), dp_sum(x, 0, 100, {e}) FROM {u} GROUP BY g ORDER BY g", []),
     ("SELECT dp_count(true, {e}), dp_avg(x, 0, 100, {e}) FROM {u}", []),
+    # quantiles whose target rank lies inside one value's rows (at a rank between two values every
+    # point between them is an exact answer)
+    ("SELECT g, dp_median(id, 0, 20000, {e}), dp_percentile(x, 0.93, 0, 100, {e}, 1e-6), "
+     "dp_percentile_em(x, 0.27, 0, 100, {e}), dp_count(true, {e}), dp_sum(x, 0, 100, {e}) FROM {t} GROUP BY g ORDER BY g", []),
+    ("SELECT dp_median(id, 0, 20000, {e}), dp_median(g::int8, 0, 10, {e}), "
+     "dp_percentile(x, 0.53, 0, 100, {e}) FILTER (WHERE g = 1), dp_median(id, 0, 20000) FROM {t} WHERE id > 100", []),
+    ("SELECT dp_percentile_em(x, 0.531, 0, 100, {e}), dp_median(x, 0, 100, {e}, 1e-6) FROM {u}", []),
+    ("SELECT dp_median(x, 0, 200, {e}), dp_percentile_em(x, 1, 0, 200, {e}), dp_sum(x, 0, 100, {e}) FROM {n}", []),
     ("SELECT dp_count(x, {e}), dp_sum(x, 0, 100, {e}), dp_avg(y, 0, 100, {e}), dp_sum(y, 0, 100, {e}), "
      "dp_variance(x, 0, 200, {e}) FROM {n}", []),
+    # automatic bounds: a histogram of magnitudes (sums, means) or the values (quantiles) per group
+    ("SELECT g, dp_sum(x, {e}), dp_avg(x, {e}), dp_sum(id, {e}), dp_median(id, {e}), dp_percentile(x, 0.93, {e}), "
+     "dp_count(true, {e}) FROM {t} GROUP BY g ORDER BY g", []),
+    ("SELECT dp_sum(g::int8, {e}), dp_sum(x::numeric, {e}), dp_avg(x::numeric, {e}) FILTER (WHERE g = 2) FROM {t}", []),
+    ("SELECT dp_sum(x, {e}), dp_avg(y, {e}), dp_sum(y, {e}), dp_median(x, {e}) FROM {n} WHERE id <= 100", []),
 ]
 
 
@@ -160,7 +177,16 @@ def check_dp_queries_over_distributed_tables_match_one_server_at_huge_epsilon():
             assert len(dist) == len(local) and dist, (sql, dist, local)
             for rd, rl in zip(dist, local):
                 assert all(close(x, y) for x, y in zip(rd, rl)), (sql, rd, rl)
-        # and the exact answers
+        # and the exact answers: x is i % 100, so the median lies in [49, 50], the 0.9 quantile at 89 or 90
+        (med, p90, id_med), = a.execute(f"SELECT dp_median(x, 0, 100, {HUGE}), dp_percentile_em(x, 0.9, 0, 100, {HUGE}), "
+                                        f"dp_median(id, 0, {ROWS}, {HUGE}) FROM t").fetchall()
+        assert 48.9 <= med <= 50.1 and 88.9 <= p90 <= 90.1 and abs(id_med - ROWS / 2) <= 2 and id_med == round(id_med), (med, p90, id_med)
+        # without bounds: the bounds chosen from the workers' magnitude bins (x < 2^7), shown in dp.last_releases
+        (s_auto, avg_auto), = a.execute(f"SELECT dp_sum(x, {HUGE}), dp_avg(x, {HUGE}) FROM t").fetchall()
+        assert abs(s_auto - 990000) <= 5 and abs(avg_auto - 49.5) < 0.01, (s_auto, avg_auto)
+        shown = a.execute("SELECT aggregate, lower, upper FROM dp.last_releases() "
+                          "WHERE released_at = (SELECT max(released_at) FROM dp.last_releases()) ORDER BY aggregate").fetchall()
+        assert shown == [("dp_avg", 0, 128), ("dp_sum", 0, 128)], shown
         (n, s, avg, var, sd), = a.execute(SAME_QUERIES[0][0].format(e=HUGE, t="t")).fetchall()
         en, es, eavg, evar = su.execute("SELECT count(*), sum(x), avg(x), var_samp(x) FROM t").fetchone()
         assert abs(n - en) <= 1 and abs(s - es) <= 5 and abs(avg - eavg) < 0.05 and abs(var - evar) < 0.05 * evar, (n, s, avg, var, en, es, eavg, evar)
@@ -170,7 +196,7 @@ def check_dp_queries_over_distributed_tables_match_one_server_at_huge_epsilon():
         groups = a.execute("SELECT g, dp_count(true, %s) FROM u GROUP BY g ORDER BY g" % HUGE).fetchall()
         assert [(g, round(c)) for g, c in groups] == [(g, 400 * 5) for g in range(5)] + [(9, 0)], groups
         # 101 rows with a value (NaN counts, NULL not); NaN skipped by the sums, Infinity clamped to 100
-        (cnt, sx, ay, sy, _), = [[float(v) for v in r] for r in a.execute(SAME_QUERIES[-1][0].format(e=HUGE, n="n")).fetchall()]
+        (cnt, sx, ay, sy, _), = [[float(v) for v in r] for r in a.execute(next(q for q, _ in SAME_QUERIES if "dp_variance(x, 0, 200" in q).format(e=HUGE, n="n")).fetchall()]
         assert round(cnt) == 102 and abs(sx - 5150) <= 3 and abs(sy - 5150) <= 3 and abs(ay - 5150 / 101) < 0.05, (cnt, sx, ay, sy)
 
 
@@ -189,6 +215,11 @@ def check_one_charge_on_the_coordinator_and_none_on_the_workers():
         assert all(r[2] == sql for r in log), log  # the caller's query, not a shard query
         assert all(r[3] and "Citus" in r[3] for r in log), log
         assert float(spent(su)) == float(s0) + 0.5 + 0.25 + 1.0, (spent(su), s0)
+        # a quantile and a sum without bounds: one receipt each, on the coordinator only
+        before, wbefore, s0 = receipts(su), worker_receipts(), spent(su)
+        a.execute("SELECT dp_median(x, 0, 100, 0.5), dp_sum(x, 0.25) FROM t WHERE id > 11").fetchall()
+        assert receipts(su) == before + 2 and worker_receipts() == wbefore, (receipts(su), before)
+        assert float(spent(su)) == float(s0) + 0.75, (spent(su), s0)
 
 
 def check_noise_is_added_once_with_the_stated_scale():
@@ -242,6 +273,11 @@ def check_the_workers_aggregate_and_bound_units_and_the_coordinator_adds_noise()
         cmds = worker_commands(su, "SELECT dp_sum(x, 90, 100, 0.5), dp_avg(x, 90, 100, 0.25) FROM t")
         calls = [re.findall(r"dp\.exact_grid\([^)]*\)", m) for m in cmds if "FROM public.t_" in m]
         assert calls and all(len(c) == 2 and c[0] != c[1] for c in calls), calls[:2]
+        # a quantile's values stay on the workers, counted: one row per group and value
+        cmds = worker_commands(su, "SELECT g, dp_median(x, 0, 100, 0.5) FROM t GROUP BY g")
+        shard_queries = [m for m in cmds if "FROM public.t_" in m]
+        assert shard_queries and all("count(" in m and "GROUP BY" in m for m in shard_queries), shard_queries[:2]
+        assert not any("dp_median" in m or "merge_" in m for m in cmds), cmds
         # the table is distributed by its privacy unit: each unit's clamped sum is computed on its worker
         cmds = worker_commands(su, "SELECT dp_sum(x, 0, 100, 0.5) FROM u")
         shard_queries = [m for m in cmds if "FROM public.u_" in m]
@@ -268,8 +304,9 @@ def check_an_exhausted_budget_charges_nothing_anywhere():
 
 def check_what_does_not_run_distributed_is_refused_before_any_charge():
     refusals = [
-        ("SELECT dp_median(x, 0, 100, 0.5) FROM t", "quantiles are not computed over distributed tables"),
-        ("SELECT dp_sum(x) FROM t", "automatic bounds are not computed"),
+        ("SELECT dp.merge_auto_sum_float8(ARRAY[65, 1, 4503599627370496]::numeric[], 0.5)", "internal to pg_dp"),
+        ("SELECT dp.exact_magnitude(x, false) FROM t", "permission denied"),
+        ("SELECT dp.merge_median(ARRAY[5, 100]::float8[], 0, 100, 0.5)", "internal to pg_dp"),
         ("SELECT g, dp_count(true, 0.5) FROM t GROUP BY ROLLUP (g)", "GROUPING SETS"),
         ("SELECT dp.merge_count(ARRAY[1, 20000, 0]::numeric[], 0.5)", "internal to pg_dp"),
         ("SELECT dp.merge_sum(e, 0, 100, 0.5) FROM (VALUES (ARRAY[5, 1, 0]::numeric[])) v(e)", "internal to pg_dp"),

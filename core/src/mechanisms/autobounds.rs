@@ -103,6 +103,63 @@ impl MagnitudeHistogram {
         }
     }
 
+    /// The bin [`add`](Self::add) puts `x` in and what it adds to that bin's significand sum, for a
+    /// histogram computed elsewhere (Citus workers count and sum each bin's rows, and
+    /// [`add_bin`](Self::add_bin) adds them here): 0 for the zero bin, ±(i + 1) for the positive or
+    /// negative bin of exponent index i (the overflow bin is i = [`EXPONENTS`]); None for NaN.
+    #[inline]
+    pub fn bin_of(x: f64) -> Option<(i32, i64)> {
+        if x.is_nan() {
+            return None;
+        }
+        let a = x.abs();
+        let (i, m) = if a < pow2(MAG_EXP_MIN) {
+            return Some((0, 0));
+        } else if a >= pow2(MAG_EXP_MAX + 1) {
+            (EXPONENTS, 0)
+        } else {
+            let e = floor_log2(a);
+            ((e - MAG_EXP_MIN) as usize, ((a.to_bits() & ((1u64 << 52) - 1)) | (1u64 << 52)) as i64)
+        };
+        let code = i as i32 + 1;
+        Some((if x.is_sign_negative() { -code } else { code }, m))
+    }
+
+    /// Adds `count` rows of bin `code` ([`bin_of`](Self::bin_of)) whose significands sum to `sum`,
+    /// refusing what no set of rows could give (an unknown bin, a negative count, a sum outside
+    /// [count·2^52, count·(2^53 − 1)] for an ordinary bin, a sum for the zero or overflow bins).
+    pub fn add_bin(&mut self, code: i32, count: i64, sum: i128) -> DpResult<()> {
+        let bad = |why: &str| DpError::CorruptState(format!("magnitude bin: {why}"));
+        if count < 0 {
+            return Err(bad("negative count"));
+        }
+        if code == 0 {
+            if sum != 0 {
+                return Err(bad("zero bin with a sum"));
+            }
+            self.zeros += count;
+            return Ok(());
+        }
+        let i = (code.unsigned_abs() - 1) as usize;
+        if i > EXPONENTS {
+            return Err(bad("unknown bin"));
+        }
+        let side = if code < 0 { NEG } else { POS };
+        if i == EXPONENTS {
+            if sum != 0 {
+                return Err(bad("overflow bin with a sum"));
+            }
+        } else {
+            let c = count as i128;
+            if sum < c * SIGNIFICAND_MIN || sum > c * SIGNIFICAND_MAX {
+                return Err(bad("significand sum out of range"));
+            }
+            self.sums[side][i] += sum;
+        }
+        self.counts[side][i] += count;
+        Ok(())
+    }
+
     /// Merges a partial histogram (parallel workers): bin-wise sums, so the result does not depend on
     /// how rows were partitioned or in which order states are merged.
     pub fn merge(&mut self, other: &MagnitudeHistogram) {
