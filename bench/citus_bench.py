@@ -79,6 +79,18 @@ def main():
         for name, _, dp in PAIRS:
             n, d, r = pair(cur, dp.replace("FROM t", "FROM t_local"), dp, ARGS.reps)
             print(f"| {name} | {n:.1f} | {d:.1f} | {r:.2f}× |")
+        print("\nQuantiles and automatic bounds (the workers count values or magnitude bins per group)\n")
+        print("| query | native reference | reference (ms) | pg_dp, one server (ms) | pg_dp on Citus (ms) | Citus / reference | Citus / one server |")
+        print("|---|---|---:|---:|---:|---:|---:|")
+        for name, ref_name, ref, dp in [
+            ("dp_median(x, 0, 100, 1.0)", "percentile_cont(0.5), one server", "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x) FROM t_local",
+             "SELECT dp_median(x, 0, 100, 1.0) FROM t"),
+            ("dp_sum(x, 1.0), no bounds", "sum(x) on Citus", "SELECT sum(x) FROM t", "SELECT dp_sum(x, 1.0) FROM t"),
+            ("dp_avg(x, 1.0), no bounds", "avg(x) on Citus", "SELECT avg(x) FROM t", "SELECT dp_avg(x, 1.0) FROM t"),
+        ]:
+            rn, d, r = pair(cur, ref, dp, ARGS.reps)
+            one, d2, r2 = pair(cur, dp.replace("FROM t", "FROM t_local"), dp, ARGS.reps)
+            print(f"| {name} | {ref_name} | {rn:.1f} | {one:.1f} | {d:.1f} | {r:.2f}× | {r2:.2f}× |")
         units = ARGS.rows // 10
         print(f"\nPrivacy unit: {ARGS.rows:,} rows of {units:,} units, distributed by the unit column\n")
         print("| query | native two-level (ms) | pg_dp on Citus (ms) | ratio |")

@@ -95,17 +95,22 @@ pub(crate) unsafe fn value_f64(typ: pg_sys::Oid, d: pg_sys::Datum) -> f64 {
     }
 }
 
+/// The transition state, or on the first row a new one with the call's ε (value, [ε] arguments).
+unsafe fn state_or_first(fcinfo: pg_sys::FunctionCallInfo, f: &'static str, value_type: pg_sys::Oid) -> *mut AutoState {
+    let st = state(fcinfo, 0);
+    if !st.is_null() {
+        return st;
+    }
+    let ctx = agg_context(fcinfo, f);
+    let kind = call_kind(fcinfo, f);
+    check_params_row_independent(fcinfo, kind.func(), &["epsilon"]);
+    let epsilon = crate::aggregates::agg::epsilon_arg(fcinfo, 2, kind.func());
+    alloc(ctx, AutoState { kind, epsilon: epsilon.to_bits(), value_type, hist: MagnitudeHistogram::new() })
+}
+
 pg_v1!(pg_finfo_dp_auto_trans, dp_auto_trans, |fcinfo| {
     const F: &str = "pg_dp automatic bounds";
-    let mut st = state(fcinfo, 0);
-    if st.is_null() {
-        let ctx = agg_context(fcinfo, F);
-        let kind = call_kind(fcinfo, F);
-        check_params_row_independent(fcinfo, kind.func(), &["epsilon"]);
-        let epsilon = crate::aggregates::agg::epsilon_arg(fcinfo, 2, kind.func());
-        let value_type = pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 1);
-        st = alloc(ctx, AutoState { kind, epsilon: epsilon.to_bits(), value_type, hist: MagnitudeHistogram::new() });
-    }
+    let st = state_or_first(fcinfo, F, pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 1));
     if !pg_arg_is_null(fcinfo, 1) {
         let x = value_f64((*st).value_type, pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1));
         if !x.is_nan() {
@@ -138,14 +143,7 @@ pg_v1!(pg_finfo_dp_merge_auto_trans, dp_merge_auto_trans, |fcinfo| {
     // and dp_avg without bounds, over one group's magnitude bins counted on the Citus workers
     // (ARRAY[bin, rows, Σ significands] per bin) instead of its rows
     const F: &str = "pg_dp automatic bounds merge";
-    let mut st = state(fcinfo, 0);
-    if st.is_null() {
-        let ctx = agg_context(fcinfo, F);
-        let kind = call_kind(fcinfo, F);
-        check_params_row_independent(fcinfo, kind.func(), &["epsilon"]);
-        let epsilon = crate::aggregates::agg::epsilon_arg(fcinfo, 2, kind.func());
-        st = alloc(ctx, AutoState { kind, epsilon: epsilon.to_bits(), value_type: pg_sys::FLOAT8OID, hist: MagnitudeHistogram::new() });
-    }
+    let st = state_or_first(fcinfo, F, pg_sys::FLOAT8OID);
     if !pg_arg_is_null(fcinfo, 1) {
         let (code, count, sum) = crate::aggregates::merge::exact_sums(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1), F);
         let code = i32::try_from(code).unwrap_or(i32::MAX);
