@@ -885,6 +885,40 @@ fn attack_the_order_of_released_rows_never_shows_a_group_having_dropped() {
 // first row of its group had it, and numeric's 1.0 = 1.00, so a CASE in the key made that spelling tell
 // one row's column (0.00 when the row with x = 37 was there, 0 without it), for ε = 1e-9. Numeric keys
 // are grouped and printed as trim_scale gives them, floating-point keys as k + 0 (−0 is 0).
+// A key grouped in one spelling (trim_scale(salary)) leaves the raw column ungrouped: a scalar
+// subquery in the select list, which the replacement does not enter, read it from one row of each
+// group, and in the grand total of ROLLUP((id = 42), salary) that row was id 42's, sorted last:
+// its exact salary for 0.03 epsilon (found by attacking this session's change). The release now
+// refuses the raw column above the aggregation, before anything is charged.
+#[pg_test]
+fn attack_a_subquery_in_the_select_list_reads_a_key_grouped_in_one_spelling() {
+    Spi::run("CREATE TABLE emp (id int PRIMARY KEY, salary numeric, code char(8), f float8)").unwrap();
+    Spi::run("INSERT INTO emp SELECT g, 30000 + g * 17 % 50000, 'c' || g % 7, g % 13 FROM generate_series(1, 2000) g").unwrap();
+    Spi::run("UPDATE emp SET salary = 123456.78, code = 'C1234', f = 1851 WHERE id = 42").unwrap();
+    Spi::run("SELECT dp.protect_table('emp')").unwrap();
+    Spi::run("SET dp.require_budget = off").unwrap();
+    Spi::run("SET dp.release_cache = off").unwrap();
+    Spi::run(&format!("CREATE ROLE {ANALYST}")).unwrap();
+    as_analyst(|| {
+        Spi::run("SET dp.group_selection_epsilon = 0.01").unwrap();
+        Spi::run("SET enable_hashagg = off").unwrap();
+        for col in ["salary", "code", "f"] {
+            for q in [
+                format!("SELECT (SELECT {col})::text, dp_count(id, 0.0011) FROM emp GROUP BY ROLLUP((id = 42), {col})"),
+                format!("SELECT (SELECT {col})::text, dp_count(id, 0.0011) FROM emp GROUP BY GROUPING SETS ((({col})), ())"),
+                format!("SELECT (SELECT {col}::text), dp_count(id, 1) FROM emp GROUP BY {col}"),
+            ] {
+                let e = error_of(&q).unwrap_or_else(|| panic!("admitted: {q}: {:?}", column(&q)));
+                assert!(e.contains("passes a column that is not a GROUP BY key"), "{q}: {e}");
+            }
+        }
+        // the keys themselves still run
+        for col in ["salary", "code", "f"] {
+            assert_eq!(error_of(&format!("SELECT {col}::text, dp_count(id, 1) FROM emp GROUP BY {col}")), None, "{col}");
+        }
+    });
+}
+
 #[pg_test]
 fn attack_a_private_numeric_key_is_printed_in_one_spelling() {
     Spi::run("CREATE TABLE ti (id int, x int, n numeric, f float8)").unwrap();

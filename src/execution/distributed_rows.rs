@@ -37,6 +37,38 @@ pub fn forget() {
     AUTHORIZED.with(|a| *a.borrow_mut() = None);
 }
 
+/// Settings pinned while the exact query is planned and run. Citus writes the shard queries'
+/// constants as text with the session's settings: with `extra_float_digits = -15` a bound of 1.5
+/// reached the workers as 2, so they clamped and put values on another grid than the coordinator's
+/// merge (a row then moved a release by far more than its sensitivity). Citus's limit on
+/// intermediate results raised an error only when rows reached it (a data-dependent error after
+/// the charge, which forfeits the budget).
+const PINNED: [(&CStr, &CStr); 2] = [(c"extra_float_digits", c"1"), (c"citus.max_intermediate_result_size", c"-1")];
+
+/// Runs `f` with [`PINNED`] set (those that exist), as a function's SET clause would, restored
+/// after it; an error restores them with its (sub)transaction.
+unsafe fn with_pinned_settings<R>(f: impl FnOnce() -> R) -> R {
+    let level = pg_sys::NewGUCNestLevel();
+    for (name, value) in PINNED {
+        if pg_sys::GetConfigOption(name.as_ptr(), true, false).is_null() {
+            continue;
+        }
+        pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_SUSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+    }
+    let r = f();
+    pg_sys::AtEOXact_GUC(true, level);
+    r
+}
+
 /// Plans and runs the exact query (Citus distributes it), its rows into `store`.
 unsafe fn run_exact(text: &CStr, params: pg_sys::ParamListInfo, store: *mut pg_sys::Tuplestorestate, cxt: pg_sys::MemoryContext) {
     let query = pg_sys::stringToNode(text.as_ptr()) as *mut Query;
@@ -92,7 +124,7 @@ crate::pg::fmgr::pg_v1!(pg_finfo_dp_distributed_rows, dp_distributed_rows, |fcin
     pg_sys::MemoryContextSwitchTo(old);
     let params = (*econtext).ecxt_param_list_info;
     let ctext = CString::new(text).unwrap_or_default();
-    crate::catalog::protect::as_bootstrap_superuser(|| run_exact(&ctext, params, store, per_query));
+    crate::catalog::protect::as_bootstrap_superuser(|| with_pinned_settings(|| run_exact(&ctext, params, store, per_query)));
     (*rsinfo).returnMode = pg_sys::SetFunctionReturnMode::SFRM_Materialize;
     (*rsinfo).setResult = store;
     (*rsinfo).setDesc = desc;

@@ -667,7 +667,7 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
 }
 
 /// The GROUP BY keys of a level that are plain columns of a table (through nested row sources).
-unsafe fn key_columns(q: *mut Query) -> Vec<(u32, i16)> {
+pub(crate) unsafe fn key_columns(q: *mut Query) -> Vec<(u32, i16)> {
     let mut out = Vec::new();
     for (e, _) in crate::query::tree::group_keys(q) {
         // as the planner will see it: constant conditions folded (CASE WHEN 'a' ILIKE 'b' THEN x

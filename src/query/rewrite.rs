@@ -682,7 +682,16 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
     let private_keys = private_keys || grouping_sets;
     // a selected group's key is printed as its first row has it: keys whose equal values can be spelt
     // differently are grouped and printed in one spelling
-    let keys = if private_keys { canonical_keys(q, keys, &table)? } else { keys };
+    let keys = if private_keys {
+        let keys = canonical_keys(q, keys, &table)?;
+        // a key now grouped in its one spelling (trim_scale(n)) is no longer a plain column: the
+        // release refuses the raw column above the aggregation (a subquery in the select list still
+        // reads it, as one row of the group has it)
+        level.key_columns = crate::query::grammar::key_columns(q);
+        keys
+    } else {
+        keys
+    };
     let domains = if keys.is_empty() || private_keys {
         None
     } else {
@@ -1052,11 +1061,15 @@ unsafe fn in_values(e: *mut Node, values: &[String], eqop: Oid) -> *mut Node {
 /// selected group prints its key as its first row has it, and a CASE in the key could make a
 /// spelling tell one of that row's columns (1.0 against 1.00, for ε = 1e-9). So wherever the select
 /// list and HAVING compute a key outside the DP aggregates it is replaced by:
-/// - numeric: `trim_scale(k)` (1.0 and 1.00 are equal and print alike);
+/// - numeric: `trim_scale(k)` (1.0 and 1.00 are equal and print alike); numeric(p, s) as it is (every
+///   value has scale s);
 /// - the floating-point types: `k + 0` (−0 and 0 are equal, and −0 + 0 is 0);
 /// - character(n): `k::text::character(n)` (trailing spaces are not compared; the cast drops them
 ///   and pads again to n);
 /// each relabelled as the key's own type when that is a domain (no constraint is checked again).
+/// The raw key then is no longer a GROUP BY key: the caller drops it from the level's key columns,
+/// so that the release refuses it above the aggregation (a scalar subquery in the select list,
+/// `(SELECT salary)`, which this replacement does not enter, would read one row's value).
 /// Equal values stay one group, and different ones different groups. A key of any other type whose
 /// equal values can differ (interval's `1 day` = `24 hours`, jsonb, arrays of such types, ranges and
 /// records, text under a nondeterministic collation) is refused: the refusal depends on the key's type and
@@ -1099,6 +1112,8 @@ unsafe fn canonical_keys(
         let deterministic = coll == pg_sys::InvalidOid || pg_sys::get_collation_isdeterministic(coll);
         let canon = match base {
             _ if equality_is_identity(typ, (**sgc).eqop, coll) => continue,
+            // numeric(p, s): every value has scale s, so equal values are spelt alike
+            pg_sys::NUMERICOID if typmod >= 0 || base_typmod >= 0 => continue,
             pg_sys::NUMERICOID => {
                 let f = function(Some("pg_catalog"), "trim_scale", &[pg_sys::NUMERICOID]);
                 pg_sys::makeFuncExpr(f, pg_sys::NUMERICOID, ptr_list(&[copy(*e)]), pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL) as *mut Node

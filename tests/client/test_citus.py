@@ -200,6 +200,32 @@ def check_dp_queries_over_distributed_tables_match_one_server_at_huge_epsilon():
         assert round(cnt) == 102 and abs(sx - 5150) <= 3 and abs(sy - 5150) <= 3 and abs(ay - 5150 / 101) < 0.05, (cnt, sx, ay, sy)
 
 
+def check_attack_the_session_rounds_the_bounds_the_workers_get():
+    """Citus writes the shard queries' constants with the session's settings: with extra_float_digits
+    = -15 the bound 1.45 reached the workers as 1 (and 2.4999 as 2), so they clamped and put values on
+    another grid than the coordinator's release: answers moved far beyond their sensitivity, and one
+    row's presence showed (found by attacking this session's change). Citus's limit on intermediate
+    results raised an error only when rows reached it, after the charge. Both are pinned while the
+    exact query runs."""
+    with coordinator() as su:
+        su.execute("DROP TABLE IF EXISTS pub_codes")
+        su.execute("CREATE TABLE pub_codes AS SELECT g AS k FROM generate_series(0, 9) g")
+        su.execute("ALTER TABLE pub_codes ADD PRIMARY KEY (k)")
+        su.execute(f"GRANT SELECT ON pub_codes TO {ROLE}")
+    sql = ("SELECT dp_sum(x, 0, '1.45'::float8, {e}), dp_avg(x, '1.5'::float8, '2.4999'::float8, {e}), "
+           "dp_variance(x, 0, '0.45'::float8, {e}) FROM {t} WHERE id > {i}")
+    with coordinator(ROLE) as a:
+        a.execute("SET extra_float_digits = -15")
+        for i in range(3):
+            dist = a.execute(sql.format(e=HUGE, t="t", i=i)).fetchone()
+            local = a.execute(sql.format(e=HUGE, t="t_local", i=i)).fetchone()
+            assert all(close(x, y) for x, y in zip(dist, local)), (dist, local)
+        a.execute("SET citus.local_table_join_policy = 'prefer-distributed'")
+        a.execute("SET citus.max_intermediate_result_size = 0")
+        n, = a.execute(f"SELECT dp_count(true, {HUGE}) FROM t LEFT JOIN pub_codes p ON p.k = t.g WHERE x > -1").fetchone()
+        assert abs(n - ROWS) <= 2, n
+
+
 def check_one_charge_on_the_coordinator_and_none_on_the_workers():
     sql = "SELECT g, dp_count(true, 0.5), dp_sum(x, 0, 100, 0.25) FROM t WHERE id > 10 GROUP BY g"
     with coordinator(ROLE) as a, coordinator() as su:
