@@ -563,9 +563,10 @@ fn exponential_mechanism_releases_the_minimum_and_maximum_at_p_0_and_1() {
 }
 
 #[test]
-fn exponential_mechanism_categories_tile_the_grid_and_the_ranks() {
-    // the categories cover every grid point once, in order, and their rank intervals tile [0, n], so
-    // the smallest distance to any target rank p̃·n is 0 (the mechanism relies on it)
+fn exponential_mechanism_categories_tile_the_grid_with_each_points_distance() {
+    // the categories cover every grid point once, in order, and each point's distance is
+    // |(1 − p̃)·#{x < y} − p̃·#{x > y}| (in units of 2^-60), counted here point by point; the best
+    // point lies in the category holding the target rank, at most max(p̃, 1 − p̃) times its ties away
     let mut rng = seeded_rng(740);
     for case in 0..3_000 {
         let n_steps = [0i64, 1, 5, 100][case % 4];
@@ -573,18 +574,80 @@ fn exponential_mechanism_categories_tile_the_grid_and_the_ranks() {
         let mut idx: Vec<f64> = (0..n).map(|_| rng.random_range(0..=n_steps) as f64).collect();
         idx.sort_by(f64::total_cmp);
         let p = [0.0, 0.3, 0.5, 1.0, rng.random::<f64>()][case % 5];
-        let pn = (p * (1u128 << 60) as f64).round() as u128 * n as u128;
+        let p_num = (p * (1u128 << 60) as f64).round() as u128;
+        let scale = 1i128 << 60;
         let (mut next, mut best) = (0i64, u128::MAX);
-        em_categories(&idx, n_steps, pn, |start, count, d| {
+        em_categories(&idx, n_steps, p_num, |start, count, d| {
             assert_eq!(start, next, "{idx:?}");
             assert!(count >= 1);
+            for y in start..start + count {
+                let below = idx.iter().filter(|&&x| (x as i64) < y).count() as i128;
+                let above = idx.iter().filter(|&&x| (x as i64) > y).count() as i128;
+                let want = ((scale - p_num as i128) * below - p_num as i128 * above).unsigned_abs();
+                assert_eq!(d, want, "{idx:?}, p = {p}, y = {y}");
+            }
             next = start + count;
             best = best.min(d);
             true
         });
         assert_eq!(next, n_steps + 1, "{idx:?}");
-        assert_eq!(best, 0, "{idx:?}, p = {p}");
+        // the target rank p̃n lies in some point's [L, L + E]: that point is at most
+        // max(p̃, 1 − p̃)·E away, and E = 0 between distinct values
+        let pn = p_num * n as u128;
+        let bound = (0..=n_steps)
+            .filter_map(|y| {
+                let below = idx.iter().filter(|&&x| (x as i64) < y).count() as u128;
+                let at = idx.iter().filter(|&&x| x as i64 == y).count() as u128;
+                (below << 60 <= pn && pn <= (below + at) << 60).then(|| p_num.max((1u128 << 60) - p_num) * at)
+            })
+            .min()
+            .expect("the points' rank intervals tile [0, n]");
+        assert!(best <= bound, "{idx:?}, p = {p}: best {best} > {bound}");
     }
+}
+
+/// Integer data with heavy ties (ages): the target rank inside one value's rows is released at
+/// that value far more often than under the former utility, the distance of the target rank from
+/// the value's rank interval, which gave a neighbouring value whose interval ends near the target
+/// almost the same weight.
+#[test]
+fn exponential_mechanism_prefers_the_value_whose_ties_hold_the_target() {
+    // 0..=10 with 100 rows each and 50 more at 0: the median's rank 575 lies in 5's ranks [550, 650],
+    // a quarter of its rows from the lower end; ε = 0.02 (q = 0.02)
+    let mut data = Vec::new();
+    for v in 0..=10 {
+        data.extend(std::iter::repeat_n(v as f64, if v == 0 { 150 } else { 100 }));
+    }
+    let target = data.len() as f64 / 2.0;
+    assert_eq!(target, 575.0);
+    let spec = QuantileSpec::exponential_integer(0.5, 0.0, 10.0, 0.02).unwrap();
+    let n = SAMPLES / 4;
+    let xs = sample(760, n, |rng| spec.release(rng, &mut data.clone()) as i64);
+    let hits = xs.iter().filter(|&&x| x == 5).count() as f64 / n as f64;
+    // exact: weights e^(−q·|L + E/2 − 575|): 5 at 25, 4 at 75, 6 at 125, 3 at 175, 7 at 225, …
+    let q = 0.02 * (1.0 - 2f64.powi(-40));
+    let d = |v: i64| -> f64 {
+        let below: f64 = data.iter().filter(|&&x| (x as i64) < v).count() as f64;
+        let at: f64 = data.iter().filter(|&&x| x as i64 == v).count() as f64;
+        (below + at / 2.0 - target).abs()
+    };
+    let w: Vec<f64> = (0..=10).map(|v| (-q * d(v)).exp()).collect();
+    let want = w[5] / w.iter().sum::<f64>();
+    let sd = (want * (1.0 - want) / n as f64).sqrt();
+    eprintln!("P(release 5) = {hits:.4}, exact {want:.4}");
+    assert!((hits - want).abs() < 5.0 * sd, "{hits} against {want}");
+    // the former utility (distance to the interval: 0 for 5, 25 for 4, 75 for 6, 125 for 3, …)
+    // gave 5 less weight: the new one must beat it clearly
+    let old: Vec<f64> = (0..=10i64)
+        .map(|v| {
+            let below: f64 = data.iter().filter(|&&x| (x as i64) < v).count() as f64;
+            let at: f64 = data.iter().filter(|&&x| x as i64 == v).count() as f64;
+            (-q * (below - target).max(target - below - at).max(0.0)).exp()
+        })
+        .collect();
+    let old_p = old[5] / old.iter().sum::<f64>();
+    eprintln!("P(release 5) under the earlier utility: {old_p:.4}");
+    assert!(hits > old_p + 10.0 * sd, "{hits} against the former {old_p}");
 }
 
 #[test]

@@ -278,10 +278,12 @@ impl QuantileSpec {
     }
 
     /// For the exponential mechanism: D, in ranks, such that with probability at least 0.95 the
-    /// released point's ranks [#{x < y}, #{x ≤ y}] are within D of the target rank p̃n. Every point
-    /// farther away has weight at most e^(−qD)·(1 + 2^-44) of the best one (weight 1), and there are
-    /// at most 2^42 points, so D = ln((N + 1)(1 + 2^-44)/0.05)/q (docs/privacy/intervals.md).
-    /// A bound from the public parameters, not the smallest such D for given data.
+    /// released point's distance d(y) = |L + p̃E − p̃n| is within D of the smallest, m. Every point
+    /// farther has weight at most e^(−qD)·(1 + 2^-44) of the best one (weight 1), and there are at
+    /// most 2^42 points, so D = ln((N + 1)(1 + 2^-44)/0.05)/q (docs/privacy/intervals.md). The
+    /// point's ranks [L, L + E] are then within D + m of the target rank p̃n (d(y) is at least that
+    /// rank distance), and m is at most max(p̃, 1 − p̃) times the rows tied at the target's value
+    /// (0 between distinct values). A bound from the public parameters, not the smallest such D.
     pub fn rank_interval95(&self) -> f64 {
         let half = mechanism_epsilon(self.epsilon) / 2.0;
         let q = (half - EM_MARGIN.max(half * EM_MARGIN)) / self.utility_sensitivity();
@@ -307,7 +309,7 @@ impl QuantileSpec {
                 "p": self.p, "grid_step": self.grid.step(),
             }),
             Method::Exponential => serde_json::json!({
-                "utility": "-dist(p*n, [#{x < y}, #{x <= y}])", "utility_sensitivity": self.utility_sensitivity(),
+                "utility": "-|(1 - p)*#{x < y} - p*#{x > y}|", "utility_sensitivity": self.utility_sensitivity(),
                 "rank_interval95": self.rank_interval95(),
                 "p": self.p, "grid_step": self.grid.step(),
             }),
@@ -365,32 +367,40 @@ impl QuantileSpec {
         (f as i128 + k).clamp(0, n_steps as i128) as i64
     }
 
-    /// The exponential mechanism over the grid points 0..=N. A point y occupies the ranks
-    /// [#{x < y}, #{x ≤ y}], and its distance d(y) = max(#{x < y} − p̃n, p̃n − #{x ≤ y}, 0) is how far
-    /// the target rank p̃n lies from them (so a point equal to the minimum is at distance 0 for p = 0,
-    /// and one equal to the maximum for p = 1). These rank intervals tile [0, n] (a data value's
-    /// interval ends where the next gap's begins), so some point is at distance 0 and the largest
-    /// weight is exactly 1: y has weight max(exp(−q·d(y)), 2^-64), q = (ε/2 − margin)/max(p̃, 1 − p̃),
-    /// rounded up to an integer multiple of 2^-109 ([`em_weight`]). The floor is relative to that
-    /// largest weight (docs/privacy/percentile-em.md); all floored points together weigh at most
-    /// 2^-22 of one best point. The points fall into at most 2n + 1 categories of equal weight
-    /// ([`em_categories`]), so one pass computes the exact total (below 2^152, in 256-bit integers), a
-    /// uniform integer below it picks the category, and a uniform point of it is released.
+    /// The exponential mechanism over the grid points 0..=N. A point y has L = #{x < y} rows below it,
+    /// E = #{x = y} at it and G = #{x > y} above, and its distance from the p-quantile is
+    /// d(y) = |(1 − p̃)·L − p̃·G| = |L + p̃·E − p̃·n|: how far the point L + p̃·E of its rank interval
+    /// [L, L + E] lies from the target rank p̃n (a point between data values, E = 0, is at |L − p̃n|).
+    /// Adding or removing a row moves d by at most max(p̃, 1 − p̃). Among tied values this prefers
+    /// the value whose interval holds the target well inside it over its neighbours, which share an
+    /// end with it (integer data: ages). y has weight max(exp(−q·(d(y) − m)), 2^-64) with m the
+    /// smallest distance of any point (the best point weighs exactly 1), q = (ε/2 − margin)/max(p̃,
+    /// 1 − p̃), rounded up to an integer multiple of 2^-109 ([`em_weight`]). The floor 2^-64·e^(q·m)
+    /// moves between neighbours by at most e^(q·max(p̃, 1 − p̃)), as each weight does, since m does
+    /// (docs/privacy/percentile-em.md); all floored points together weigh at most 2^-22 of one best
+    /// point. The points fall into at most 2n + 1 categories of equal weight ([`em_categories`]), so
+    /// one pass finds m, one computes the exact total (below 2^152, in 256-bit integers), a uniform
+    /// integer below it picks the category, and a uniform point of it is released.
     fn exponential_index<R: Rng + ?Sized>(&self, rng: &mut R, idx: &[f64]) -> i64 {
         let n_steps = self.steps();
         let half = mechanism_epsilon(self.epsilon) / 2.0;
         // an absolute margin for the weights' rounding, relative where ε is so large it would vanish
         let q = (half - EM_MARGIN.max(half * EM_MARGIN)) / self.utility_sensitivity();
-        let pn = p_numerator(self.p) * idx.len() as u128; // p̃·n·2^60, exact
-        let weight = |d: u128| em_weight(q * (d as f64 / P_SCALE as f64));
+        let p_num = p_numerator(self.p); // p̃·2^60, exact
+        let mut m = u128::MAX;
+        em_categories(idx, n_steps, p_num, |_, _, d| {
+            m = m.min(d);
+            true
+        });
+        let weight = |d: u128| em_weight(q * ((d - m) as f64 / P_SCALE as f64));
         let mut total = U256::ZERO;
-        em_categories(idx, n_steps, pn, |_, count, d| {
+        em_categories(idx, n_steps, p_num, |_, count, d| {
             total = total.add(U256::mul(count as u128, weight(d)));
             true
         });
         let mut u = total.random_below(rng);
         let mut drawn = None;
-        em_categories(idx, n_steps, pn, |start, count, d| {
+        em_categories(idx, n_steps, p_num, |start, count, d| {
             let mass = U256::mul(count as u128, weight(d));
             if u < mass {
                 drawn = Some((start, count));
@@ -405,12 +415,14 @@ impl QuantileSpec {
 }
 
 /// The categories of grid points 0..=`n_steps` of the exponential mechanism, in order, for sorted grid
-/// indices `idx`: each distinct value v (one point, ranks [#{x < v}, #{x ≤ v}]) and each non-empty run
-/// of points strictly between consecutive distinct values, before the first or after the last (ranks
-/// [i, i] with i the number of values below). Calls `f(start, count, d)` with d·2^60 the exact distance
-/// of `pn` = p̃·n·2^60 from the ranks, until `f` returns false.
-pub fn em_categories(idx: &[f64], n_steps: i64, pn: u128, mut f: impl FnMut(i64, i64, u128) -> bool) {
-    let dist = |a: usize, b: usize| (a as u128 * P_SCALE).saturating_sub(pn).max(pn.saturating_sub(b as u128 * P_SCALE));
+/// indices `idx`: each distinct value v (one point, L = #{x < v} rows below and E = #{x = v} at it) and
+/// each non-empty run of points strictly between consecutive distinct values, before the first or
+/// after the last (L the number of values below, E = 0). Calls `f(start, count, d)` with
+/// d·2^60 = |L·2^60 + P·E − P·n| exact, P = `p_num` = p̃·2^60, until `f` returns false.
+pub fn em_categories(idx: &[f64], n_steps: i64, p_num: u128, mut f: impl FnMut(i64, i64, u128) -> bool) {
+    let pn = p_num * idx.len() as u128;
+    // L + p̃·E against p̃·n, in units of 2^-60: below 2^60·(n + 1), exact
+    let dist = |below: usize, at: usize| (below as u128 * P_SCALE + p_num * at as u128).abs_diff(pn);
     let (mut next, mut below) = (0i64, 0usize); // first point not yet covered; values below it
     let mut i = 0;
     while i < idx.len() {
@@ -419,16 +431,16 @@ pub fn em_categories(idx: &[f64], n_steps: i64, pn: u128, mut f: impl FnMut(i64,
         while j < idx.len() && idx[j] as i64 == v {
             j += 1;
         }
-        if v > next && !f(next, v - next, dist(below, below)) {
+        if v > next && !f(next, v - next, dist(below, 0)) {
             return;
         }
-        if !f(v, 1, dist(i, j)) {
+        if !f(v, 1, dist(i, j - i)) {
             return;
         }
         (next, below, i) = (v + 1, j, j);
     }
     if next <= n_steps {
-        f(next, n_steps - next + 1, dist(below, below));
+        f(next, n_steps - next + 1, dist(below, 0));
     }
 }
 
