@@ -661,45 +661,11 @@ unsafe fn check_level(q: *mut Query, aggs: &[&AggAt], next_tag: &mut usize) -> C
         keys: KeyRelease::AsStored,
         exact_query: None,
         reads: source.reads.iter().filter(|(_, p)| *p).map(|(r, _)| (**r).relid.to_u32()).collect(),
-        key_columns: key_columns(q),
+        key_columns: crate::query::tree::key_columns(q),
     };
     Ok(LevelChecked { level, reads: source.reads, distributed })
 }
 
-/// The GROUP BY keys of a level that are plain columns of a table (through nested row sources).
-pub(crate) unsafe fn key_columns(q: *mut Query) -> Vec<(u32, i16)> {
-    let mut out = Vec::new();
-    for (e, _) in crate::query::tree::group_keys(q) {
-        // as the planner will see it: constant conditions folded (CASE WHEN 'a' ILIKE 'b' THEN x
-        // ELSE x END is x), relabelling casts removed
-        let mut e = pg_sys::eval_const_expressions(std::ptr::null_mut(), pg_sys::copyObjectImpl(e as *const c_void) as *mut Node);
-        while !e.is_null() && (*e).type_ == NodeTag::T_RelabelType {
-            e = (*(e as *mut pg_sys::RelabelType)).arg as *mut Node;
-        }
-        let mut query = q;
-        for _ in 0..8 {
-            if e.is_null() || (*e).type_ != NodeTag::T_Var || (*(e as *mut pg_sys::Var)).varlevelsup != 0 {
-                break;
-            }
-            let v = e as *mut pg_sys::Var;
-            let rte = rt_fetch(query, (*v).varno);
-            if rte.is_null() {
-                break;
-            }
-            if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION {
-                out.push(((*rte).relid.to_u32(), (*v).varattno));
-                break;
-            }
-            if (*rte).rtekind != pg_sys::RTEKind::RTE_SUBQUERY || (*rte).subquery.is_null() {
-                break;
-            }
-            query = (*rte).subquery;
-            let tle = list_iter::<pg_sys::TargetEntry>((*query).targetList).find(|t| (**t).resno == (*v).varattno);
-            e = tle.map_or(std::ptr::null_mut(), |t| (*t).expr as *mut Node);
-        }
-    }
-    out
-}
 
 /// A GROUP BY or ORDER BY key of a collatable type is hashed or sorted under its collation: one
 /// left undetermined by conflicting implicit collations raises an error on the rows that reach it.

@@ -687,7 +687,7 @@ pub unsafe fn rewrite_level(q: *mut Query, level: &mut DpLevel, next_tag: &mut u
         // a key now grouped in its one spelling (trim_scale(n)) is no longer a plain column: the
         // release refuses the raw column above the aggregation (a subquery in the select list still
         // reads it, as one row of the group has it)
-        level.key_columns = crate::query::grammar::key_columns(q);
+        level.key_columns = crate::query::tree::key_columns(q);
         keys
     } else {
         keys
