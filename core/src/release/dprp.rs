@@ -160,7 +160,7 @@ pub struct DprpParams {
     /// Share of the projection in the budget of the two main statistics, strictly between 0 and 1.
     pub projection_share: f64,
     pub row_norm: RowNorm,
-    /// Z for [`RowNorm::Clip`], in (0, √d]; `None` takes [`default_clip_norm`] (√d/2). Must be `None` for
+    /// Z for [`RowNorm::Clip`], in [[`MIN_CLIP_NORM`], √d]; `None` takes [`default_clip_norm`] (√d/2). Must be `None` for
     /// [`RowNorm::Unit`].
     pub clip_norm: Option<f64>,
     pub projection: Projection,
@@ -455,6 +455,11 @@ pub fn default_clip_norm(d: usize) -> f64 {
     max_clip_norm(d) / 2.0
 }
 
+/// The smallest Z accepted for [`RowNorm::Clip`]: the noise grids scale with Z, and below about
+/// 2^-900 their exponents leave the range of float8 (a clip norm of 1e-300 failed inside the
+/// calibration instead of naming the argument).
+pub const MIN_CLIP_NORM: f64 = 1e-12;
+
 /// The largest Z accepted for [`RowNorm::Clip`]: the smallest float whose square is at least d (no
 /// row of [−1, 1]^d, corners included, is shrunk).
 pub fn max_clip_norm(d: usize) -> f64 {
@@ -610,10 +615,12 @@ fn check_clip_norm(row_norm: RowNorm, clip: Option<f64>, d: usize) -> DpResult<f
         (RowNorm::Unit, None) => Ok(1.0),
         (RowNorm::Unit, Some(z)) => Err(DpError::invalid("clip_norm", "NULL with unit row normalisation", fmt_f64(z))),
         (RowNorm::Clip, None) => Ok(default_clip_norm(d)),
-        (RowNorm::Clip, Some(z)) if z.is_finite() && z > 0.0 && z <= max => Ok(z),
-        (RowNorm::Clip, Some(z)) => {
-            Err(DpError::invalid("clip_norm", format!("greater than 0 and at most sqrt(d) = {}", fmt_f64(max)), fmt_f64(z)))
-        }
+        (RowNorm::Clip, Some(z)) if z.is_finite() && z >= MIN_CLIP_NORM && z <= max => Ok(z),
+        (RowNorm::Clip, Some(z)) => Err(DpError::invalid(
+            "clip_norm",
+            format!("greater than 0 and at most sqrt(d) = {}, and at least {}", fmt_f64(max), fmt_f64(MIN_CLIP_NORM)),
+            fmt_f64(z),
+        )),
     }
 }
 
