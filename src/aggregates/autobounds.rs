@@ -126,10 +126,20 @@ pg_v1!(pg_finfo_dp_exact_magnitude, dp_exact_magnitude, |fcinfo| {
     // NULL for NaN (STRICT: NULL for NULL). Written only into the exact query of a DP level over a
     // Citus table (distributed_level.rs), which groups by the bin and sums the significands.
     const F: &str = "dp.exact_magnitude";
-    let typ = pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 0);
-    if ![pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID, pg_sys::FLOAT8OID, pg_sys::NUMERICOID].contains(&typ) {
-        raise_with(PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH, format!("{F}: value must be smallint, integer, bigint, double precision or numeric"), None);
-    }
+    // the value's type, checked on the first call and kept for the others
+    let flinfo = (*fcinfo).flinfo;
+    let typ = if (*flinfo).fn_extra.is_null() {
+        let typ = pg_sys::get_fn_expr_argtype(flinfo, 0);
+        if ![pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID, pg_sys::FLOAT8OID, pg_sys::NUMERICOID].contains(&typ) {
+            raise_with(PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH, format!("{F}: value must be smallint, integer, bigint, double precision or numeric"), None);
+        }
+        let kept = pg_sys::MemoryContextAlloc((*flinfo).fn_mcxt, std::mem::size_of::<pg_sys::Oid>()) as *mut pg_sys::Oid;
+        kept.write(typ);
+        (*flinfo).fn_extra = kept.cast();
+        typ
+    } else {
+        *((*flinfo).fn_extra as *const pg_sys::Oid)
+    };
     let x = value_f64(typ, pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0));
     let significand = pg_getarg::<bool>(fcinfo, 1).unwrap_or(false);
     match MagnitudeHistogram::bin_of(x) {
@@ -144,7 +154,8 @@ pg_v1!(pg_finfo_dp_merge_auto_trans, dp_merge_auto_trans, |fcinfo| {
     // (ARRAY[bin, rows, Σ significands] per bin) instead of its rows
     const F: &str = "pg_dp automatic bounds merge";
     let st = state_or_first(fcinfo, F, pg_sys::FLOAT8OID);
-    if !pg_arg_is_null(fcinfo, 1) {
+    // a row whose bin is NULL holds the group's NULL and NaN values, which no bin counts
+    if !pg_arg_is_null(fcinfo, 1) && !crate::aggregates::merge::first_is_null(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1)) {
         let (code, count, sum) = crate::aggregates::merge::exact_sums(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1), F);
         let code = i32::try_from(code).unwrap_or(i32::MAX);
         (*st).hist.add_bin(code, count, sum).or_raise(F);

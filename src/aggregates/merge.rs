@@ -39,6 +39,15 @@ pub(crate) unsafe fn exact_sums(d: pg_sys::Datum, func: &'static str) -> (i128, 
     (at(0), at(1) as i64, at(2))
 }
 
+/// True if the first element of a numeric[] is NULL.
+pub(crate) unsafe fn first_is_null(d: pg_sys::Datum) -> bool {
+    let arr = pg_sys::pg_detoast_datum(d.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+    let mut isnull = false;
+    let idx = [1i32];
+    pg_sys::array_ref(arr, 1, idx.as_ptr().cast_mut(), -1, -1, false, pg_sys::TYPALIGN_INT as std::ffi::c_char, &mut isnull);
+    isnull
+}
+
 crate::pg::fmgr::pg_finfo!(pg_finfo_dp_exact_grid);
 
 /// dp.exact_grid(value, kind, lower, upper, epsilon, squared): per row, once the first call has built

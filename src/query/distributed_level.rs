@@ -309,17 +309,18 @@ unsafe fn quantile_array(a: *mut pg_sys::Aggref, value: *mut Node) -> *mut Node 
 
 /// The exact array of dp_sum or dp_avg without bounds over `value`, whose magnitude bin the exact
 /// query also groups by: ARRAY[bin, rows, Σ significands] of the group's rows in that bin (NaN and
-/// NULL have no bin and count no rows).
+/// NULL have no bin: their row's bin is NULL, and the merge skips it).
 unsafe fn magnitude_array(a: *mut pg_sys::Aggref, value: *mut Node) -> *mut Node {
     let filter = || if (*a).aggfilter.is_null() { std::ptr::null_mut() } else { copy((*a).aggfilter as *mut Node) };
-    let count_any = function(Some("pg_catalog"), "count", &[pg_sys::ANYOID]);
     let sum_int8 = function(Some("pg_catalog"), "sum", &[pg_sys::INT8OID]);
     let to_numeric = function(Some("pg_catalog"), "numeric", &[pg_sys::INT8OID]);
     // the bin as an aggregate of its rows (all alike): Citus splits a grouped expression written
     // outside an aggregate into the columns it reads, which are not grouped
     let min_int8 = function(Some("pg_catalog"), "min", &[pg_sys::INT8OID]);
     let bin = func_call(to_numeric, pg_sys::NUMERICOID, &[aggref(min_int8, pg_sys::INT8OID, &[magnitude(value, false)], std::ptr::null_mut(), false) as *mut Node]);
-    let rows = func_call(to_numeric, pg_sys::NUMERICOID, &[aggref(count_any, pg_sys::INT8OID, &[magnitude(value, false)], filter(), false) as *mut Node]);
+    // count(*): the row of the NULL bin (NULL and NaN values) is skipped by the merge
+    let count_star = function(Some("pg_catalog"), "count", &[]);
+    let rows = func_call(to_numeric, pg_sys::NUMERICOID, &[aggref(count_star, pg_sys::INT8OID, &[], filter(), true) as *mut Node]);
     let significands = or_zero(aggref(sum_int8, pg_sys::NUMERICOID, &[magnitude(value, true)], filter(), false) as *mut Node);
     let arr = node::<pg_sys::ArrayExpr>(NodeTag::T_ArrayExpr);
     (*arr).array_typeid = pg_sys::NUMERICARRAYOID;
