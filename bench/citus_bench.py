@@ -55,8 +55,11 @@ PAIRS = [
     ("count", "SELECT count(*) FROM t", "SELECT dp_count(*) FROM t"),
     ("sum", "SELECT sum(x) FROM t", "SELECT dp_sum(x, 0, 100, 1.0) FROM t"),
     ("avg", "SELECT avg(x) FROM t", "SELECT dp_avg(x, 0, 100, 1.0) FROM t"),
+    ("variance", "SELECT var_samp(x) FROM t", "SELECT dp_variance(x, 0, 100, 1.0) FROM t"),
     ("count, sum, avg", "SELECT count(*), sum(x), avg(x) FROM t",
      "SELECT dp_count(*), dp_sum(x, 0, 100, 1.0), dp_avg(x, 0, 100, 1.0) FROM t"),
+    ("count, sum, avg, variance", "SELECT count(*), sum(x), avg(x), var_samp(x) FROM t",
+     "SELECT dp_count(*), dp_sum(x, 0, 100, 1.0), dp_avg(x, 0, 100, 1.0), dp_variance(x, 0, 100, 1.0) FROM t"),
     ("GROUP BY g (10 groups): count, sum", "SELECT g, count(*), sum(x) FROM t GROUP BY g",
      "SELECT g, dp_count(*), dp_sum(x, 0, 100, 1.0) FROM t GROUP BY g"),
 ]
