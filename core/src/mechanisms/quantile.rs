@@ -22,8 +22,9 @@
 //!   The continuous noise is rounded to the grid, and that rounded distribution is what is sampled,
 //!   exactly. Derivation: docs/privacy/smooth-sensitivity.md.
 //! - **Exponential mechanism** (McSherry & Talwar 2007; Smith 2011): a grid point y drawn with
-//!   probability ∝ exp(−ε·d(y) / (2·max(p̃, 1 − p̃))), d(y) the distance from p̃·n to the ranks
-//!   [#{x < y}, #{x ≤ y}] that y occupies, ε-DP. Derivation: docs/privacy/percentile-em.md.
+//!   probability ∝ exp(−ε·d(y) / (2·max(p̃, 1 − p̃))), d(y) = |(1 − p̃)·#{x < y} − p̃·#{x > y}|, the
+//!   distance from p̃·n to the point #{x < y} + p̃·#{x = y} of the ranks y occupies, ε-DP.
+//!   Derivation: docs/privacy/percentile-em.md.
 use crate::accounting::charge::mechanism_epsilon;
 use crate::error::{DpError, DpResult};
 use crate::noise::grid::{pow2, Grid};
@@ -282,8 +283,9 @@ impl QuantileSpec {
     /// farther has weight at most e^(−qD)·(1 + 2^-44) of the best one (weight 1), and there are at
     /// most 2^42 points, so D = ln((N + 1)(1 + 2^-44)/0.05)/q (docs/privacy/intervals.md). The
     /// point's ranks [L, L + E] are then within D + m of the target rank p̃n (d(y) is at least that
-    /// rank distance), and m is at most max(p̃, 1 − p̃) times the rows tied at the target's value
-    /// (0 between distinct values). A bound from the public parameters, not the smallest such D.
+    /// rank distance), and m is at most max(p̃, 1 − p̃) times the rows tied at the value whose rank
+    /// interval holds the target (0 when a grid point between two values holds it). A bound from the
+    /// public parameters, not the smallest such D.
     pub fn rank_interval95(&self) -> f64 {
         let half = mechanism_epsilon(self.epsilon) / 2.0;
         let q = (half - EM_MARGIN.max(half * EM_MARGIN)) / self.utility_sensitivity();
@@ -375,7 +377,7 @@ impl QuantileSpec {
     /// the value whose interval holds the target well inside it over its neighbours, which share an
     /// end with it (integer data: ages). y has weight max(exp(−q·(d(y) − m)), 2^-64) with m the
     /// smallest distance of any point (the best point weighs exactly 1), q = (ε/2 − margin)/max(p̃,
-    /// 1 − p̃), rounded up to an integer multiple of 2^-109 ([`em_weight`]). The floor 2^-64·e^(q·m)
+    /// 1 − p̃), rounded up to an integer multiple of 2^-109 ([`em_weight`]). The floor 2^-64·e^(−q·m)
     /// moves between neighbours by at most e^(q·max(p̃, 1 − p̃)), as each weight does, since m does
     /// (docs/privacy/percentile-em.md); all floored points together weigh at most 2^-22 of one best
     /// point. The points fall into at most 2n + 1 categories of equal weight ([`em_categories`]), so
