@@ -268,24 +268,21 @@ crate::pg::fmgr::pg_v1!(pg_finfo_dp_merge_quantile_trans, dp_merge_quantile_tran
     // arguments are the quantile's own, but the first is ARRAY[value, count] of one group's rows
     // that share a value (float8[] for the float8 forms, int8[] for the integer ones)
     const M: &str = "pg_dp quantile merge";
-    let a = pg_sys::AggGetAggref(fcinfo);
-    let kind = kind_of((*a).aggfnoid, crate::catalog::functions::first_arg_type(a))
-        .filter(|k| k.is_quantile())
-        .unwrap_or_else(|| crate::pg::error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{M}: not a quantile merge aggregate"), None));
-    let flinfo = (*fcinfo).flinfo;
-    let bound_type = pg_sys::get_fn_expr_argtype(flinfo, 2 + (kind != Kind::Median) as i32);
-    let vt = match bound_type {
-        pg_sys::INT4OID => ValueType::Int4,
-        pg_sys::INT8OID => ValueType::Int8,
-        _ => ValueType::Float8,
-    };
     let mut st = state_arg(fcinfo, 0) as *mut QState;
     if st.is_null() {
+        let a = pg_sys::AggGetAggref(fcinfo);
+        let kind = kind_of((*a).aggfnoid, crate::catalog::functions::first_arg_type(a))
+            .filter(|k| k.is_quantile())
+            .unwrap_or_else(|| crate::pg::error::raise_with(pgrx::PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("{M}: not a quantile merge aggregate"), None));
         let ctx = agg_context(fcinfo, kind.func());
-        // the calls with bounds have the value, p for percentiles and two bounds; the others choose
-        // their bounds themselves (dp.merge_median(values [, ε]), dp.merge_percentile(values, p [, ε]))
-        let bounded = crate::pg::nodes::list_len((*a).args) >= 3 + (kind != Kind::Median) as usize;
-        let params = if bounded {
+        // the calls with bounds (the bounds' type says which grid); the others choose their bounds
+        // themselves (dp.merge_median(values [, ε]), dp.merge_percentile(values, p [, ε]))
+        let params = if kind.has_bounds(crate::pg::nodes::list_len((*a).args)) {
+            let vt = match pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 2 + (kind != Kind::Median) as i32) {
+                pg_sys::INT4OID => ValueType::Int4,
+                pg_sys::INT8OID => ValueType::Int8,
+                _ => ValueType::Float8,
+            };
             check_params_row_independent(fcinfo, kind.func(), kind.param_names());
             first_row_params(fcinfo, kind, vt)
         } else {

@@ -103,6 +103,12 @@ impl Kind {
         }
     }
 
+    /// True if a call of this kind with `nargs` arguments has bounds: the value, p for percentiles,
+    /// then the two bounds (a call with fewer chooses its bounds itself, or has none: dp_count).
+    pub fn has_bounds(self, nargs: usize) -> bool {
+        nargs >= 3 + matches!(self, Kind::Percentile | Kind::PercentileEm) as usize
+    }
+
     /// True for the quantile aggregates (state: the values; parameters: [`QuantileParams`]).
     pub fn is_quantile(self) -> bool {
         matches!(self, Kind::Median | Kind::Percentile | Kind::PercentileEm)

@@ -94,10 +94,26 @@ unsafe fn value_of(a: *mut pg_sys::Aggref) -> *mut Node {
     (*list_iter::<pg_sys::TargetEntry>((*a).args).next().expect("a value")).expr as *mut Node
 }
 
-/// True if the call has bounds: the value, p for percentiles, then the two bounds (a call without
-/// them chooses its bounds itself).
+/// True if the call has bounds ([`Kind::has_bounds`]).
 unsafe fn has_bounds(a: *mut pg_sys::Aggref, kind: Kind) -> bool {
-    crate::pg::nodes::list_len((*a).args) >= 3 + matches!(kind, Kind::Percentile | Kind::PercentileEm) as usize
+    kind.has_bounds(crate::pg::nodes::list_len((*a).args))
+}
+
+/// A copy of the call's FILTER condition, or NULL.
+unsafe fn filter_of(a: *mut pg_sys::Aggref) -> *mut Node {
+    if (*a).aggfilter.is_null() { std::ptr::null_mut() } else { copy((*a).aggfilter as *mut Node) }
+}
+
+/// `ARRAY[elements]` of element type `elem`.
+unsafe fn array_expr(elem: Oid, elements: &[*mut Node]) -> *mut Node {
+    let arr = node::<pg_sys::ArrayExpr>(NodeTag::T_ArrayExpr);
+    (*arr).array_typeid = pg_sys::get_array_type(elem);
+    (*arr).array_collid = pg_sys::InvalidOid;
+    (*arr).element_typeid = elem;
+    (*arr).elements = ptr_list(elements);
+    (*arr).multidims = false;
+    (*arr).location = -1;
+    arr as *mut Node
 }
 
 /// True for dp_sum and dp_avg without bounds, whose state is a histogram of binary magnitudes.
@@ -214,12 +230,11 @@ unsafe fn exact_array(a: *mut pg_sys::Aggref, kind: Kind) -> *mut Node {
     if is_auto_sum(a, kind) {
         return magnitude_array(a, args[0]);
     }
-    let filter = |_: ()| if (*a).aggfilter.is_null() { std::ptr::null_mut() } else { copy((*a).aggfilter as *mut Node) };
     let count_any = function(Some("pg_catalog"), "count", &[pg_sys::ANYOID]);
     let to_numeric = function(Some("pg_catalog"), "numeric", &[pg_sys::INT8OID]);
     let sum_int8 = function(Some("pg_catalog"), "sum", &[pg_sys::INT8OID]);
     let count_with = |v: *mut Node, f: *mut Node| func_call(to_numeric, pg_sys::NUMERICOID, &[aggref(count_any, pg_sys::INT8OID, &[v], f, false) as *mut Node]);
-    let counted = |v: *mut Node| count_with(v, filter(()));
+    let counted = |v: *mut Node| count_with(v, filter_of(a));
     let elements = match kind {
         Kind::Count | Kind::KeepGroup => vec![numeric_zero(), counted(copy(args[0])), numeric_zero()],
         _ => {
@@ -244,7 +259,7 @@ unsafe fn exact_array(a: *mut pg_sys::Aggref, kind: Kind) -> *mut Node {
                     pg_sys::makeBoolConst(squared, false) as *mut Node,
                 ])
             };
-            let sum = |e: *mut Node| or_zero(aggref(sum_int8, pg_sys::NUMERICOID, &[e], filter(()), false) as *mut Node);
+            let sum = |e: *mut Node| or_zero(aggref(sum_int8, pg_sys::NUMERICOID, &[e], filter_of(a), false) as *mut Node);
             let sq = if matches!(kind, Kind::Variance | Kind::Stddev) { sum(q(true)) } else { numeric_zero() };
             // the rows the aggregate adds: its non-NULL values, but NaN (skipped like NULL); counted
             // without a second call of dp.exact_grid (identical counts are computed once)
@@ -257,21 +272,14 @@ unsafe fn exact_array(a: *mut pg_sys::Aggref, kind: Kind) -> *mut Node {
                     let len = if t == pg_sys::FLOAT8OID { 8 } else { -1 };
                     let nan = pg_sys::makeConst(t, -1, pg_sys::InvalidOid, len, nan, false, t == pg_sys::FLOAT8OID) as *mut Node;
                     let not_nan = crate::pg::build::op_expr(crate::pg::build::operator("<>", t, t), copy(v), nan, pg_sys::InvalidOid);
-                    count_with(copy(v), pg_sys::make_and_qual(filter(()), not_nan))
+                    count_with(copy(v), pg_sys::make_and_qual(filter_of(a), not_nan))
                 }
                 _ => counted(copy(v)),
             };
             vec![sum(q(false)), n, sq]
         }
     };
-    let arr = node::<pg_sys::ArrayExpr>(NodeTag::T_ArrayExpr);
-    (*arr).array_typeid = pg_sys::NUMERICARRAYOID;
-    (*arr).array_collid = pg_sys::InvalidOid;
-    (*arr).element_typeid = pg_sys::NUMERICOID;
-    (*arr).elements = ptr_list(&elements);
-    (*arr).multidims = false;
-    (*arr).location = -1;
-    arr as *mut Node
+    array_expr(pg_sys::NUMERICOID, &elements)
 }
 
 /// The exact array of a quantile over `value`, which the exact query also groups by: ARRAY[value,
@@ -279,9 +287,8 @@ unsafe fn exact_array(a: *mut pg_sys::Aggref, kind: Kind) -> *mut Node {
 /// integer one). NaN and NULL are counted or not as they come; the merge skips both, as the quantile
 /// does.
 unsafe fn quantile_array(a: *mut pg_sys::Aggref, value: *mut Node) -> *mut Node {
-    let filter = if (*a).aggfilter.is_null() { std::ptr::null_mut() } else { copy((*a).aggfilter as *mut Node) };
     let count_any = function(Some("pg_catalog"), "count", &[pg_sys::ANYOID]);
-    let count = aggref(count_any, pg_sys::INT8OID, &[copy(value)], filter, false) as *mut Node;
+    let count = aggref(count_any, pg_sys::INT8OID, &[copy(value)], filter_of(a), false) as *mut Node;
     // the value as an aggregate of its rows (all equal): Citus splits a grouped expression written
     // outside an aggregate into the columns it reads, which are not grouped
     let t = expr_type(value);
@@ -297,21 +304,13 @@ unsafe fn quantile_array(a: *mut pg_sys::Aggref, value: *mut Node) -> *mut Node 
             (pg_sys::INT8OID, vec![func_call(to_int8, pg_sys::INT8OID, &[min]), count])
         }
     };
-    let arr = node::<pg_sys::ArrayExpr>(NodeTag::T_ArrayExpr);
-    (*arr).array_typeid = pg_sys::get_array_type(elem);
-    (*arr).array_collid = pg_sys::InvalidOid;
-    (*arr).element_typeid = elem;
-    (*arr).elements = ptr_list(&elements);
-    (*arr).multidims = false;
-    (*arr).location = -1;
-    arr as *mut Node
+    array_expr(elem, &elements)
 }
 
 /// The exact array of dp_sum or dp_avg without bounds over `value`, whose magnitude bin the exact
 /// query also groups by: ARRAY[bin, rows, Σ significands] of the group's rows in that bin (NaN and
 /// NULL have no bin: their row's bin is NULL, and the merge skips it).
 unsafe fn magnitude_array(a: *mut pg_sys::Aggref, value: *mut Node) -> *mut Node {
-    let filter = || if (*a).aggfilter.is_null() { std::ptr::null_mut() } else { copy((*a).aggfilter as *mut Node) };
     let sum_int8 = function(Some("pg_catalog"), "sum", &[pg_sys::INT8OID]);
     let to_numeric = function(Some("pg_catalog"), "numeric", &[pg_sys::INT8OID]);
     // the bin as an aggregate of its rows (all alike): Citus splits a grouped expression written
@@ -320,16 +319,9 @@ unsafe fn magnitude_array(a: *mut pg_sys::Aggref, value: *mut Node) -> *mut Node
     let bin = func_call(to_numeric, pg_sys::NUMERICOID, &[aggref(min_int8, pg_sys::INT8OID, &[magnitude(value, false)], std::ptr::null_mut(), false) as *mut Node]);
     // count(*): the row of the NULL bin (NULL and NaN values) is skipped by the merge
     let count_star = function(Some("pg_catalog"), "count", &[]);
-    let rows = func_call(to_numeric, pg_sys::NUMERICOID, &[aggref(count_star, pg_sys::INT8OID, &[], filter(), true) as *mut Node]);
-    let significands = or_zero(aggref(sum_int8, pg_sys::NUMERICOID, &[magnitude(value, true)], filter(), false) as *mut Node);
-    let arr = node::<pg_sys::ArrayExpr>(NodeTag::T_ArrayExpr);
-    (*arr).array_typeid = pg_sys::NUMERICARRAYOID;
-    (*arr).array_collid = pg_sys::InvalidOid;
-    (*arr).element_typeid = pg_sys::NUMERICOID;
-    (*arr).elements = ptr_list(&[bin, rows, significands]);
-    (*arr).multidims = false;
-    (*arr).location = -1;
-    arr as *mut Node
+    let rows = func_call(to_numeric, pg_sys::NUMERICOID, &[aggref(count_star, pg_sys::INT8OID, &[], filter_of(a), true) as *mut Node]);
+    let significands = or_zero(aggref(sum_int8, pg_sys::NUMERICOID, &[magnitude(value, true)], filter_of(a), false) as *mut Node);
+    array_expr(pg_sys::NUMERICOID, &[bin, rows, significands])
 }
 
 struct Swap {

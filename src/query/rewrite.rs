@@ -1189,26 +1189,25 @@ unsafe fn spelt_differently(e: *mut Node, table: &str) -> Refusal {
 /// (1.0 = 1.00), the floating-point types (0 = −0), interval, jsonb, ranges or records, whose
 /// classes have no such function. An array is when its elements are. Only built-in classes count.
 unsafe fn equality_is_identity(typ: Oid, eqop: Oid, coll: Oid) -> bool {
+    /// A type's default B-tree class: the class, its family, its input type and its equality.
+    unsafe fn default_btree(typ: Oid) -> Option<(Oid, Oid, Oid, Oid)> {
+        let opclass = pg_sys::GetDefaultOpClass(typ, pg_sys::BTREE_AM_OID);
+        if opclass == pg_sys::InvalidOid {
+            return None;
+        }
+        let family = pg_sys::get_opclass_family(opclass);
+        let input = pg_sys::get_opclass_input_type(opclass);
+        Some((opclass, family, input, pg_sys::get_opfamily_member(family, input, input, pg_sys::BTEqualStrategyNumber as i16)))
+    }
     let base = pg_sys::getBaseType(typ);
     // an array equals another of the same dimensions, lower bounds and equal elements
     let element = pg_sys::get_element_type(base);
     if element != pg_sys::InvalidOid {
-        let opclass = pg_sys::GetDefaultOpClass(element, pg_sys::BTREE_AM_OID);
-        if eqop.to_u32() != pg_sys::ARRAY_EQ_OP || opclass == pg_sys::InvalidOid {
-            return false;
-        }
-        let family = pg_sys::get_opclass_family(opclass);
-        let input = pg_sys::get_opclass_input_type(opclass);
-        let element_eq = pg_sys::get_opfamily_member(family, input, input, pg_sys::BTEqualStrategyNumber as i16);
-        return element_eq != pg_sys::InvalidOid && equality_is_identity(element, element_eq, coll);
+        return eqop.to_u32() == pg_sys::ARRAY_EQ_OP
+            && default_btree(element).is_some_and(|(_, _, _, element_eq)| element_eq != pg_sys::InvalidOid && equality_is_identity(element, element_eq, coll));
     }
-    let opclass = pg_sys::GetDefaultOpClass(base, pg_sys::BTREE_AM_OID);
-    if opclass == pg_sys::InvalidOid || opclass.to_u32() >= pg_sys::FirstNormalObjectId {
-        return false;
-    }
-    let family = pg_sys::get_opclass_family(opclass);
-    let input = pg_sys::get_opclass_input_type(opclass);
-    if pg_sys::get_opfamily_member(family, input, input, pg_sys::BTEqualStrategyNumber as i16) != eqop {
+    let Some((opclass, family, input, equality)) = default_btree(base) else { return false };
+    if opclass.to_u32() >= pg_sys::FirstNormalObjectId || equality != eqop {
         return false;
     }
     // BTEQUALIMAGE_PROC (access/nbtree.h)
