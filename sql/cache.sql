@@ -50,7 +50,7 @@ GRANT SELECT ON dp.my_reuses TO PUBLIC;
 
 -- Whether a role could have bought the cached releases it asks for (epsilons and deltas of their
 -- receipts): a budget (unless unlimited) with that much epsilon and delta remaining, and their total
--- within its per-query cap and pinned level. NULL when it could, else the reason, as dp.debit gives
+-- within its per-query cap and pinned level. NULL when it could, else the reason, as the debit gives
 -- it. Called only by the ledger worker.
 CREATE FUNCTION dp.reuse_refusal(role oid, unlimited bool, epsilons numeric[], deltas numeric[]) RETURNS text
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$

@@ -3,10 +3,10 @@
 //!
 //! One long-lived worker per database serves a request queue in shared memory. A backend puts its
 //! request in a free slot, wakes the worker (starting it if needed) and sleeps on its latch. The
-//! worker takes every waiting request of its database, debits them all with one call of
-//! `dp.debit_batch` (a statement kept prepared for the worker's life) in one transaction, commits
-//! durably (one WAL flush for the batch), and only then answers. Should that call fail, each request
-//! is tried again alone, in its own subtransaction, so that one request's error fails no other.
+//! worker takes every waiting request of its database, debits them all together (debit.rs: five
+//! statements kept prepared for the worker's life) in one transaction, commits durably (one WAL
+//! flush for the batch), and only then answers. Should the debit fail, each request is tried again
+//! alone, in its own subtransaction, so that one request's error fails no other.
 //! A worker idle for [`IDLE_EXIT_SECS`] exits, so that it does not hold a database open for long.
 //!
 //! The workers are registered at server start (`dp.ledger_workers`, static background workers):
@@ -22,6 +22,7 @@ use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgLwLock, PgSqlErrorCode};
 use std::ffi::c_int;
 
+use crate::budget::debit;
 use crate::pg::error::raise_with;
 
 const NSLOTS: usize = 64;
@@ -493,8 +494,15 @@ unsafe fn serve(dboid: pg_sys::Oid) {
         // the bootstrap superuser; the role to charge travels in each request
         BackgroundWorker::connect_worker_to_spi_by_oid(Some(dboid), None);
         // for the worker's whole session, above any database or role default: a debit waits at most
-        // 10 s for a budget row a DBA holds, commits durably, and resolves names in pg_catalog only
-        for (name, value) in [(c"lock_timeout", c"10s"), (c"synchronous_commit", c"on"), (c"search_path", c"pg_catalog, pg_temp")] {
+        // 10 s for a budget row a DBA holds, commits durably, resolves names in pg_catalog only, and
+        // runs its kept statements on generic plans (a custom plan per batch, which the arrays'
+        // estimates can favour, would plan each statement again every time)
+        for (name, value) in [
+            (c"lock_timeout", c"10s"),
+            (c"synchronous_commit", c"on"),
+            (c"search_path", c"pg_catalog, pg_temp"),
+            (c"plan_cache_mode", c"force_generic_plan"),
+        ] {
             pg_sys::SetConfigOption(name.as_ptr(), value.as_ptr(), pg_sys::GucContext::PGC_SUSET, pg_sys::GucSource::PGC_S_SESSION);
         }
         let mut idle_since = now_us();
@@ -553,9 +561,9 @@ fn caught_message(e: &pg_sys::panic::CaughtError) -> String {
 }
 
 /// Every request of the batch in one transaction (one WAL flush). Plain charges (the common case)
-/// are debited together by one call of `dp.debit_batch`; forfeits and requests that reuse cached
-/// releases, each in its own subtransaction. When the common call fails, its requests are tried again
-/// one by one, each in its own subtransaction.
+/// are debited together (`debit::debit_batch`); forfeits and requests that reuse cached releases,
+/// each in its own subtransaction. When the common debit fails, its requests are tried again one by
+/// one, each in its own subtransaction.
 fn run_batch(batch: &[(usize, Vec<u8>)]) -> Vec<ChargeOutcome> {
     let r = PgTryBuilder::new(|| unsafe {
         pg_sys::SetCurrentStatementStartTimestamp();
@@ -564,24 +572,24 @@ fn run_batch(batch: &[(usize, Vec<u8>)]) -> Vec<ChargeOutcome> {
         pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_RUNNING, c"pg_dp ledger: debit".as_ptr());
         let reqs: Vec<Option<ChargeRequest>> = batch.iter().map(|(_, b)| ChargeRequest::from_bytes(b)).collect();
         let mut out: Vec<Option<ChargeOutcome>> = vec![None; batch.len()];
-        // a database still on an earlier version's schema has dp.debit only: one request at a time
-        let batched = debit_batch_exists();
+        // a database still on 0.1.0's schema has its own dp.debit: one request at a time
+        let batched = batched_schema();
         let plain: Vec<usize> = (0..reqs.len()).filter(|&i| batched && reqs[i].as_ref().is_some_and(is_plain)).collect();
         if !plain.is_empty() {
             let together: Vec<&ChargeRequest> = plain.iter().filter_map(|&i| reqs[i].as_ref()).collect();
-            match in_subxact(|| debit_batch(&together)) {
+            match in_subxact(|| debit::debit_batch(&together)) {
                 Ok(v) => {
                     for (&i, o) in plain.iter().zip(v) {
                         out[i] = Some(o);
                     }
                 }
                 Err(message) => {
-                    forget_plan();
+                    debit::forget_plans();
                     log!("pg_dp ledger: a batch of {} charges failed ({message}); charging each alone", plain.len());
                     for &i in &plain {
                         let req = reqs[i].as_ref().expect("a plain request");
-                        out[i] = Some(in_subxact(|| debit_batch(&[req]).remove(0)).unwrap_or_else(|message| {
-                            forget_plan();
+                        out[i] = Some(in_subxact(|| debit::debit_batch(&[req]).remove(0)).unwrap_or_else(|message| {
+                            debit::forget_plans();
                             ChargeOutcome::Failed { message }
                         }));
                     }
@@ -604,7 +612,7 @@ fn run_batch(batch: &[(usize, Vec<u8>)]) -> Vec<ChargeOutcome> {
     .catch_others(|e| {
         let message = caught_message(&e);
         unsafe { pg_sys::AbortCurrentTransaction() };
-        forget_plan();
+        debit::forget_plans();
         log!("pg_dp ledger: batch rolled back, nothing charged: {message}");
         batch.iter().map(|_| ChargeOutcome::Failed { message: message.clone() }).collect()
     })
@@ -612,91 +620,22 @@ fn run_batch(batch: &[(usize, Vec<u8>)]) -> Vec<ChargeOutcome> {
     r
 }
 
-/// True if this database's pg_dp schema has `dp.debit_batch` (0.2.0 on).
-fn debit_batch_exists() -> bool {
-    use pg_sys::*;
-    let args = [
-        OIDARRAYOID, NAMEARRAYOID, BOOLARRAYOID, INT8ARRAYOID, TEXTARRAYOID, INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID,
-        FLOAT8ARRAYOID, FLOAT8ARRAYOID, NUMERICARRAYOID, NUMERICARRAYOID, JSONBARRAYOID,
-    ];
-    unsafe { crate::pg::build::function_if_exists(Some("dp"), "debit_batch", &args).is_some() }
+/// True if this database's pg_dp schema is 0.2.0's or later (budgets by role identity,
+/// `dp.role_identities`), which `debit::debit_batch` reads and writes; a database still on 0.1.0's
+/// has its own `dp.debit`.
+fn batched_schema() -> bool {
+    unsafe {
+        let ns = pg_sys::get_namespace_oid(c"dp".as_ptr(), true);
+        ns != pg_sys::InvalidOid && pg_sys::get_relname_relid(c"role_identities".as_ptr(), ns) != pg_sys::InvalidOid
+    }
 }
 
-/// A charge that `dp.debit_batch` takes: releases to pay, none reused from the cache, not a forfeit.
+/// A charge that `debit::debit_batch` takes: releases to pay, none reused from the cache, not a forfeit.
 fn is_plain(req: &ChargeRequest) -> bool {
     matches!(req.kind, RequestKind::Charge) && req.reused.is_empty() && !req.releases.is_empty()
 }
 
-const DEBIT_BATCH_SQL: &str = "SELECT granted, reason, pg_catalog.trim_scale(epsilon_remaining)::text, \
-            pg_catalog.trim_scale(delta_remaining)::text \
-       FROM dp.debit_batch($1, $2::pg_catalog.name[], $3, $4, $5, $6, $7, $8, $9, $10, \
-                           $11::pg_catalog.numeric[], $12::pg_catalog.numeric[], $13::pg_catalog.jsonb[])";
-
-thread_local! {
-    /// `DEBIT_BATCH_SQL`, prepared once for the worker's life (dropped after an error, prepared again).
-    static DEBIT_PLAN: std::cell::RefCell<Option<pgrx::spi::OwnedPreparedStatement>> = const { std::cell::RefCell::new(None) };
-}
-
-fn forget_plan() {
-    DEBIT_PLAN.with(|p| p.borrow_mut().take());
-}
-
-/// Debits `reqs` (plain charges) with one call of `dp.debit_batch`: one outcome per request, in order.
-fn debit_batch(reqs: &[&ChargeRequest]) -> Vec<ChargeOutcome> {
-    use pgrx::{PgBuiltInOids as B, PgOid};
-    let owners: Vec<i32> = reqs.iter().enumerate().flat_map(|(i, r)| r.releases.iter().map(move |_| i as i32 + 1)).collect();
-    let rel = || reqs.iter().flat_map(|r| r.releases.iter());
-    let args = [
-        reqs.iter().map(|r| pg_sys::Oid::from(r.role)).collect::<Vec<_>>().into(),
-        reqs.iter().map(|r| r.database_user.clone()).collect::<Vec<_>>().into(),
-        reqs.iter().map(|r| r.unlimited).collect::<Vec<_>>().into(),
-        reqs.iter().map(|r| r.query_id).collect::<Vec<_>>().into(),
-        reqs.iter().map(|r| r.query_text.clone()).collect::<Vec<_>>().into(),
-        owners.into(),
-        rel().map(|r| r.aggregate.clone()).collect::<Vec<_>>().into(),
-        rel().map(|r| r.mechanism.clone()).collect::<Vec<_>>().into(),
-        rel().map(|r| r.sensitivity).collect::<Vec<_>>().into(),
-        rel().map(|r| r.noise_scale).collect::<Vec<_>>().into(),
-        rel().map(|r| r.epsilon.clone()).collect::<Vec<_>>().into(),
-        rel().map(|r| r.delta.clone()).collect::<Vec<_>>().into(),
-        rel().map(|r| r.details.clone()).collect::<Vec<_>>().into(),
-    ];
-    let r = Spi::connect_mut(|c| -> Result<Vec<ChargeOutcome>, pgrx::spi::Error> {
-        let prepared = DEBIT_PLAN.with(|p| p.borrow().is_some());
-        if !prepared {
-            let t = |o| PgOid::BuiltIn(o);
-            let types = [
-                t(B::OIDARRAYOID),
-                t(B::TEXTARRAYOID),
-                t(B::BOOLARRAYOID),
-                t(B::INT8ARRAYOID),
-                t(B::TEXTARRAYOID),
-                t(B::INT4ARRAYOID),
-                t(B::TEXTARRAYOID),
-                t(B::TEXTARRAYOID),
-                t(B::FLOAT8ARRAYOID),
-                t(B::FLOAT8ARRAYOID),
-                t(B::TEXTARRAYOID),
-                t(B::TEXTARRAYOID),
-                t(B::TEXTARRAYOID),
-            ];
-            let plan = c.prepare_mut(DEBIT_BATCH_SQL, &types)?.keep();
-            DEBIT_PLAN.with(|p| *p.borrow_mut() = Some(plan));
-        }
-        DEBIT_PLAN.with(|p| {
-            let plan = p.borrow();
-            let t = c.update(plan.as_ref().expect("prepared above"), None, &args)?;
-            t.into_iter().map(|row| outcome(&row)).collect::<Result<Vec<_>, _>>()
-        })
-    });
-    match r {
-        Ok(v) if v.len() == reqs.len() => v,
-        Ok(v) => error!("pg_dp ledger: dp.debit_batch answered {} of {} requests", v.len(), reqs.len()),
-        Err(e) => error!("pg_dp ledger: {e}"),
-    }
-}
-
-/// A request's outcome from a row of `dp.debit` or `dp.debit_batch`: granted, reason, ε and δ left.
+/// A request's outcome from a row of 0.1.0's `dp.debit`: granted, reason, ε and δ left.
 fn outcome(row: &pgrx::spi::SpiHeapTupleData<'_>) -> Result<ChargeOutcome, pgrx::spi::Error> {
     let eps_rem = row.get::<String>(3)?;
     Ok(if row.get::<bool>(1)?.unwrap_or(false) {
@@ -729,12 +668,13 @@ unsafe fn in_subxact<R>(f: impl FnOnce() -> R + std::panic::UnwindSafe) -> Resul
     r
 }
 
-/// One request that `dp.debit_batch` does not take (a forfeit, a charge with releases reused from
-/// the cache, any charge of a database still on 0.1.0's schema): `dp.forfeit`, or `dp.reuse_refusal`
-/// then `dp.debit`, which checks the budget and writes the receipts atomically under the budget row's
-/// lock. (The session settings of `serve` hold: lock timeout, durable commit, search path.)
+/// One request that the batch does not take (a forfeit, a charge with releases reused from the
+/// cache, any charge of a database still on 0.1.0's schema): `dp.forfeit`, or `dp.reuse_refusal` then
+/// the debit of its releases (`debit::debit_batch` of one, or 0.1.0's `dp.debit`), which checks the
+/// budget and writes the receipts under the budget row's lock, then the count of its reuses. (The
+/// session settings of `serve` hold: lock timeout, durable commit, search path.)
 fn debit(req: &ChargeRequest) -> ChargeOutcome {
-    let r = Spi::connect_mut(|c| -> Result<ChargeOutcome, pgrx::spi::Error> {
+    let refused = Spi::connect_mut(|c| -> Result<Option<ChargeOutcome>, pgrx::spi::Error> {
         if let RequestKind::Forfeit { sqlstate } = &req.kind {
             let args = [
                 pg_sys::Oid::from(req.role).into(),
@@ -748,7 +688,7 @@ fn debit(req: &ChargeRequest) -> ChargeOutcome {
                 None,
                 &args,
             )?;
-            return Ok(ChargeOutcome::Granted { epsilon_remaining: t.first().get::<String>(1)? });
+            return Ok(Some(ChargeOutcome::Granted { epsilon_remaining: t.first().get::<String>(1)? }));
         }
         // releases from the cache: served only to a role that could have bought them
         if !req.reused.is_empty() {
@@ -772,13 +712,31 @@ fn debit(req: &ChargeRequest) -> ChargeOutcome {
                     let row = rem.first();
                     (row.get::<String>(1)?, row.get::<String>(2)?)
                 };
-                return Ok(ChargeOutcome::Denied { reason, epsilon_remaining: eps, delta_remaining: del });
+                return Ok(Some(ChargeOutcome::Denied { reason, epsilon_remaining: eps, delta_remaining: del }));
             }
         }
-        if req.releases.is_empty() {
-            record_reuse(c, req)?;
-            return Ok(ChargeOutcome::Granted { epsilon_remaining: None });
-        }
+        Ok(None)
+    })
+    .unwrap_or_else(|e| error!("pg_dp ledger: {e}"));
+    if let Some(out) = refused {
+        return out;
+    }
+    let out = if req.releases.is_empty() {
+        ChargeOutcome::Granted { epsilon_remaining: None }
+    } else if batched_schema() {
+        debit::debit_batch(&[req]).remove(0)
+    } else {
+        debit_0_1(req)
+    };
+    if matches!(out, ChargeOutcome::Granted { .. }) && !req.reused.is_empty() {
+        Spi::connect_mut(|c| record_reuse(c, req)).unwrap_or_else(|e| error!("pg_dp ledger: {e}"));
+    }
+    out
+}
+
+/// A charge in a database still on 0.1.0's schema: its own `dp.debit`.
+fn debit_0_1(req: &ChargeRequest) -> ChargeOutcome {
+    let r = Spi::connect_mut(|c| -> Result<ChargeOutcome, pgrx::spi::Error> {
         let rel = &req.releases;
         let args = [
             pg_sys::Oid::from(req.role).into(),
@@ -800,14 +758,10 @@ fn debit(req: &ChargeRequest) -> ChargeOutcome {
             None,
             &args,
         )?;
-        let out = match t.into_iter().next() {
+        Ok(match t.into_iter().next() {
             Some(row) => outcome(&row)?,
             None => ChargeOutcome::Failed { message: "dp.debit answered nothing".into() },
-        };
-        if matches!(out, ChargeOutcome::Granted { .. }) {
-            record_reuse(c, req)?;
-        }
-        Ok(out)
+        })
     });
     r.unwrap_or_else(|e| error!("pg_dp ledger: {e}"))
 }

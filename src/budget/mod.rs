@@ -2,6 +2,7 @@
 //! release cache and the preview. Imports `query` and the layers below it.
 pub mod cache;
 pub mod charge;
+pub mod debit;
 pub mod ledger;
 pub mod preview;
 pub mod receipts;

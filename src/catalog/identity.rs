@@ -28,12 +28,7 @@ fn is_uuid(s: &str) -> bool {
 }
 
 unsafe fn role_name(role: Oid) -> String {
-    let n = pg_sys::GetUserNameFromId(role, true);
-    if n.is_null() {
-        format!("role {}", role.to_u32())
-    } else {
-        CStr::from_ptr(n).to_string_lossy().into_owned()
-    }
+    existing_role_name(role).unwrap_or_else(|| format!("role {}", role.to_u32()))
 }
 
 /// The label hook: only superusers and members of dp_admin label, only roles, only with a uuid that
@@ -95,16 +90,23 @@ unsafe extern "C-unwind" fn check_relabel(object: *const pg_sys::ObjectAddress, 
     }
 }
 
-/// A role's pg_dp identity (its `pg_dp_role` label) for keys that must follow the role, not its
-/// OID; a role without one is keyed by its OID (it has no budget, and no identity to follow).
-pub unsafe fn key_of(role: Oid) -> String {
+/// A role's pg_dp identity (its `pg_dp_role` label, a uuid in lower case), if it has one.
+pub unsafe fn identity_of(role: Oid) -> Option<String> {
     let obj = pg_sys::ObjectAddress { classId: pg_sys::AuthIdRelationId, objectId: role, objectSubId: 0 };
     let label = pg_sys::GetSecurityLabel(&obj, PROVIDER.as_ptr());
-    if label.is_null() {
-        format!("oid:{}", role.to_u32())
-    } else {
-        CStr::from_ptr(label).to_string_lossy().to_ascii_lowercase()
-    }
+    (!label.is_null()).then(|| CStr::from_ptr(label).to_string_lossy().to_ascii_lowercase())
+}
+
+/// A role's name, if the role exists (as this transaction sees the catalog).
+pub unsafe fn existing_role_name(role: Oid) -> Option<String> {
+    let n = pg_sys::GetUserNameFromId(role, true);
+    (!n.is_null()).then(|| CStr::from_ptr(n).to_string_lossy().into_owned())
+}
+
+/// A role's pg_dp identity for keys that must follow the role, not its OID; a role without one is
+/// keyed by its OID (it has no budget, and no identity to follow).
+pub unsafe fn key_of(role: Oid) -> String {
+    identity_of(role).unwrap_or_else(|| format!("oid:{}", role.to_u32()))
 }
 
 /// The ε per query of the privacy level a DBA pinned to `role` in this database

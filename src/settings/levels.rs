@@ -1,6 +1,6 @@
 //! Named privacy levels in SQL: `dp.privacy_level_epsilon(level)` and `dp.privacy_level_names()`,
 //! from the one mapping in `pg_dp_core::accounting::levels`. The session setting is `dp.privacy_level`
-//! (guc.rs); the per-role pin is checked by `dp.debit` (sql/ledger.sql).
+//! (guc.rs); the per-role pin is checked by the debit (budget/debit.rs).
 use crate::pg::error::OrRaise;
 use crate::pg::fmgr::pg_v1;
 use pg_dp_core::accounting::levels::{level_epsilon, PRIVACY_LEVELS};

@@ -322,7 +322,7 @@ def check_4_schema_equals_a_fresh_install():
         c.execute("CREATE EXTENSION pg_dp VERSION %s" % quote(ARGS.to_version))
     fresh, updated = describe(FRESH), describe(DB)
     # the description sees the whole extension (a broken query would compare nothing)
-    for marker in ["member function dp.debit(", "view dp.ledger:", "constraint role_budget_pkey on dp.role_budget:",
+    for marker in ["member function dp.locked_budget(", "view dp.ledger:", "constraint role_budget_pkey on dp.role_budget:",
                    "aggregate public.dp_count(): arguments ()", "comment on table dp.release_log:", "config table dp.release_log:",
                    "built-in function pg_relation_size(regclass): acl"]:
         assert any(l.startswith(marker) for l in fresh), f"the schema description misses {marker!r}"
