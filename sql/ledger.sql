@@ -20,21 +20,33 @@ BEGIN
 END
 $$;
 
+-- The budget's amounts are domains rather than CHECK constraints of the table: a domain's checks are
+-- prepared once per session, a table's CHECK constraints are read and planned again by every statement
+-- that writes a row (the ledger worker's update of the budget rows, once per batch).
+CREATE DOMAIN dp.budget_amount AS numeric CHECK (VALUE >= 0);
+COMMENT ON DOMAIN dp.budget_amount IS 'pg_dp: an amount of epsilon or delta granted or spent by a role (exact numeric, at least 0)';
+CREATE DOMAIN dp.delta_grant AS numeric CHECK (VALUE >= 0 AND VALUE < 1);
+COMMENT ON DOMAIN dp.delta_grant IS 'pg_dp: the delta granted to a role (exact numeric, in [0, 1))';
+CREATE DOMAIN dp.epsilon_cap AS numeric CHECK (VALUE > 0);
+COMMENT ON DOMAIN dp.epsilon_cap IS 'pg_dp: a role''s largest epsilon per query (exact numeric, above 0)';
+CREATE DOMAIN dp.budget_period AS interval CHECK (VALUE >= interval '1 hour');
+COMMENT ON DOMAIN dp.budget_period IS 'pg_dp: the period after which a role''s budget is renewed (at least an hour)';
+
 -- Roles are identified by a pg_dp identity, a random uuid kept as the role's shared security label of
 -- provider pg_dp_role (pg_shseclabel, src/catalog/identity.rs): it follows renames, is dumped and
 -- restored with the role by pg_dumpall, goes away with DROP ROLE, and so never passes to a new role
 -- that gets a dropped role's OID, in any database.
 CREATE TABLE dp.role_budget (
-    epsilon_granted       numeric NOT NULL DEFAULT 0 CHECK (epsilon_granted >= 0),
-    epsilon_spent         numeric NOT NULL DEFAULT 0 CHECK (epsilon_spent >= 0),
-    delta_granted         numeric NOT NULL DEFAULT 0 CHECK (delta_granted >= 0 AND delta_granted < 1),
-    delta_spent           numeric NOT NULL DEFAULT 0 CHECK (delta_spent >= 0),
-    max_epsilon_per_query numeric CHECK (max_epsilon_per_query > 0),
+    epsilon_granted       dp.budget_amount NOT NULL DEFAULT 0,
+    epsilon_spent         dp.budget_amount NOT NULL DEFAULT 0,
+    delta_granted         dp.delta_grant NOT NULL DEFAULT 0,
+    delta_spent           dp.budget_amount NOT NULL DEFAULT 0,
+    max_epsilon_per_query dp.epsilon_cap,
     updated_at            timestamptz NOT NULL DEFAULT pg_catalog.now(),
     privacy_level         text,
     -- a budget period: the granted amounts are renewed every period; what each period spent moves to
     -- the lifetime totals (NULL: one budget for ever)
-    period                interval CHECK (period >= interval '1 hour'),
+    period                dp.budget_period,
     period_start          timestamptz,
     lifetime_epsilon_spent numeric NOT NULL DEFAULT 0,
     lifetime_delta_spent  numeric NOT NULL DEFAULT 0,

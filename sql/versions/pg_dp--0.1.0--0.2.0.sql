@@ -225,6 +225,32 @@ ALTER TABLE dp.role_budget DROP COLUMN role;
 ALTER TABLE dp.role_budget ADD CONSTRAINT role_budget_pkey PRIMARY KEY (role_uid);
 ALTER TABLE dp.role_budget ALTER COLUMN role_name SET NOT NULL;
 
+-- The budget's amounts are domains rather than CHECK constraints of the table: a domain's checks are
+-- prepared once per session, a table's CHECK constraints are read and planned again by every statement
+-- that writes a row (the ledger worker's update of the budget rows, once per batch).
+CREATE DOMAIN dp.budget_amount AS numeric CHECK (VALUE >= 0);
+COMMENT ON DOMAIN dp.budget_amount IS 'pg_dp: an amount of epsilon or delta granted or spent by a role (exact numeric, at least 0)';
+CREATE DOMAIN dp.delta_grant AS numeric CHECK (VALUE >= 0 AND VALUE < 1);
+COMMENT ON DOMAIN dp.delta_grant IS 'pg_dp: the delta granted to a role (exact numeric, in [0, 1))';
+CREATE DOMAIN dp.epsilon_cap AS numeric CHECK (VALUE > 0);
+COMMENT ON DOMAIN dp.epsilon_cap IS 'pg_dp: a role''s largest epsilon per query (exact numeric, above 0)';
+CREATE DOMAIN dp.budget_period AS interval CHECK (VALUE >= interval '1 hour');
+COMMENT ON DOMAIN dp.budget_period IS 'pg_dp: the period after which a role''s budget is renewed (at least an hour)';
+
+ALTER TABLE dp.role_budget
+    DROP CONSTRAINT role_budget_epsilon_granted_check,
+    DROP CONSTRAINT role_budget_epsilon_spent_check,
+    DROP CONSTRAINT role_budget_delta_granted_check,
+    DROP CONSTRAINT role_budget_delta_spent_check,
+    DROP CONSTRAINT role_budget_max_epsilon_per_query_check,
+    DROP CONSTRAINT role_budget_period_check,
+    ALTER COLUMN epsilon_granted TYPE dp.budget_amount,
+    ALTER COLUMN epsilon_spent TYPE dp.budget_amount,
+    ALTER COLUMN delta_granted TYPE dp.delta_grant,
+    ALTER COLUMN delta_spent TYPE dp.budget_amount,
+    ALTER COLUMN max_epsilon_per_query TYPE dp.epsilon_cap,
+    ALTER COLUMN period TYPE dp.budget_period;
+
 ALTER TABLE dp.release_log ADD COLUMN role_uid uuid;
 UPDATE dp.release_log l SET role_uid = dp.role_uid(l.role::pg_catalog.regrole)
  WHERE EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = l.role);

@@ -25,14 +25,19 @@ use std::collections::HashMap;
 /// Most rows in one kept statement.
 pub const CHUNK: usize = 32;
 
-/// The budget rows of the batch's identities, locked in the order of their identities; whether a
-/// row's budget period has ended (renewed by `dp.locked_budget` before it is decided on).
-const BUDGETS: &str = "SELECT b.role_uid::text, b.epsilon_granted - b.epsilon_spent, b.delta_granted - b.delta_spent, \
-            b.max_epsilon_per_query, b.privacy_level, \
-            CASE WHEN b.privacy_level IS NOT NULL THEN dp.privacy_level_epsilon(b.privacy_level)::numeric END, \
-            b.period IS NOT NULL AND now() >= b.period_start + b.period \
-       FROM dp.role_budget b WHERE b.role_uid = ANY ($1::text[]::uuid[]) \
-      ORDER BY b.role_uid FOR UPDATE";
+/// The budget rows of the batch's identities, locked in the order of their identities (a batch of
+/// one role, the common case, needs no sort); whether a row's budget period has ended (renewed by
+/// `dp.locked_budget` before it is decided on).
+fn budgets_sql(several: bool) -> String {
+    format!(
+        "SELECT b.role_uid::text, b.epsilon_granted - b.epsilon_spent, b.delta_granted - b.delta_spent, \
+                b.max_epsilon_per_query::numeric, b.privacy_level, \
+                CASE WHEN b.privacy_level IS NOT NULL THEN dp.privacy_level_epsilon(b.privacy_level)::numeric END, \
+                b.period IS NOT NULL AND now() >= b.period_start + b.period \
+           FROM dp.role_budget b WHERE {} FOR UPDATE",
+        if several { "b.role_uid = ANY ($1::text[]::uuid[]) ORDER BY b.role_uid" } else { "b.role_uid = $1::uuid" }
+    )
+}
 
 /// The update of the rows that pay, for `n` of them: the ε and δ granted, the role's current name.
 fn spend_sql(n: usize) -> String {
@@ -85,7 +90,8 @@ fn receipts_sql(n: usize) -> String {
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum Statement {
-    Budgets,
+    /// For one role, or several.
+    Budgets(bool),
     Spend(usize),
     Receipts(usize),
 }
@@ -93,7 +99,7 @@ enum Statement {
 impl Statement {
     fn sql(self) -> String {
         match self {
-            Statement::Budgets => BUDGETS.to_string(),
+            Statement::Budgets(several) => budgets_sql(several),
             Statement::Spend(n) => spend_sql(n),
             Statement::Receipts(n) => receipts_sql(n),
         }
@@ -103,7 +109,7 @@ impl Statement {
         use PgBuiltInOids as B;
         let t = |o| PgOid::BuiltIn(o);
         match self {
-            Statement::Budgets => vec![t(B::TEXTARRAYOID)],
+            Statement::Budgets(several) => vec![t(if several { B::TEXTARRAYOID } else { B::TEXTOID })],
             Statement::Spend(n) => vec![t(B::TEXTOID); 4 * n],
             Statement::Receipts(n) => {
                 let row = [
@@ -271,7 +277,11 @@ fn locked_budgets(c: &mut SpiClient<'_>, uids: &[String]) -> Result<Vec<(String,
     if uids.is_empty() {
         return Ok(Vec::new());
     }
-    run(c, Statement::Budgets, &[uids.to_vec().into()], |t| {
+    let arg: DatumWithOid = match uids {
+        [one] => one.clone().into(),
+        _ => uids.to_vec().into(),
+    };
+    run(c, Statement::Budgets(uids.len() > 1), &[arg], |t| {
         t.into_iter()
             .map(|row| {
                 let amount = |i| row.get::<AnyNumeric>(i).map(|v| v.unwrap_or_else(|| AnyNumeric::from(0)));

@@ -483,6 +483,55 @@ def check_sixteen_sessions_race_for_one_budget():
     assert receipts(a) == 50
 
 
+def check_one_batch_of_several_roles_debits_each_its_own_budget():
+    # the worker debits every waiting charge in one transaction: held on a lock, it finds the charges
+    # of four roles waiting (two of one role, one over its budget, one over its cap) and decides them
+    # together; each role pays for its own, in order, and each receipt names its role
+    first = new_analyst("dp_l_batch_first", 5)
+    many = new_analyst("dp_l_batch_many", 1.0)
+    small = new_analyst("dp_l_batch_small", 0.3)
+    capped = new_analyst("dp_l_batch_capped", 5, cap=0.2)
+    results = {}
+
+    def run(name, user, eps):
+        try:
+            with connect(user) as c:
+                c.execute(f"SELECT dp_count(x, {eps}) FROM t").fetchone()
+            results[name] = "ok"
+        except psycopg.Error as e:
+            results[name] = type(e).__name__
+
+    locker = connect()
+    locker.autocommit = False
+    locker.execute("LOCK TABLE dp.role_budget IN EXCLUSIVE MODE")
+    held = threading.Thread(target=run, args=("first", first, 0.5))
+    held.start()
+    time.sleep(1.0)  # the worker holds the first charge and waits for the lock
+    waiting = [("many 1", many, 0.5), ("many 2", many, 0.5), ("many 3", many, 0.5), ("small", small, 0.5),
+               ("capped", capped, 0.5), ("capped ok", capped, 0.125)]
+    threads = []
+    for name, user, eps in waiting:
+        threads.append(threading.Thread(target=run, args=(name, user, eps)))
+        threads[-1].start()
+        time.sleep(0.2)  # queued in this order
+    time.sleep(0.5)
+    locker.rollback()
+    locker.close()
+    for t in [held] + threads:
+        t.join(30)
+    assert results == {"first": "ok", "many 1": "ok", "many 2": "ok", "many 3": "InsufficientResources",
+                       "small": "InsufficientResources", "capped": "ProgramLimitExceeded", "capped ok": "ok"}, results
+    assert (spent(first), spent(many), spent(small), spent(capped)) == (Decimal("0.5"), Decimal("1.0"), 0, Decimal("0.125"))
+    with connect() as c:
+        rows = c.execute("""SELECT l.role_name, count(*), count(DISTINCT l.xmin::text), min(l.xmin::text)
+                              FROM dp.release_log l WHERE l.role_name IN (%s, %s, %s, %s)
+                               AND l.role_uid = dp.role_uid(l.role_name::regrole) GROUP BY l.role_name ORDER BY 1""",
+                         (first, many, small, capped)).fetchall()
+    assert [(r[0], r[1]) for r in rows] == [(capped, 1), (first, 1), (many, 2)], rows
+    # the charges that waited were one batch: one transaction, after the first charge's own
+    assert rows[0][3] == rows[2][3] and rows[2][2] == 1 and rows[1][3] != rows[2][3], rows
+
+
 def check_require_budget_off_is_superuser_only_and_still_recorded():
     a = new_analyst("dp_l_unlimited")
     with connect(a) as c:
