@@ -192,18 +192,20 @@ fn analyst_cannot_grant_a_budget() {
 }
 
 #[pg_test]
-fn analyst_cannot_call_the_debit() {
-    assert!(refused_for_a_plain_role(
-        "SELECT dp.debit(current_user::regrole::oid, 'x', true, 0, '', '{}', '{}', '{}', '{}', '{}', '{}', '{}')"
-    ));
-}
-
-#[pg_test]
-fn analyst_cannot_call_the_batch_debit() {
-    assert!(refused_for_a_plain_role(
-        "SELECT dp.debit_batch(ARRAY[current_user::regrole::oid], ARRAY['x']::name[], ARRAY[true], ARRAY[0::bigint], ARRAY[''], \
-         '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}')"
-    ));
+fn analyst_cannot_call_the_ledger_workers_functions() {
+    let uid = "'00000000-0000-4000-8000-000000000000'::uuid";
+    for sql in [
+        format!("SELECT * FROM dp.locked_budget({uid})"),
+        "SELECT * FROM dp.forfeit(current_user::regrole::oid, 'x', 0, '', '22012')".to_string(),
+        "SELECT dp.ensure_role_uid(current_user::regrole)".to_string(),
+        "SELECT dp.reuse_refusal(current_user::regrole::oid, true, '{}', '{}')".to_string(),
+    ] {
+        Spi::run("RESET ROLE; DROP ROLE IF EXISTS dp_mallory").unwrap();
+        assert!(refused_for_a_plain_role(&sql), "{sql}");
+    }
+    Spi::run("RESET ROLE").unwrap();
+    // the debit itself is no SQL function: only the ledger worker runs it (src/budget/debit.rs)
+    assert_eq!(one_i64("SELECT count(*) FROM pg_proc WHERE proname IN ('debit', 'debit_batch') AND pronamespace = 'dp'::regnamespace"), 0);
 }
 
 #[pg_test]
@@ -377,24 +379,51 @@ fn query_texts_are_kept_once_per_fingerprint_and_receipts_can_be_purged_and_expo
     assert!(e.contains("older_than must be an interval of at least 0"), "{e}");
 }
 
-/// One call of `dp.debit_batch`, as the ledger worker makes for every charge waiting when it wakes:
-/// each request is (role, unlimited, ε); its one release is named `r<i>`. Rows "granted|reason|ε left".
+/// One debit of a batch, as the ledger worker makes for every charge waiting when it wakes (called in
+/// the test's transaction, which can see the roles it created): each request is (role, unlimited, ε);
+/// its one release is named `r<i>`, its query text is `text`, and its fingerprint `i` if `fingerprinted`
+/// (none otherwise: each receipt then keeps the text). One outcome per request.
+fn debit_outcomes(reqs: &[(&str, bool, &str)], text: &str, fingerprinted: bool) -> Vec<pg_dp_core::accounting::charge::ChargeOutcome> {
+    use pg_dp_core::accounting::charge::{ChargeRequest, ReleaseRecord};
+    let reqs: Vec<ChargeRequest> = reqs
+        .iter()
+        .enumerate()
+        .map(|(i, (role, unlimited, eps))| ChargeRequest {
+            role: Spi::get_one_with_args::<pg_sys::Oid>("SELECT $1::regrole::oid", &[(*role).into()]).unwrap().unwrap().to_u32(),
+            database_user: role.to_string(),
+            unlimited: *unlimited,
+            query_id: if fingerprinted { i as i64 + 1 } else { 0 },
+            query_text: text.into(),
+            releases: vec![ReleaseRecord {
+                aggregate: format!("r{}", i + 1),
+                mechanism: "discrete_laplace".into(),
+                sensitivity: 1.0,
+                noise_scale: 1.0,
+                epsilon: eps.to_string(),
+                delta: "0".into(),
+                details: "{}".into(),
+            }],
+            kind: Default::default(),
+            reused: vec![],
+        })
+        .collect();
+    let refs: Vec<&ChargeRequest> = reqs.iter().collect();
+    crate::budget::debit::debit_batch(&refs)
+}
+
+/// `debit_outcomes` as rows "granted|reason|ε left" (absent parts left out).
 fn debit_batch(reqs: &[(&str, bool, &str)]) -> Vec<String> {
-    let roles: Vec<String> = reqs.iter().map(|r| format!("'{}'::regrole::oid", r.0)).collect();
-    let names: Vec<String> = reqs.iter().map(|r| format!("'{}'", r.0)).collect();
-    let unlimited: Vec<String> = reqs.iter().map(|r| r.1.to_string()).collect();
-    let ids: Vec<String> = (1..=reqs.len()).map(|i| i.to_string()).collect();
-    let aggs: Vec<String> = (1..=reqs.len()).map(|i| format!("'r{i}'")).collect();
-    let eps: Vec<String> = reqs.iter().map(|r| r.2.to_string()).collect();
-    let same = |v: &str| vec![v; reqs.len()].join(", ");
-    let sql = format!(
-        "SELECT concat_ws('|', granted, reason, trim_scale(epsilon_remaining)) FROM dp.debit_batch(
-            ARRAY[{}], ARRAY[{}]::name[], ARRAY[{}], ARRAY[{}]::bigint[], ARRAY[{}], ARRAY[{}], ARRAY[{}],
-            ARRAY[{}], ARRAY[{}]::float8[], ARRAY[{}]::float8[], ARRAY[{}]::numeric[], ARRAY[{}]::numeric[], ARRAY[{}]::jsonb[])",
-        roles.join(", "), names.join(", "), unlimited.join(", "), ids.join(", "), same("'batch test'"), ids.join(", "),
-        aggs.join(", "), same("'discrete_laplace'"), same("1"), same("1"), eps.join(", "), same("0"), same("'{}'"),
-    );
-    Spi::connect(|c| c.select(&sql, None, &[]).unwrap().map(|r| r.get::<String>(1).unwrap().unwrap()).collect())
+    use pg_dp_core::accounting::charge::ChargeOutcome;
+    debit_outcomes(reqs, "batch test", true)
+        .into_iter()
+        .map(|o| match o {
+            ChargeOutcome::Granted { epsilon_remaining } => ["t".to_string()].into_iter().chain(epsilon_remaining).collect::<Vec<_>>().join("|"),
+            ChargeOutcome::Denied { reason, epsilon_remaining, .. } => {
+                ["f".to_string(), reason].into_iter().chain(epsilon_remaining).collect::<Vec<_>>().join("|")
+            }
+            ChargeOutcome::Failed { message } => format!("failed: {message}"),
+        })
+        .collect()
 }
 
 #[pg_test]
@@ -433,8 +462,29 @@ fn a_batch_of_charges_is_decided_request_by_request_in_order() {
     );
     // the exempt role was given a pg_dp identity for its receipt
     assert_eq!(one_text("SELECT (role_uid = dp.role_uid('dp_batch_b'))::text FROM dp.release_log WHERE aggregate = 'r6'"), "true");
-    // dp.debit, one request, gives the same answers
-    assert_eq!(one_text("SELECT concat_ws('|', granted, reason) FROM dp.debit('dp_batch_a'::regrole, 'x', false, NULL, 'one',
-                ARRAY['dp_count'], ARRAY['discrete_laplace'], ARRAY[1]::float8[], ARRAY[1]::float8[],
-                ARRAY[0.2]::numeric[], ARRAY[0]::numeric[], ARRAY['{}']::jsonb[])"), "f|exhausted");
+    // a batch of one request gives the same answers
+    assert_eq!(debit_batch(&[("dp_batch_a", false, "0.2")]), ["f|exhausted|0.1"]);
+}
+
+#[pg_test]
+fn two_roles_with_one_identity_in_one_batch_spend_one_budget() {
+    // the label hook refuses a second role with an identity another carries, but two racing labels
+    // could both pass its check: their requests are decided together, against the one budget row
+    Spi::run("CREATE ROLE dp_twin_a; CREATE ROLE dp_twin_b").unwrap();
+    Spi::run("SELECT dp.set_budget('dp_twin_a', 1.0)").unwrap();
+    Spi::run(
+        "SET allow_system_table_mods = on;
+         INSERT INTO pg_shseclabel SELECT 'dp_twin_b'::regrole, classoid, provider, label FROM pg_shseclabel
+          WHERE objoid = 'dp_twin_a'::regrole AND provider = 'pg_dp_role';
+         RESET allow_system_table_mods",
+    )
+    .unwrap();
+    assert_eq!(one_text("SELECT (dp.role_uid('dp_twin_a') = dp.role_uid('dp_twin_b'))::text"), "true");
+    let rows = debit_batch(&[("dp_twin_a", false, "0.75"), ("dp_twin_b", false, "0.75"), ("dp_twin_b", false, "0.25")]);
+    assert_eq!(rows, ["t|0.25", "f|exhausted|0.25", "t|0"]);
+    assert_eq!(one_text("SELECT epsilon_spent::text FROM dp.role_budget WHERE role_uid = dp.role_uid('dp_twin_a')"), "1.00");
+    assert_eq!(
+        one_text("SELECT string_agg(role_name || ':' || epsilon, ' ' ORDER BY id) FROM dp.release_log WHERE role_name LIKE 'dp_twin_%'"),
+        "dp_twin_a:0.75 dp_twin_b:0.25"
+    );
 }

@@ -1,15 +1,16 @@
 // Role identities: budgets and receipts belong to a role's pg_dp identity (its pg_dp_role label),
 // not to its OID. The ledger worker cannot see roles created in a test's transaction, so these tests
-// call dp.debit, the worker's function, directly; tests/client/test_roles.py covers the worker,
-// pg_dumpall and pg_restore into another cluster, OID reuse and several databases.
+// run the worker's debit (src/budget/debit.rs) in the test's own transaction; tests/client/test_roles.py
+// covers the worker, pg_dumpall and pg_restore into another cluster, OID reuse and several databases.
 
 /// Debits `epsilon` from `role` as the ledger worker does (budget required); "t" or "f|reason".
 fn debit_as(role: &str, epsilon: &str) -> String {
-    one_text(&format!(
-        "SELECT concat_ws('|', granted, reason) FROM dp.debit('{role}'::regrole, '{role}', false, NULL, 'roles test',
-                ARRAY['dp_count'], ARRAY['discrete_laplace'], ARRAY[1]::float8[], ARRAY[1]::float8[],
-                ARRAY[{epsilon}]::numeric[], ARRAY[0]::numeric[], ARRAY['{{}}']::jsonb[])"
-    ))
+    use pg_dp_core::accounting::charge::ChargeOutcome;
+    match debit_outcomes(&[(role, false, epsilon)], "roles test", false).remove(0) {
+        ChargeOutcome::Granted { .. } => "t".into(),
+        ChargeOutcome::Denied { reason, .. } => format!("f|{reason}"),
+        ChargeOutcome::Failed { message } => format!("failed: {message}"),
+    }
 }
 
 /// The SQLSTATE `sql` fails with (None if it succeeds). The first call creates a helper function,

@@ -167,11 +167,21 @@ fn numeric(s: &str) -> AnyNumeric {
     AnyNumeric::try_from(s).unwrap_or_else(|e| error!("pg_dp ledger: an amount that is not a decimal ({s:?}): {e}"))
 }
 
-/// One role of the batch: its identity and name, and its requests (indexes into the batch).
+/// One role of the batch: its identity and name.
 struct Role {
     oid: pg_sys::Oid,
     uid: Option<String>,
     name: Option<String>,
+}
+
+/// The requests decided against one budget row, in order (indexes into the batch): those of one
+/// identity, whichever roles carry it (two roles carry one only if labelled alike, which the label
+/// hook refuses but two racing labels could do), or of one role without an identity.
+struct Payer {
+    uid: Option<String>,
+    /// The first of its roles (`roles` index): its name updates the row, a role without an identity
+    /// is given one.
+    role: usize,
     requests: Vec<usize>,
 }
 
@@ -179,15 +189,19 @@ struct Role {
 /// current transaction: one outcome per request, in order. Raises an error (the caller's
 /// subtransaction rolls back) if a statement fails.
 pub fn debit_batch(reqs: &[&ChargeRequest]) -> Vec<ChargeOutcome> {
-    // the roles, in the order of their first request, with their identities and names
+    // the roles, with their identities and names; the payers, in the order of their first request
     let mut roles: Vec<Role> = Vec::new();
+    let mut payers: Vec<Payer> = Vec::new();
     for (i, r) in reqs.iter().enumerate() {
         let oid = pg_sys::Oid::from(r.role);
-        match roles.iter_mut().find(|x| x.oid == oid) {
-            Some(x) => x.requests.push(i),
-            None => roles.push(unsafe {
-                Role { oid, uid: identity::identity_of(oid), name: identity::existing_role_name(oid), requests: vec![i] }
-            }),
+        let k = roles.iter().position(|x| x.oid == oid).unwrap_or_else(|| {
+            roles.push(unsafe { Role { oid, uid: identity::identity_of(oid), name: identity::existing_role_name(oid) } });
+            roles.len() - 1
+        });
+        let uid = roles[k].uid.clone();
+        match payers.iter_mut().find(|p| if uid.is_some() { p.uid == uid } else { p.uid.is_none() && p.role == k }) {
+            Some(p) => p.requests.push(i),
+            None => payers.push(Payer { uid, role: k, requests: vec![i] }),
         }
     }
     let zero = AnyNumeric::from(0);
@@ -201,7 +215,7 @@ pub fn debit_batch(reqs: &[&ChargeRequest]) -> Vec<ChargeOutcome> {
         .collect();
     let r = Spi::connect_mut(|c| -> Result<Vec<ChargeOutcome>, SpiError> {
         // the budget rows, locked (renewed first where a period has ended)
-        let uids: Vec<String> = roles.iter().filter_map(|x| x.uid.clone()).collect();
+        let uids: Vec<String> = payers.iter().filter_map(|p| p.uid.clone()).collect();
         let mut budgets = locked_budgets(c, &uids)?;
         let ended: Vec<String> = budgets.iter().filter(|(_, _, ended)| *ended).map(|(u, _, _)| u.clone()).collect();
         if !ended.is_empty() {
@@ -210,16 +224,17 @@ pub fn debit_batch(reqs: &[&ChargeRequest]) -> Vec<ChargeOutcome> {
             }
             budgets = locked_budgets(c, &uids)?;
         }
-        // each role's requests, in order
+        // each payer's requests, in order (each budget row is in at most one payer, so it is updated once)
         let mut out: Vec<Option<ChargeOutcome>> = vec![None; reqs.len()];
         let mut granted = vec![false; reqs.len()];
         let mut spend: Vec<Option<String>> = Vec::new();
-        for role in roles.iter_mut() {
-            let budget = role.uid.as_ref().and_then(|u| budgets.iter().find(|(b, _, _)| b == u)).map(|(_, b, _)| b);
-            let mine: Vec<Request<AnyNumeric>> = role.requests.iter().map(|&i| asked[i].clone()).collect();
+        for payer in &payers {
+            let budget = payer.uid.as_ref().and_then(|u| budgets.iter().find(|(b, _, _)| b == u)).map(|(_, b, _)| b);
+            let mine: Vec<Request<AnyNumeric>> = payer.requests.iter().map(|&i| asked[i].clone()).collect();
             let d = decide(budget, &mine, zero.clone());
+            let role = &mut roles[payer.role];
             if budget.is_some() && d.any_granted() {
-                spend.extend([role.uid.clone(), Some(d.epsilon.to_string()), Some(d.delta.to_string()), role.name.clone()]);
+                spend.extend([payer.uid.clone(), Some(d.epsilon.to_string()), Some(d.delta.to_string()), role.name.clone()]);
             }
             // receipts name the role by its identity: a role charged without a budget (a superuser, or
             // with dp.require_budget off) gets one now, unless this transaction cannot see the role yet
@@ -229,7 +244,7 @@ pub fn debit_batch(reqs: &[&ChargeRequest]) -> Vec<ChargeOutcome> {
                     .first()
                     .get::<String>(1)?;
             }
-            for (&i, decision) in role.requests.iter().zip(d.decisions) {
+            for (&i, decision) in payer.requests.iter().zip(d.decisions) {
                 granted[i] = decision.granted();
                 out[i] = Some(outcome(decision));
             }

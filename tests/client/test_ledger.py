@@ -60,6 +60,23 @@ def receipts(name):
         return c.execute("SELECT count(*) FROM dp.ledger WHERE role = %s::regrole", (name,)).fetchone()[0]
 
 
+def outcome_into(results, name, conn, sql):
+    """Runs sql on conn and records "ok" or the error's class name under name."""
+    try:
+        conn.execute(sql).fetchall()
+        results[name] = "ok"
+    except psycopg.Error as e:
+        results[name] = type(e).__name__
+
+
+def worker_held():
+    """A connection holding dp.role_budget locked: the ledger worker waits at its next debit."""
+    locker = connect()
+    locker.autocommit = False
+    locker.execute("LOCK TABLE dp.role_budget IN EXCLUSIVE MODE")
+    return locker
+
+
 def check_grant_query_and_my_budget_show_the_exact_spend():
     a = new_analyst("dp_l_alice", 1.0)
     with connect(a) as c:
@@ -494,16 +511,10 @@ def check_one_batch_of_several_roles_debits_each_its_own_budget():
     results = {}
 
     def run(name, user, eps):
-        try:
-            with connect(user) as c:
-                c.execute(f"SELECT dp_count(x, {eps}) FROM t").fetchone()
-            results[name] = "ok"
-        except psycopg.Error as e:
-            results[name] = type(e).__name__
+        with connect(user) as c:
+            outcome_into(results, name, c, f"SELECT dp_count(x, {eps}) FROM t")
 
-    locker = connect()
-    locker.autocommit = False
-    locker.execute("LOCK TABLE dp.role_budget IN EXCLUSIVE MODE")
+    locker = worker_held()
     held = threading.Thread(target=run, args=("first", first, 0.5))
     held.start()
     time.sleep(1.0)  # the worker holds the first charge and waits for the lock
@@ -696,15 +707,9 @@ def check_fail_closed_a_pending_cancel_does_not_withdraw_the_forfeit():
     results = {}
 
     def run(name, conn, sql):
-        try:
-            conn.execute(sql).fetchall()
-            results[name] = "ok"
-        except psycopg.Error as e:
-            results[name] = type(e).__name__
+        outcome_into(results, name, conn, sql)
 
-    locker = connect()
-    locker.autocommit = False
-    locker.execute("LOCK TABLE dp.role_budget IN EXCLUSIVE MODE")
+    locker = worker_held()
     other = connect(busy)
     t1 = threading.Thread(target=run, args=("busy", other, "SELECT dp_count(i, 0.5) FROM pt"))
     t1.start()
