@@ -62,6 +62,10 @@ unsafe extern "C-unwind" fn check_relabel(object: *const pg_sys::ObjectAddress, 
             None,
         );
     }
+    // one label of this provider at a time: the checks below read the committed labels, so a second
+    // transaction giving another role the same uuid waits here until the first ends, then sees its
+    // label (without the lock both could pass the checks, and two roles would spend one budget)
+    pg_sys::LockRelationOid(protect::SHARED_SECLABEL_RELATION_ID, pg_sys::ShareRowExclusiveLock as pg_sys::LOCKMODE);
     let current = pg_sys::GetSecurityLabel(object, PROVIDER.as_ptr());
     if !current.is_null() {
         let current = CStr::from_ptr(current).to_string_lossy();

@@ -18,6 +18,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
+import uuid
 from decimal import Decimal
 
 import psycopg
@@ -81,6 +84,39 @@ def check_rename_keeps_the_budgets_of_every_database():
             names = [r[0] for r in c.execute(
                 "SELECT role_name FROM dp.ledger WHERE role = 'dp_roles_analyst2'::regrole ORDER BY id")]
             assert names == ["dp_roles_analyst", "dp_roles_analyst2"], (db, names)
+
+
+def check_two_racing_labels_cannot_give_two_roles_one_identity():
+    # the label hook refuses an identity another role carries; two transactions labelling two roles
+    # with one uuid at once each saw no holder and both passed, and the two roles then spent one budget.
+    # Labels of pg_dp_role are now set one transaction at a time: the second waits, then sees the first.
+    for name in ("dp_r_race_a", "dp_r_race_b"):
+        new_role(name, {})
+    u = str(uuid.uuid4())
+    first = psycopg.connect(host=ARGS.host, port=ARGS.port, dbname=DB_A, user="postgres")
+    first.execute(f"SECURITY LABEL FOR pg_dp_role ON ROLE dp_r_race_a IS '{u}'")  # not committed yet
+    outcome = {}
+
+    def second():
+        try:
+            with connect(DB_A) as c:
+                c.execute(f"SECURITY LABEL FOR pg_dp_role ON ROLE dp_r_race_b IS '{u}'")
+            outcome["b"] = "labelled"
+        except psycopg.Error as e:
+            outcome["b"] = str(e)
+
+    t = threading.Thread(target=second)
+    t.start()
+    time.sleep(1.0)
+    waited = t.is_alive()
+    first.commit()
+    first.close()
+    t.join(30)
+    assert waited, "the second label did not wait for the first transaction"
+    assert "is the pg_dp identity of role \"dp_r_race_a\"" in outcome.get("b", ""), outcome
+    with connect(DB_A) as c:
+        assert one(c, "SELECT dp.role_uid('dp_r_race_a')::text")[0] == u
+        assert one(c, "SELECT dp.role_uid('dp_r_race_b')")[0] is None
 
 
 def check_drop_role_in_one_database_leaves_no_budget_to_inherit_in_another():
