@@ -237,8 +237,17 @@ pub fn debit_batch(reqs: &[&ChargeRequest]) -> Vec<ChargeOutcome> {
                 spend.extend([payer.uid.clone(), Some(d.epsilon.to_string()), Some(d.delta.to_string()), role.name.clone()]);
             }
             // receipts name the role by its identity: a role charged without a budget (a superuser, or
-            // with dp.require_budget off) gets one now, unless this transaction cannot see the role yet
+            // with dp.require_budget off) gets one now, unless this transaction cannot see the role yet.
+            // Labels wait for this transaction from here on (the label hook takes the same lock); one
+            // given since the role was read may come with a budget its requests were not decided
+            // against: the batch fails, and each request is decided again alone
             if d.any_granted() && role.uid.is_none() && role.name.is_some() {
+                unsafe {
+                    identity::lock_labels();
+                    if identity::identity_of(role.oid).is_some() {
+                        error!("pg_dp ledger: role {} was given a pg_dp identity while its charge was decided", role.oid.to_u32());
+                    }
+                }
                 role.uid = c
                     .update("SELECT dp.ensure_role_uid($1::regrole)::text", None, &[role.oid.into()])?
                     .first()

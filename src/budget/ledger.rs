@@ -536,7 +536,7 @@ unsafe fn serve(dboid: pg_sys::Oid) {
                 let mut l = LEDGER.exclusive();
                 for ((i, _), out) in batch.iter().zip(outcomes) {
                     let s = &mut l.slots[*i];
-                    let b = out.to_bytes();
+                    let b = out.to_bytes_within(RESP_BYTES);
                     let n = b.len().min(RESP_BYTES);
                     s.resp[..n].copy_from_slice(&b[..n]);
                     s.resp_len = n as u32;

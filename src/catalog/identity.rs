@@ -65,7 +65,7 @@ unsafe extern "C-unwind" fn check_relabel(object: *const pg_sys::ObjectAddress, 
     // one label of this provider at a time: the checks below read the committed labels, so a second
     // transaction giving another role the same uuid waits here until the first ends, then sees its
     // label (without the lock both could pass the checks, and two roles would spend one budget)
-    pg_sys::LockRelationOid(protect::SHARED_SECLABEL_RELATION_ID, pg_sys::ShareRowExclusiveLock as pg_sys::LOCKMODE);
+    lock_labels();
     let current = pg_sys::GetSecurityLabel(object, PROVIDER.as_ptr());
     if !current.is_null() {
         let current = CStr::from_ptr(current).to_string_lossy();
@@ -92,6 +92,12 @@ unsafe extern "C-unwind" fn check_relabel(object: *const pg_sys::ObjectAddress, 
             Some("an identity belongs to one role; dp.grant_budget gives a role a new one"),
         );
     }
+}
+
+/// Makes every change of a `pg_dp_role` label wait until this transaction ends (and waits for one
+/// in progress): the labels read afterwards stay as they are until then.
+pub unsafe fn lock_labels() {
+    pg_sys::LockRelationOid(protect::SHARED_SECLABEL_RELATION_ID, pg_sys::ShareRowExclusiveLock as pg_sys::LOCKMODE);
 }
 
 /// A role's pg_dp identity (its `pg_dp_role` label, a uuid in lower case), if it has one.

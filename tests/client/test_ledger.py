@@ -543,6 +543,63 @@ def check_one_batch_of_several_roles_debits_each_its_own_budget():
     assert rows[0][3] == rows[2][3] and rows[2][2] == 1 and rows[1][3] != rows[2][3], rows
 
 
+def check_a_budget_granted_while_an_unlimited_charge_waits_is_the_one_it_pays_from():
+    # a role with dp.require_budget off and no identity is charged without a budget; its receipts get
+    # an identity when it pays. The worker read the role's identity (none), waited on another role's
+    # budget row, and meanwhile a DBA granted the role its first budget: the charge was decided as
+    # unlimited, debited nothing, and its receipt went under the new identity (0.8 of receipts on a
+    # spent 0.4). Now the batch fails and each charge is decided again, against the new budget.
+    ahead = new_analyst("dp_l_ahead", 10)
+    holder = new_analyst("dp_l_holder", 10)
+    who = new_analyst("dp_l_who")
+    with connect() as c:
+        c.execute(f"ALTER ROLE {who} SET dp.require_budget = off")
+    results = {}
+
+    def run(name, user):
+        with connect(user) as c:
+            outcome_into(results, name, c, "SELECT dp_count(x, 0.4) FROM t")
+
+    t1 = connect()
+    t1.autocommit = False
+    t1.execute("SELECT FROM dp.role_budget WHERE role_uid = dp.role_uid(%s) FOR UPDATE", (ahead,))
+    t2 = connect()
+    t2.autocommit = False
+    t2.execute("SELECT FROM dp.role_budget WHERE role_uid = dp.role_uid(%s) FOR UPDATE", (holder,))
+    threads = [threading.Thread(target=run, args=(n, n)) for n in (ahead, holder, who)]
+    threads[0].start()
+    time.sleep(0.5)  # the worker waits on the first role's row
+    threads[1].start()
+    threads[2].start()
+    time.sleep(0.5)  # queued together: the next batch
+    t2.execute("SELECT dp.grant_budget(%s, 0.5)", (who,))
+    t1.commit()
+    time.sleep(0.5)  # the next batch read its roles and waits on the holder's row
+    t2.commit()
+    for t in threads:
+        t.join(30)
+    t1.close()
+    t2.close()
+    assert results == {ahead: "ok", holder: "ok", who: "ok"}, results
+    assert spent(who) == Decimal("0.4"), spent(who)
+    with connect(who) as c:
+        assert refused(c, "SELECT dp_count(x, 0.4) FROM t", E.InsufficientResources)
+    with connect() as c:
+        paid = c.execute("SELECT count(*), sum(epsilon) FROM dp.release_log WHERE role_uid = dp.role_uid(%s)", (who,)).fetchone()
+    assert paid == (1, Decimal("0.4")), paid
+
+
+def check_a_refusal_with_amounts_of_hundreds_of_digits_is_still_a_refusal():
+    # the worker's answer holds what the role has left, exactly; a budget of 5e-324 leaves hundreds of
+    # digits, the answer overflowed its slot and the refusal became "unreadable answer" (58000)
+    tiny = new_analyst("dp_l_tiny")
+    with connect() as c:
+        c.execute("SELECT dp.set_budget(%s, 5e-324, 5e-324)", (tiny,))
+    with connect(tiny) as c:
+        assert refused(c, "SELECT dp_count(x, 0.1) FROM t", E.InsufficientResources)
+    assert receipts(tiny) == 0
+
+
 def check_require_budget_off_is_superuser_only_and_still_recorded():
     a = new_analyst("dp_l_unlimited")
     with connect(a) as c:

@@ -126,6 +126,9 @@ impl ChargeRequest {
     }
 }
 
+/// Longest decimal an answer carries exactly when it does not fit ([`ChargeOutcome::to_bytes_within`]).
+pub const SHORT_DECIMAL: usize = 40;
+
 /// `text` in about `keep` bytes: two thirds from its beginning, a marker with the number of bytes
 /// cut, one third from its end (cut at character boundaries).
 pub fn shortened(text: &str, keep: usize) -> String {
@@ -147,6 +150,32 @@ impl ChargeOutcome {
     pub fn to_bytes(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
     }
+
+    /// Serializes the answer into at most `max` bytes. The amounts it carries (what the role has
+    /// left, the cap or level in a refusal's reason) only word the backend's messages: when the exact
+    /// decimals do not fit (a budget of 5e-324 leaves a remainder of hundreds of digits), each decimal
+    /// longer than [`SHORT_DECIMAL`] characters is written as the nearest float instead.
+    pub fn to_bytes_within(&self, max: usize) -> Vec<u8> {
+        let exact = self.to_bytes();
+        if exact.len() <= max {
+            return exact;
+        }
+        let short = |s: &str| if s.len() > SHORT_DECIMAL { s.parse::<f64>().map_or_else(|_| s.to_string(), |v| format!("{v:e}")) } else { s.to_string() };
+        let short_reason = |r: &str| match r.rsplit_once(':') {
+            Some((head, amount)) => format!("{head}:{}", short(amount)),
+            None => r.to_string(),
+        };
+        let shortened = match self {
+            ChargeOutcome::Granted { epsilon_remaining } => ChargeOutcome::Granted { epsilon_remaining: epsilon_remaining.as_deref().map(short) },
+            ChargeOutcome::Denied { reason, epsilon_remaining, delta_remaining } => ChargeOutcome::Denied {
+                reason: short_reason(reason),
+                epsilon_remaining: epsilon_remaining.as_deref().map(short),
+                delta_remaining: delta_remaining.as_deref().map(short),
+            },
+            ChargeOutcome::Failed { message } => ChargeOutcome::Failed { message: shortened(message, max / 2) },
+        };
+        shortened.to_bytes()
+    }
     pub fn from_bytes(b: &[u8]) -> Option<Self> {
         serde_json::from_slice(b).ok()
     }
@@ -155,6 +184,30 @@ impl ChargeOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_with_amounts_of_hundreds_of_digits_fits_its_slot() {
+        let tiny = format!("0.{}5", "0".repeat(322));
+        let out = ChargeOutcome::Denied {
+            reason: format!("cap:{tiny}"),
+            epsilon_remaining: Some(tiny.clone()),
+            delta_remaining: Some(tiny.clone()),
+        };
+        assert!(out.to_bytes().len() > 512);
+        let b = out.to_bytes_within(512);
+        assert!(b.len() <= 512, "{}", b.len());
+        match ChargeOutcome::from_bytes(&b) {
+            Some(ChargeOutcome::Denied { reason, epsilon_remaining, delta_remaining }) => {
+                assert_eq!(reason, "cap:5e-323");
+                assert_eq!(epsilon_remaining.as_deref(), Some("5e-323"));
+                assert_eq!(delta_remaining.as_deref(), Some("5e-323"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // an answer that fits is kept exact
+        let small = ChargeOutcome::Denied { reason: "exhausted".into(), epsilon_remaining: Some("0.25".into()), delta_remaining: Some("0".into()) };
+        assert_eq!(small.to_bytes_within(512), small.to_bytes());
+    }
 
     #[test]
     fn mechanism_epsilon_never_exceeds_the_charged_decimal() {
