@@ -557,15 +557,17 @@ unsafe fn charge_releases(qd: *mut pg_sys::QueryDesc, releases: &[Release]) {
             level_tickets.push((((*qd).estate as usize, aggref as usize), Ticket { query: qd as usize, params, single, releases: 0, twin, sub: 0 }));
         }
         // the key: the level's own (whatever the statement does with its rows), who may reuse it,
-        // its receipts in a canonical order, the parameters; at the versions of what it reads
-        let mut receipts: Vec<String> = level_records.iter().map(|x| serde_json::to_string(x).unwrap_or_default()).collect();
-        receipts.sort();
-        let columns = release::columns_of(r.node);
-        let cached = match (&cache, release::cache_key_of(r.node)) {
-            (Some(c), Some(level)) => c.versions(&release::relations_of(r.node)).map(|v| (c.key(&level, &reuser(), &receipts.join("\n")), v)),
-            _ => None,
-        };
+        // its receipts in a canonical order, the parameters; at the versions of what it reads (none
+        // of it is computed when the cache is off)
+        let cached = cache.as_ref().and_then(|c| {
+            let level = release::cache_key_of(r.node)?;
+            let versions = c.versions(&release::relations_of(r.node))?;
+            let mut receipts: Vec<String> = level_records.iter().map(|x| serde_json::to_string(x).unwrap_or_default()).collect();
+            receipts.sort();
+            Some((c.key(&level, &reuser(), &receipts.join("\n")), versions))
+        });
         if let Some((key, versions)) = cached {
+            let columns = release::columns_of(r.node);
             match crate::budget::cache::lookup(&versions, &key).filter(|hit| crate::budget::cache::fits(&hit.rows, &columns)) {
                 Some(hit) => {
                     reused.push(Reuse {
