@@ -189,8 +189,10 @@ struct Payer {
 /// current transaction: one outcome per request, in order. Raises an error (the caller's
 /// subtransaction rolls back) if a statement fails.
 pub fn debit_batch(reqs: &[&ChargeRequest]) -> Vec<ChargeOutcome> {
-    // the roles, with their identities and names; the payers, in the order of their first request
+    // the roles, with their identities and names (`role_of[i]`: request i's); the payers, in the
+    // order of their first request
     let mut roles: Vec<Role> = Vec::new();
+    let mut role_of: Vec<usize> = Vec::with_capacity(reqs.len());
     let mut payers: Vec<Payer> = Vec::new();
     for (i, r) in reqs.iter().enumerate() {
         let oid = pg_sys::Oid::from(r.role);
@@ -198,6 +200,7 @@ pub fn debit_batch(reqs: &[&ChargeRequest]) -> Vec<ChargeOutcome> {
             roles.push(unsafe { Role { oid, uid: identity::identity_of(oid), name: identity::existing_role_name(oid) } });
             roles.len() - 1
         });
+        role_of.push(k);
         let uid = roles[k].uid.clone();
         match payers.iter_mut().find(|p| if uid.is_some() { p.uid == uid } else { p.uid.is_none() && p.role == k }) {
             Some(p) => p.requests.push(i),
@@ -263,7 +266,6 @@ pub fn debit_batch(reqs: &[&ChargeRequest]) -> Vec<ChargeOutcome> {
             run(c, Statement::Spend(rows.len() / 4), &args, |_| Ok(()))?;
         }
         // the receipts of the granted requests, in order
-        let role_of = |i: usize| roles.iter().find(|x| x.oid == pg_sys::Oid::from(reqs[i].role)).expect("every request's role");
         let receipts: Vec<(usize, &ReleaseRecord)> =
             (0..reqs.len()).filter(|&i| granted[i]).flat_map(|i| reqs[i].releases.iter().map(move |x| (i, x))).collect();
         for rows in receipts.chunks(CHUNK) {
@@ -272,7 +274,7 @@ pub fn debit_batch(reqs: &[&ChargeRequest]) -> Vec<ChargeOutcome> {
                 rows.iter().map(|(i, _)| reqs[*i].query_text.clone()).collect::<Vec<_>>().into(),
             ];
             for &(i, x) in rows {
-                let (req, role) = (reqs[i], role_of(i));
+                let (req, role) = (reqs[i], &roles[role_of[i]]);
                 args.extend([
                     role.oid.into(),
                     role.name.clone().unwrap_or_else(|| req.role.to_string()).into(),

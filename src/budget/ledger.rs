@@ -572,8 +572,9 @@ fn run_batch(batch: &[(usize, Vec<u8>)]) -> Vec<ChargeOutcome> {
         pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_RUNNING, c"pg_dp ledger: debit".as_ptr());
         let reqs: Vec<Option<ChargeRequest>> = batch.iter().map(|(_, b)| ChargeRequest::from_bytes(b)).collect();
         let mut out: Vec<Option<ChargeOutcome>> = vec![None; batch.len()];
-        // a database still on 0.1.0's schema has its own dp.debit: one request at a time
-        let batched = batched_schema();
+        // `debit::debit_batch` reads and writes budgets by identity; a database still on 0.1.0's
+        // schema has its own dp.debit: one request at a time
+        let batched = crate::catalog::identity::budgets_by_identity();
         let plain: Vec<usize> = (0..reqs.len()).filter(|&i| batched && reqs[i].as_ref().is_some_and(is_plain)).collect();
         if !plain.is_empty() {
             let together: Vec<&ChargeRequest> = plain.iter().filter_map(|&i| reqs[i].as_ref()).collect();
@@ -599,7 +600,7 @@ fn run_batch(batch: &[(usize, Vec<u8>)]) -> Vec<ChargeOutcome> {
         for (i, req) in reqs.iter().enumerate() {
             if out[i].is_none() {
                 out[i] = Some(match req {
-                    Some(req) => in_subxact(|| debit(req)).unwrap_or_else(|message| ChargeOutcome::Failed { message }),
+                    Some(req) => in_subxact(|| debit(req, batched)).unwrap_or_else(|message| ChargeOutcome::Failed { message }),
                     None => ChargeOutcome::Failed { message: "unreadable request".into() },
                 });
             }
@@ -618,16 +619,6 @@ fn run_batch(batch: &[(usize, Vec<u8>)]) -> Vec<ChargeOutcome> {
     })
     .execute();
     r
-}
-
-/// True if this database's pg_dp schema is 0.2.0's or later (budgets by role identity,
-/// `dp.role_identities`), which `debit::debit_batch` reads and writes; a database still on 0.1.0's
-/// has its own `dp.debit`.
-fn batched_schema() -> bool {
-    unsafe {
-        let ns = pg_sys::get_namespace_oid(c"dp".as_ptr(), true);
-        ns != pg_sys::InvalidOid && pg_sys::get_relname_relid(c"role_identities".as_ptr(), ns) != pg_sys::InvalidOid
-    }
 }
 
 /// A charge that `debit::debit_batch` takes: releases to pay, none reused from the cache, not a forfeit.
@@ -671,9 +662,10 @@ unsafe fn in_subxact<R>(f: impl FnOnce() -> R + std::panic::UnwindSafe) -> Resul
 /// One request that the batch does not take (a forfeit, a charge with releases reused from the
 /// cache, any charge of a database still on 0.1.0's schema): `dp.forfeit`, or `dp.reuse_refusal` then
 /// the debit of its releases (`debit::debit_batch` of one, or 0.1.0's `dp.debit`), which checks the
-/// budget and writes the receipts under the budget row's lock, then the count of its reuses. (The
-/// session settings of `serve` hold: lock timeout, durable commit, search path.)
-fn debit(req: &ChargeRequest) -> ChargeOutcome {
+/// budget and writes the receipts under the budget row's lock, then the count of its reuses;
+/// `batched`: the database's schema is the one `debit::debit_batch` writes. (The session settings of
+/// `serve` hold: lock timeout, durable commit, search path.)
+fn debit(req: &ChargeRequest, batched: bool) -> ChargeOutcome {
     let refused = Spi::connect_mut(|c| -> Result<Option<ChargeOutcome>, pgrx::spi::Error> {
         if let RequestKind::Forfeit { sqlstate } = &req.kind {
             let args = [
@@ -723,7 +715,7 @@ fn debit(req: &ChargeRequest) -> ChargeOutcome {
     }
     let out = if req.releases.is_empty() {
         ChargeOutcome::Granted { epsilon_remaining: None }
-    } else if batched_schema() {
+    } else if batched {
         debit::debit_batch(&[req]).remove(0)
     } else {
         debit_0_1(req)

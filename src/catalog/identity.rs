@@ -134,8 +134,7 @@ pub unsafe fn pinned_epsilon(role: Oid) -> Option<f64> {
         }
     }
     // the schema of this version (an older one, before ALTER EXTENSION UPDATE, has no identities)
-    let current = role_budget_relid().is_some_and(|r| pg_sys::get_attnum(r, c"role_uid".as_ptr()) != 0);
-    if !current {
+    if !budgets_by_identity() {
         return None;
     }
     let e = protect::as_bootstrap_superuser(|| {
@@ -156,6 +155,13 @@ pub unsafe fn pinned_epsilon(role: Oid) -> Option<f64> {
     });
     MEMO.with(|m| m.set(Some((role, at, e))));
     e
+}
+
+/// True if this database's pg_dp schema keeps budgets by role identity (0.2.0 on: `dp.role_budget`
+/// has `role_uid`); a database still on 0.1.0's schema, before `ALTER EXTENSION pg_dp UPDATE`, keys
+/// them by OID.
+pub unsafe fn budgets_by_identity() -> bool {
+    role_budget_relid().is_some_and(|r| pg_sys::get_attnum(r, c"role_uid".as_ptr()) != 0)
 }
 
 /// The OID of `dp.role_budget`, on which every plan with a DP level depends (planner.rs): pinning
