@@ -267,6 +267,13 @@ fn integer_quantiles_release_integers_within_the_bounds() {
         assert_eq!(one_f64("SELECT dp_median(age, 0, 120, 0.5) FROM ages"), 40.0);
         assert_eq!(one_f64("SELECT dp_percentile_em(age, 0.5, 0, 120, 0.5) FROM ages"), 40.0);
     }
+    // grids of at most 4,096 integers release by permute-and-flip, wider ones by the exponential
+    // mechanism (core/src/mechanisms/quantile.rs, PF_MAX_POINTS)
+    let last_mechanism = || one_text("SELECT mechanism FROM dp.ledger ORDER BY id DESC LIMIT 1");
+    one_f64("SELECT dp_median(age, 0, 4095, 0.5) FROM ages");
+    assert_eq!(last_mechanism(), "permute_and_flip");
+    one_f64("SELECT dp_percentile_em(age::int8, 0.5, 0, 4096, 0.5) FROM ages");
+    assert_eq!(last_mechanism(), "exponential");
     // lower = upper: the one integer
     assert_eq!(one_f64("SELECT dp_median(i, 3, 3, 1) FROM s"), 3.0);
 }

@@ -613,17 +613,16 @@ fn exponential_mechanism_categories_tile_the_grid_with_each_points_distance() {
 #[test]
 fn exponential_mechanism_prefers_the_value_whose_ties_hold_the_target() {
     // 0..=10 with 100 rows each and 50 more at 0: the median's rank 575 lies in 5's ranks [550, 650],
-    // a quarter of its rows from the lower end; ε = 0.02 (q = 0.02)
+    // a quarter of its rows from the lower end; ε = 0.02 (q = 0.02). Bounds [0, 4096]: 4,097 integer
+    // candidates, the exponential mechanism (the 4,086 empty ones above 10 are at distance 575);
+    // bounds [0, 10]: 11 candidates, permute-and-flip, with the same utility
     let mut data = Vec::new();
     for v in 0..=10 {
         data.extend(std::iter::repeat_n(v as f64, if v == 0 { 150 } else { 100 }));
     }
     let target = data.len() as f64 / 2.0;
     assert_eq!(target, 575.0);
-    let spec = QuantileSpec::exponential_integer(0.5, 0.0, 10.0, 0.02).unwrap();
     let n = SAMPLES / 4;
-    let xs = sample(760, n, |rng| spec.release(rng, &mut data.clone()) as i64);
-    let hits = xs.iter().filter(|&&x| x == 5).count() as f64 / n as f64;
     // exact: weights e^(−q·|L + E/2 − 575|): 5 at 25, 4 at 75, 6 at 125, 3 at 175, 7 at 225, …
     let q = 0.02 * (1.0 - 2f64.powi(-40));
     let d = |v: i64| -> f64 {
@@ -632,10 +631,31 @@ fn exponential_mechanism_prefers_the_value_whose_ties_hold_the_target() {
         (below + at / 2.0 - target).abs()
     };
     let w: Vec<f64> = (0..=10).map(|v| (-q * d(v)).exp()).collect();
-    let want = w[5] / w.iter().sum::<f64>();
-    let sd = (want * (1.0 - want) / n as f64).sqrt();
-    eprintln!("P(release 5) = {hits:.4}, exact {want:.4}");
-    assert!((hits - want).abs() < 5.0 * sd, "{hits} against {want}");
+    let em_want = w[5] / (w.iter().sum::<f64>() + 4086.0 * (-q * 575.0).exp());
+    // permute-and-flip: P(5) = E[1/(1 + #others accepted)], 5 the best (coin 1), the others' coins
+    // e^(−q·(d − 25)), Poisson-binomial
+    let mut others = vec![1.0];
+    for v in (0..=10).filter(|&v| v != 5) {
+        let a = (-q * (d(v) - d(5))).exp();
+        let mut next = vec![0.0; others.len() + 1];
+        for (k, &pk) in others.iter().enumerate() {
+            next[k] += pk * (1.0 - a);
+            next[k + 1] += pk * a;
+        }
+        others = next;
+    }
+    let pf_want: f64 = others.iter().enumerate().map(|(k, pk)| pk / (k as f64 + 1.0)).sum();
+    let mut hits = Vec::new();
+    for (k, (upper, want)) in [(4096.0, em_want), (10.0, pf_want)].into_iter().enumerate() {
+        let spec = QuantileSpec::exponential_integer(0.5, 0.0, upper, 0.02).unwrap();
+        assert_eq!(spec.permute_and_flip(), upper == 10.0);
+        let xs = sample(760 + k as u64, n, |rng| spec.release(rng, &mut data.clone()) as i64);
+        let got = xs.iter().filter(|&&x| x == 5).count() as f64 / n as f64;
+        let sd = (want * (1.0 - want) / n as f64).sqrt();
+        eprintln!("bounds [0, {upper}]: P(release 5) = {got:.4}, exact {want:.4}");
+        assert!((got - want).abs() < 5.0 * sd, "bounds [0, {upper}]: {got} against {want}");
+        hits.push((got, sd));
+    }
     // the former utility (distance to the interval: 0 for 5, 25 for 4, 75 for 6, 125 for 3, …)
     // gave 5 less weight: the new one must beat it clearly
     let old: Vec<f64> = (0..=10i64)
@@ -645,9 +665,12 @@ fn exponential_mechanism_prefers_the_value_whose_ties_hold_the_target() {
             (-q * (below - target).max(target - below - at).max(0.0)).exp()
         })
         .collect();
-    let old_p = old[5] / old.iter().sum::<f64>();
+    let old_p = old[5] / (old.iter().sum::<f64>() + 4086.0 * (-q * 575.0).exp());
     eprintln!("P(release 5) under the earlier utility: {old_p:.4}");
-    assert!(hits > old_p + 10.0 * sd, "{hits} against the former {old_p}");
+    let (em_hits, sd) = hits[0];
+    assert!(em_hits > old_p + 10.0 * sd, "{em_hits} against the former {old_p}");
+    // and permute-and-flip beats the exponential mechanism here
+    assert!(hits[1].0 > em_hits + 10.0 * sd, "{:?}", hits);
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! Time of the core quantile releases on n rows (sort + grid + smooth sensitivity + noise), for
+//! Time of the core quantile releases on n rows (sort + grid + smooth sensitivity + noise, or the
+//! exponential mechanism / permute-and-flip), for
 //! bench/: `cargo run --release -p pg_dp_core --example quantile_speed -- 1000000`.
 use pg_dp_core::mechanisms::quantile::QuantileSpec;
 use pg_dp_core::noise::rng::seeded_rng;
@@ -13,6 +14,11 @@ fn main() {
         ("smooth, delta > 0", QuantileSpec::smooth(0.5, 0.0, 1000.0, 1.0, 1e-6).unwrap()),
         ("smooth, delta = 0", QuantileSpec::smooth(0.5, 0.0, 1000.0, 1.0, 0.0).unwrap()),
         ("exponential", QuantileSpec::exponential(0.5, 0.0, 1000.0, 1.0).unwrap()),
+        // integer bounds: permute-and-flip over 101 and 4,096 integer candidates, the exponential
+        // mechanism over 4,097
+        ("p&f, 101 ints", QuantileSpec::exponential_integer(0.5, 0.0, 100.0, 1.0).unwrap()),
+        ("p&f, 4096 ints", QuantileSpec::exponential_integer(0.5, 0.0, 4095.0, 1.0).unwrap()),
+        ("EM, 4097 ints", QuantileSpec::exponential_integer(0.5, 0.0, 4096.0, 1.0).unwrap()),
     ] {
         let mut times = Vec::new();
         for _ in 0..5 {

@@ -25,19 +25,34 @@
 //!   probability ∝ exp(−ε·d(y) / (2·max(p̃, 1 − p̃))), d(y) = |(1 − p̃)·#{x < y} − p̃·#{x > y}|, the
 //!   distance from p̃·n to the point #{x < y} + p̃·#{x = y} of the ranks y occupies, ε-DP.
 //!   Derivation: docs/privacy/percentile-em.md.
+//! - **Permute-and-flip** (McKenna & Sheldon 2020) in place of the exponential mechanism on grids of
+//!   at most [`PF_MAX_POINTS`] points (integer columns with narrow bounds: ages, ratings, years): the
+//!   same utility and the same ε, never less accurate in expectation, and more accurate where few
+//!   candidates compete (small ε). Derivation: docs/privacy/percentile-em.md, "Permute-and-flip".
 use crate::accounting::charge::mechanism_epsilon;
 use crate::error::{DpError, DpResult};
 use crate::noise::grid::{pow2, Grid};
 use crate::mechanisms::intervals;
 use crate::mechanisms::ReleaseInfo;
 use crate::params::{check_delta, check_epsilon, check_float_bounds, check_integer_bounds, fmt_f64, largest_where};
-use crate::noise::sampling::{bernoulli_exp, dyadic, geometric_exp, LazyUniform};
+use crate::noise::sampling::{bernoulli_exp, bernoulli_frac, dyadic, geometric_exp, LazyUniform};
 use crate::mechanisms::smooth::{check_p, p_numerator, rank, smooth_sensitivity_ln, P_SCALE};
 use rand::Rng;
 
 /// Mechanism names recorded in receipts.
 pub const SMOOTH_SENSITIVITY: &str = "smooth_sensitivity";
 pub const EXPONENTIAL: &str = "exponential";
+pub const PERMUTE_AND_FLIP: &str = "permute_and_flip";
+
+/// The largest number of grid points on which the exponential-mechanism releases run permute-and-flip
+/// (one exact coin per point: about 0.25 ms at this size, 3.9 ms at 2^16). Decided by the bounds and the column's type
+/// alone. Wider grids keep the exponential mechanism, whose categories cost O(n) whatever the grid;
+/// there every category holds many points and the two mechanisms' distributions nearly coincide.
+pub const PF_MAX_POINTS: i64 = 1 << 12;
+
+/// Significant bits kept of permute-and-flip's rate q (rounded down): q·(d − m) is then an exact
+/// rational with a numerator below 2^128 for any n below 2^44 rows.
+const PF_RATE_BITS: u32 = 24;
 
 /// Grid resolution: the bounds span 2^40..2^41 grid steps.
 pub const QUANTILE_GRID_BITS: i32 = 40;
@@ -75,7 +90,8 @@ pub enum Method {
     SmoothLaplace,
     /// Smooth sensitivity with polynomial-tailed noise (δ = 0).
     SmoothPolynomial,
-    /// The exponential mechanism over the grid points (δ = 0).
+    /// The exponential mechanism over the grid points (δ = 0); permute-and-flip on grids of at most
+    /// [`PF_MAX_POINTS`] points.
     Exponential,
 }
 
@@ -223,7 +239,7 @@ impl QuantileSpec {
             Method::Exponential => {
                 let du = self.utility_sensitivity();
                 ReleaseInfo {
-                    mechanism: EXPONENTIAL,
+                    mechanism: if self.permute_and_flip() { PERMUTE_AND_FLIP } else { EXPONENTIAL },
                     epsilon: self.epsilon,
                     delta: 0.0,
                     sensitivity: du,
@@ -286,9 +302,18 @@ impl QuantileSpec {
     /// rank distance), and m is at most max(p̃, 1 − p̃) times the rows tied at the value whose rank
     /// interval holds the target (0 when a grid point between two values holds it). A bound from the
     /// public parameters, not the smallest such D.
+    ///
+    /// The same D holds for permute-and-flip, at its own q: it releases a uniform point among those
+    /// whose coin came up, the best point's always does, so the chance of a point farther than D is
+    /// at most the expected number of such points accepted, below (N + 1)·e^(−qD).
     pub fn rank_interval95(&self) -> f64 {
-        let half = mechanism_epsilon(self.epsilon) / 2.0;
-        let q = (half - EM_MARGIN.max(half * EM_MARGIN)) / self.utility_sensitivity();
+        let q = if self.permute_and_flip() {
+            let (qm, qk) = self.pf_rate();
+            qm as f64 * pow2(-qk)
+        } else {
+            let half = mechanism_epsilon(self.epsilon) / 2.0;
+            (half - EM_MARGIN.max(half * EM_MARGIN)) / self.utility_sensitivity()
+        };
         let points = self.steps() as f64 + 1.0;
         (points * (1.0 + pow2(-44)) / (1.0 - intervals::COVERAGE)).ln() / q
     }
@@ -333,6 +358,7 @@ impl QuantileSpec {
             *v = (self.grid.quantize_finite(*v) - q0) as f64;
         }
         let j = match self.method {
+            Method::Exponential if self.permute_and_flip() => self.permute_and_flip_index(rng, values),
             Method::Exponential => self.exponential_index(rng, values),
             _ => self.smooth_index(rng, values),
         };
@@ -367,6 +393,62 @@ impl QuantileSpec {
             _ => rounded_polynomial(rng, a, b, cap),
         };
         (f as i128 + k).clamp(0, n_steps as i128) as i64
+    }
+
+    /// Whether the exponential-mechanism release runs permute-and-flip: a grid of at most
+    /// [`PF_MAX_POINTS`] points, known from the bounds and the column's type.
+    pub fn permute_and_flip(&self) -> bool {
+        self.method == Method::Exponential && self.steps() < PF_MAX_POINTS
+    }
+
+    /// Permute-and-flip's rate q = (ε/2)/Δ as qm·2^-qk, qm below 2^24: rounded down (a hair below
+    /// the exact quotient, then truncated to [`PF_RATE_BITS`] bits), so that it never exceeds ε/(2Δ).
+    /// qk lies in [−21, 56] for ε in [1e-9, 1e6].
+    pub fn pf_rate(&self) -> (u128, i32) {
+        let q = mechanism_epsilon(self.epsilon) / 2.0 / self.utility_sensitivity() * (1.0 - pow2(-40));
+        let (mut m, mut k) = dyadic(q);
+        let bits = 64 - m.leading_zeros();
+        if bits > PF_RATE_BITS {
+            m >>= bits - PF_RATE_BITS;
+            k -= (bits - PF_RATE_BITS) as i32;
+        }
+        (m as u128, k)
+    }
+
+    /// Permute-and-flip over the grid points 0..=N (McKenna & Sheldon 2020): visit the points in a
+    /// uniformly random order and release the first whose coin, of probability exp(−q·(d(y) − m)),
+    /// comes up; the best point's coin always does. The first accepted point of a uniform order is
+    /// a uniform point of the accepted set, so this flips every point's coin independently, in grid
+    /// order, and keeps a uniform one of those accepted (reservoir sampling: the k-th accepted point
+    /// replaces the kept one with probability 1/k). Each coin is Bernoulli(exp(−x)) for the exact
+    /// rational x = qm·(d − m)/2^(60 + qk) ([`bernoulli_exp`]); no weight is rounded and there is no
+    /// floor. ε-DP with q = ε/(2Δ), as the exponential mechanism (docs/privacy/percentile-em.md).
+    fn permute_and_flip_index<R: Rng + ?Sized>(&self, rng: &mut R, idx: &[f64]) -> i64 {
+        let n_steps = self.steps();
+        let (qm, qk) = self.pf_rate();
+        let den = 1u128 << (60 + qk);
+        let p_num = p_numerator(self.p);
+        let mut m = u128::MAX;
+        em_categories(idx, n_steps, p_num, |_, _, d| {
+            m = m.min(d);
+            true
+        });
+        let (mut accepted, mut kept) = (0u128, 0i64);
+        em_categories(idx, n_steps, p_num, |start, count, d| {
+            // (d − m) < 2^60·(n + 1) and qm < 2^24: exact below 2^44 rows (the values are in memory)
+            let num = qm.saturating_mul(d - m);
+            for y in start..start + count {
+                if bernoulli_exp(rng, num, den) {
+                    accepted += 1;
+                    if bernoulli_frac(rng, 1, accepted) {
+                        kept = y;
+                    }
+                }
+            }
+            true
+        });
+        debug_assert!(accepted >= 1, "the best point always accepts");
+        kept
     }
 
     /// The exponential mechanism over the grid points 0..=N. A point y has L = #{x < y} rows below it,
