@@ -125,9 +125,10 @@ fn releases_are_integers_within_the_bounds() {
     assert!(releases(&smooth, &data, 9, 200).iter().all(|&y| y == 7.0));
 }
 
-/// Neighbouring integer inputs (b is a with one row added): ages with ties, where the exponential
-/// mechanism's loss on the integer grid is close to its bound (0.91ε at outputs of mass at least 2%,
-/// 1.87ε at 2ε; found by a search over small tied inputs), so that running at 2ε is detectably more
+/// Neighbouring integer inputs (b is a with one row added): ages with ties, where the loss on the
+/// integer grid is close to its bound (found by a search over small tied inputs for the exponential
+/// mechanism: 0.91ε at outputs of mass at least 2%, 1.87ε at 2ε; permute-and-flip, which these
+/// 13 candidates now take, shows about 0.99ε and 2.0ε), so that running at 2ε is detectably more
 /// than ε.
 fn neighbours() -> (Vec<f64>, Vec<f64>) {
     let a: Vec<f64> = [ties(18.0, 3), ties(19.0, 2), vec![29.0]].concat();
@@ -258,19 +259,34 @@ fn permute_and_flip_of_the_integer_grid_matches_its_exact_distribution() {
 
 #[test]
 fn the_exponential_mechanism_keeps_wide_integer_grids() {
-    // 2^12 + 1 candidates and more: the exponential mechanism; its exact distribution, χ² as above
-    let data: Vec<f64> = [ties(21.0, 3), ties(24.0, 6), ties(25.0, 2), ties(28.0, 4)].concat();
+    // 2^12 + 1 candidates and more: the exponential mechanism. One row at each of 0..=4096 fills
+    // every candidate, d(y) = |y − 2048|: a single best point among close competitors, where the two
+    // mechanisms differ (at ε = 1, P(2048) is 0.462 under the exponential mechanism and higher under
+    // permute-and-flip). χ² against the exponential mechanism's exact distribution, and against
+    // permute-and-flip's as the control that tells them apart.
     let (lower, upper) = (0i64, 1i64 << 12);
+    let data: Vec<f64> = (lower..=upper).map(|v| v as f64).collect();
     let spec = QuantileSpec::exponential_integer(0.5, lower as f64, upper as f64, 1.0).unwrap();
     assert!(!spec.permute_and_flip());
     assert_eq!(spec.describe().mechanism, "exponential");
     assert!(QuantileSpec::exponential_integer(0.5, 0.0, (upper - 1) as f64, 1.0).unwrap().permute_and_flip());
     assert!(!QuantileSpec::exponential(0.5, 0.0, 100.0, 1.0).unwrap().permute_and_flip());
-    let xs: Vec<i64> = releases(&spec, &data, 1350, SAMPLES).into_iter().map(|y| y as i64).collect();
-    let probs = em_pmf(&data, 0.5, lower, upper, 1.0);
-    let g = chi2_gof(&xs, |y| if (lower..=upper).contains(&y) { probs[(y - lower) as usize] } else { 0.0 }, 24, 20.0);
-    eprintln!("integer EM on 2^12 + 1 candidates: χ² = {:.1}, df = {}, p-value = {:.3e}", g.stat, g.df, g.p_value);
+    let xs: Vec<i64> = releases(&spec, &data, 1350, SAMPLES / 4).into_iter().map(|y| y as i64).collect();
+    // d(y) = |y + 1/2 − 4097/2|; weights e^(−d) (ε = 1, Δ = 1/2): points beyond 60 of the centre
+    // weigh below e^-60 and are left out of both distributions
+    let near: Vec<i64> = (2048 - 60..=2048 + 60).collect();
+    let dist = |y: i64| (y as f64 - 2048.0).abs();
+    let w: Vec<f64> = near.iter().map(|&y| (-dist(y)).exp()).collect();
+    let total: f64 = w.iter().sum();
+    let em: Vec<f64> = w.iter().map(|x| x / total).collect();
+    let pf = pf_pmf_of(&w);
+    let at = |probs: Vec<f64>| move |y: i64| if (2048 - 60..=2048 + 60).contains(&y) { probs[(y - 2048 + 60) as usize] } else { 0.0 };
+    eprintln!("4,097 filled candidates: P(2048) = {:.4} (exponential mechanism), {:.4} (permute-and-flip)", em[60], pf[60]);
+    let g = chi2_gof(&xs, at(em), 2048, 20.0);
+    let control = chi2_gof(&xs, at(pf), 2048, 20.0);
+    eprintln!("integer EM on 2^12 + 1 candidates: χ² = {:.1}, df = {}, p-value = {:.3e}; against permute-and-flip: p-value = {:.3e}", g.stat, g.df, g.p_value, control.p_value);
     assert!(g.df >= 3 && !g.rejects(ALPHA), "{g:?}");
+    assert!(control.rejects(ALPHA), "permute-and-flip's distribution went unnoticed: {control:?}");
 }
 
 /// The largest |ln P(y | a) − ln P(y | b)| of the exact permute-and-flip distributions over every

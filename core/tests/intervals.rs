@@ -333,28 +333,36 @@ fn approximate_intervals_of_ratios_cover_about_95_percent_for_large_n() {
 #[test]
 fn exponential_mechanism_rank_bound_holds() {
     // the released point's ranks lie within rank_interval95 of p̃n in at least 95% of releases
-    // (a bound: in practice far more often)
+    // (a bound: in practice far more often); on the fine grid (the exponential mechanism) and on
+    // 4,096 integers (permute-and-flip, at its own rate)
     let mut rng = seeded_rng(9400);
-    let spec = QuantileSpec::exponential(0.5, 0.0, 1.0, 0.5).unwrap();
-    let d = spec.rank_interval95();
-    let xs: Vec<f64> = (0..300).map(|_| rng.random::<f64>().powi(3)).collect();
-    // ranks as the mechanism sees them: values on its grid
-    let mut sorted: Vec<f64> = xs.iter().map(|&x| spec.grid.quantize_finite(x) as f64 * spec.grid.step()).collect();
-    sorted.sort_by(f64::total_cmp);
-    let target = 0.5 * xs.len() as f64;
-    let reps = 20_000;
-    let mut inside = 0;
-    for _ in 0..reps {
-        let mut v = xs.clone();
-        let y = spec.release(&mut rng, &mut v);
-        let below = sorted.iter().filter(|&&x| x < y).count() as f64;
-        let at_or_below = sorted.iter().filter(|&&x| x <= y).count() as f64;
-        let dist = (below - target).max(target - at_or_below).max(0.0);
-        if dist <= d {
-            inside += 1;
+    let fine = QuantileSpec::exponential(0.5, 0.0, 1.0, 0.5).unwrap();
+    let ints = QuantileSpec::exponential_integer(0.5, 0.0, 4095.0, 0.5).unwrap();
+    assert!(ints.permute_and_flip() && !fine.permute_and_flip());
+    let cubes: Vec<f64> = (0..300).map(|_| rng.random::<f64>().powi(3)).collect();
+    for (what, spec, xs) in [
+        ("exponential mechanism", fine, cubes.clone()),
+        ("permute-and-flip", ints, cubes.iter().map(|x| (x * 4095.0).floor()).collect()),
+    ] {
+        let d = spec.rank_interval95();
+        // ranks as the mechanism sees them: values on its grid
+        let mut sorted: Vec<f64> = xs.iter().map(|&x| spec.grid.quantize_finite(x) as f64 * spec.grid.step()).collect();
+        sorted.sort_by(f64::total_cmp);
+        let target = 0.5 * xs.len() as f64;
+        let reps = 20_000;
+        let mut inside = 0;
+        for _ in 0..reps {
+            let mut v = xs.clone();
+            let y = spec.release(&mut rng, &mut v);
+            let below = sorted.iter().filter(|&&x| x < y).count() as f64;
+            let at_or_below = sorted.iter().filter(|&&x| x <= y).count() as f64;
+            let dist = (below - target).max(target - at_or_below).max(0.0);
+            if dist <= d {
+                inside += 1;
+            }
         }
+        let frac = inside as f64 / reps as f64;
+        eprintln!("{what}: rank bound {d:.1}, inside {frac:.5}");
+        assert!(binomial_z(inside, reps, COVERAGE) > -z_two_sided(ALPHA), "{what}: rank bound covered only {frac}");
     }
-    let frac = inside as f64 / reps as f64;
-    eprintln!("exponential mechanism: rank bound {d:.1}, inside {frac:.5}");
-    assert!(binomial_z(inside, reps, COVERAGE) > -z_two_sided(ALPHA), "rank bound covered only {frac}");
 }

@@ -27,8 +27,9 @@
 //!   Derivation: docs/privacy/percentile-em.md.
 //! - **Permute-and-flip** (McKenna & Sheldon 2020) in place of the exponential mechanism on grids of
 //!   at most [`PF_MAX_POINTS`] points (integer columns with narrow bounds: ages, ratings, years): the
-//!   same utility and the same ε, never less accurate in expectation, and more accurate where few
-//!   candidates compete (small ε). Derivation: docs/privacy/percentile-em.md, "Permute-and-flip".
+//!   same utility and the same ε, never less accurate in expectation, and more accurate where a few
+//!   candidates compete at middling acceptance probabilities. Derivation:
+//!   docs/privacy/percentile-em.md, "Permute-and-flip".
 use crate::accounting::charge::mechanism_epsilon;
 use crate::error::{DpError, DpResult};
 use crate::noise::grid::{pow2, Grid};
@@ -47,7 +48,7 @@ pub const PERMUTE_AND_FLIP: &str = "permute_and_flip";
 /// The largest number of grid points on which the exponential-mechanism releases run permute-and-flip
 /// (one exact coin per point: about 0.25 ms at this size, 3.9 ms at 2^16). Decided by the bounds and the column's type
 /// alone. Wider grids keep the exponential mechanism, whose categories cost O(n) whatever the grid;
-/// there every category holds many points and the two mechanisms' distributions nearly coincide.
+/// there most points lie in long runs of equal weight and the two distributions nearly coincide.
 pub const PF_MAX_POINTS: i64 = 1 << 12;
 
 /// Significant bits kept of permute-and-flip's rate q (rounded down): q·(d − m) is then an exact
