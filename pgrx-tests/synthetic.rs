@@ -555,3 +555,61 @@ fn a_dp_query_inside_a_synthetic_constraint_draws_its_own_noise() {
     Spi::run("SELECT dp.release_synthetic('people', 'syn', ARRAY['member'], 1, rows => 20, constraints => 'peek()')").unwrap();
     assert_eq!(one_i64("SELECT count(*) FROM syn"), 20);
 }
+
+#[pg_test]
+fn private_bin_edges_are_chosen_after_the_charge_between_the_declared_bounds() {
+    synthetic_source();
+    Spi::run("SELECT dp.set_bounds('people', 'income', 0, 100000)").unwrap();
+    let before = one_i64("SELECT pg_stat_get_xact_numscans('people'::regclass)");
+    let returned: serde_json::Value = serde_json::from_str(&one_text(
+        r#"SELECT dp.release_synthetic('people', 'syn', ARRAY['region', 'income', 'score'], 1e4, bins => 4,
+                  bin_edges => '{"income": "private", "score": "private"}')::text"#,
+    ))
+    .unwrap();
+    // one scan counts the fine bins, one the model's tables
+    assert_eq!(one_i64("SELECT pg_stat_get_xact_numscans('people'::regclass)"), before + 2);
+    // charged before either: the whole ε, a tenth of it for the 6 inner edges
+    let charged: serde_json::Value = serde_json::from_str(&one_text(
+        "SELECT details::text FROM dp.ledger WHERE mechanism = 'synthetic' AND query_text LIKE '%income\": \"private%' ORDER BY id DESC LIMIT 1",
+    ))
+    .unwrap();
+    assert_eq!(charged["epsilon"], 1e4);
+    let pe = &charged["private_edges"];
+    assert_eq!(pe["epsilon"], 1e3);
+    assert_eq!(pe["inner_edges"], 6);
+    assert!((pe["epsilon_per_edge"].as_f64().unwrap() - 1e3 / 6.0).abs() < 1e-6, "{pe}");
+    assert!(pe.get("chosen").is_none(), "the charged receipt knows no edges: {pe}");
+    let income = charged["columns"].as_array().unwrap().iter().find(|c| c["column"] == "income").unwrap().clone();
+    assert_eq!(income["kind"], "private_bins");
+    assert_eq!(income["bins"], 4);
+    // the edges: income is uniform on 0, 1000, …, 99000 (20 rows each), so at this ε the quartile edges
+    // lie where 500, 1000 and 1500 rows are below them
+    let edges: Vec<f64> = returned["private_edges"]["chosen"]["income"]["edges"].as_array().unwrap().iter().map(|e| e.as_f64().unwrap()).collect();
+    assert_eq!(edges.len(), 5, "{edges:?}");
+    assert_eq!((edges[0], edges[4]), (0.0, 100000.0));
+    for (k, e) in edges[1..4].iter().enumerate() {
+        let want = 25000.0 * (k + 1) as f64;
+        assert!(*e > want - 1000.0 && *e <= want, "income edge {}: {e}", k + 1);
+    }
+    // score, an integer column: 10…14, 30…34, 50…54, 70…74 by region; the first quartile's edge lies
+    // between the first and second cluster
+    let score: Vec<i64> = returned["private_edges"]["chosen"]["score"]["edges"].as_array().unwrap().iter().map(|e| e.as_str().unwrap().parse().unwrap()).collect();
+    assert_eq!(score.len(), 5, "{score:?}");
+    assert!((15..=30).contains(&score[1]), "{score:?}");
+    // the report states them, and the rows stay within the bounds
+    assert_eq!(one_i64("SELECT count(*) FROM syn_report WHERE kind = 'private edges'"), 2);
+    assert_eq!(one_f64("SELECT (detail->>'private_edges')::float8 FROM syn_report WHERE kind = 'breakdown'"), 1e3);
+    assert_eq!(one_i64("SELECT count(*) FROM syn WHERE income < 0 OR income > 100000 OR score < 0 OR score > 79"), 0);
+    assert!(one_i64("SELECT count(*) FROM syn") > 1900);
+}
+
+#[pg_test]
+fn private_bin_edges_are_refused_from_public_information_before_the_charge() {
+    synthetic_source();
+    Spi::run("CREATE TABLE notes AS SELECT g AS id, g::float8 AS x FROM generate_series(1, 50) g").unwrap();
+    let call = |args: &str| format!("SELECT dp.release_synthetic({args})");
+    synthetic_refused(&call(r#"'notes', 'syn', ARRAY['x'], 1, bin_edges => '{"x": "private"}'"#), "needs a numeric column with declared bounds");
+    synthetic_refused(&call(r#"'people', 'syn', ARRAY['region'], 1, bin_edges => '{"region": "private"}'"#), "needs a numeric column with declared bounds");
+    synthetic_refused(&call(r#"'people', 'syn', ARRAY['age'], 1, bin_edges => '{"age": "public"}'"#), "must be an array of numbers or the string 'private'");
+    synthetic_refused(&call(r#"'people', 'syn', ARRAY['age', 'score'], 1e-9, bins => 50, bin_edges => '{"age": "private", "score": "private"}'"#), "epsilon is too small for private bin edges");
+}

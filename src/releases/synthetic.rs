@@ -21,7 +21,7 @@ use crate::pg::error::{raise_with, OrRaise};
 use crate::settings::noise::with_rng;
 use pg_dp_core::accounting::charge::{charged_decimal, ReleaseRecord};
 use pg_dp_core::release::dprp::ReleaseFailure;
-use pg_dp_core::release::synthetic::columns::{ColumnCode, Decoded};
+use pg_dp_core::release::synthetic::columns::{ColumnCode, Decoded, PrivateEdges};
 use pg_dp_core::release::criteria::selection::LoopSpec;
 use pg_dp_core::noise::rng::DpRng;
 use pg_dp_core::release::criteria::{
@@ -54,6 +54,10 @@ fn fname() -> &'static str {
 fn charged() -> &'static str {
     if PREVIEW.with(|p| p.get()) { "; nothing was charged (a preview)" } else { "; the release was charged" }
 }
+
+/// The share of the caller's ε that private bin edges take, split evenly over their inner edges
+/// (docs/privacy/synthetic.md, "Private bin edges").
+const PRIVATE_EDGES_SHARE: f64 = 0.1;
 
 /// Most columns one release may model (the written INSERT passes one array per column).
 const MAX_COLUMNS: usize = 64;
@@ -101,6 +105,9 @@ struct Column {
     reader: Reader,
     /// How a number is written so that the target's type takes it as it is.
     format: NumberFormat,
+    /// `bin_edges` "private": the fine grid between the declared bounds whose edges the private
+    /// choice picks from (the encoding `code` is then replaced after the charge, same bin count).
+    fine: Option<ColumnCode>,
 }
 
 /// How a released number is written: each form is valid input of its type for every value between
@@ -218,15 +225,27 @@ fn domain_values(domain: &Domain, sql_type: &str) -> Vec<String> {
     })
 }
 
-/// Bin edges given in the call for one column, as numbers.
-fn call_edges(edges: &serde_json::Value, column: &str) -> Option<Vec<f64>> {
+/// Bin edges given in the call for one column.
+enum CallEdges {
+    /// The edges themselves, as numbers.
+    List(Vec<f64>),
+    /// "private": `bins` bins whose edges are chosen with differential privacy between the column's
+    /// declared bounds (PrivateEdges).
+    Private,
+}
+
+/// The `bin_edges` entry of one column: an array of numbers or the string "private".
+fn call_edges(edges: &serde_json::Value, column: &str) -> Option<CallEdges> {
     let v = edges.get(column)?;
-    let list = v.as_array().unwrap_or_else(|| invalid(format!("bin_edges.\"{column}\" must be an array of numbers")));
-    Some(
+    if v.as_str() == Some("private") {
+        return Some(CallEdges::Private);
+    }
+    let list = v.as_array().unwrap_or_else(|| invalid(format!("bin_edges.\"{column}\" must be an array of numbers or the string 'private'")));
+    Some(CallEdges::List(
         list.iter()
             .map(|x| x.as_f64().unwrap_or_else(|| invalid(format!("bin_edges.\"{column}\" must be an array of numbers, got {x}"))))
             .collect(),
-    )
+    ))
 }
 
 /// How the numbers of a binned column are written, after checking that every edge fits the target
@@ -290,7 +309,27 @@ unsafe fn resolve_columns(source: Oid, src: &Source, columns: &[String], bins: u
             }
             .unwrap_or_else(|e| invalid(format!("column \"{name}\": {e}")))
         };
-        let (code, values, reader) = if let Some(e) = call_edges(edges, name) {
+        let parse_bounds = |b: &protect::DeclaredBounds| -> (f64, f64) {
+            let parse = |s: &str| s.trim().parse::<f64>().unwrap_or_else(|_| invalid(format!("the declared bounds of column \"{name}\" are not numbers")));
+            (parse(&b.lower), parse(&b.upper))
+        };
+        let mut fine = None;
+        let (code, values, reader) = if let Some(CallEdges::Private) = call_edges(edges, name) {
+            let (Some(conv), Some(b)) = (conversion, protect::effective_bounds(source, attnum)) else {
+                invalid(format!(
+                    "bin_edges.\"{name}\" is 'private', which needs a numeric column with declared bounds (dp.set_bounds): the private edges are chosen between them"
+                ));
+            };
+            let (lower, upper) = parse_bounds(&b);
+            let grid = if integer {
+                ColumnCode::integer_bins(lower.ceil() as i64, upper.floor() as i64, PrivateEdges::GRID)
+            } else {
+                ColumnCode::real_bins(lower, upper, PrivateEdges::GRID)
+            }
+            .unwrap_or_else(|e| invalid(format!("column \"{name}\": {e}")));
+            fine = Some(grid);
+            (numeric_code(lower, upper), vec![], number_reader(conv, integer))
+        } else if let Some(CallEdges::List(e)) = call_edges(edges, name) {
             let Some(conv) = conversion else {
                 invalid(format!("bin_edges names column \"{name}\", which is {sql_type}, not a number"));
             };
@@ -310,9 +349,8 @@ unsafe fn resolve_columns(source: Oid, src: &Source, columns: &[String], bins: u
             let lookup = values.iter().enumerate().map(|(k, v)| (v.as_bytes().to_vec(), k as u32)).collect();
             (code, values, text_reader(base, lookup))
         } else if let (Some(conv), Some(b)) = (conversion, protect::effective_bounds(source, attnum)) {
-            let parse = |s: &str| s.trim().parse::<f64>().unwrap_or_else(|_| invalid(format!("the declared bounds of column \"{name}\" are not numbers")));
-            let code = numeric_code(parse(&b.lower), parse(&b.upper));
-            (code, vec![], number_reader(conv, integer))
+            let (lower, upper) = parse_bounds(&b);
+            (numeric_code(lower, upper), vec![], number_reader(conv, integer))
         } else if base == pg_sys::BOOLOID {
             let values = vec!["false".to_string(), "true".to_string()];
             let lookup = [(b"f".to_vec(), 0u32), (b"t".to_vec(), 1u32)].into_iter().collect();
@@ -324,8 +362,9 @@ unsafe fn resolve_columns(source: Oid, src: &Source, columns: &[String], bins: u
                 Some("declare its values with dp.set_domain, or its bounds with dp.set_bounds (then bins equal bins), or pass its bin edges in bin_edges"),
             );
         };
-        let format = number_format(name, base, typmod, &sql_type, &code);
-        out.push(Column { name: name.clone(), sql_type, code, values, reader, format });
+        // private edges are some of the fine grid's: checking all of them checks every choice
+        let format = number_format(name, base, typmod, &sql_type, fine.as_ref().unwrap_or(&code));
+        out.push(Column { name: name.clone(), sql_type, code, values, reader, format, fine });
     }
     out
 }
@@ -584,6 +623,8 @@ struct Plan {
     limit: usize,
     fixed: usize,
     receipt: serde_json::Value,
+    /// Columns whose bin edges are chosen privately after the charge, with their choice.
+    private: Vec<(usize, PrivateEdges)>,
 }
 
 impl Plan {
@@ -640,6 +681,32 @@ fn plan(a: Args) -> Plan {
     let src = unsafe { open_source(fname(), "a synthetic release", source, &columns, &mut |_, _, _| {}) };
     let cols = unsafe { resolve_columns(source, &src, &columns, bins, &edges) };
     let d = cols.len();
+    // private bin edges take PRIVATE_EDGES_SHARE of ε, split evenly over their inner edges; the rest
+    // (basic composition with everything after them) is the release's as before
+    let inner_edges: usize = cols.iter().filter(|c| c.fine.is_some()).map(|c| c.code.cardinality() - 2).sum();
+    let total_epsilon = epsilon;
+    let (epsilon_edges, epsilon) = if inner_edges > 0 {
+        let share = PRIVATE_EDGES_SHARE * epsilon;
+        (share, epsilon * (1.0 - PRIVATE_EDGES_SHARE) * (1.0 - 1.0 / (1u64 << 50) as f64))
+    } else {
+        (0.0, epsilon)
+    };
+    let per_edge = epsilon_edges / inner_edges.max(1) as f64 * (1.0 - 1.0 / (1u64 << 40) as f64);
+    let private: Vec<(usize, PrivateEdges)> = cols
+        .iter()
+        .enumerate()
+        .filter_map(|(j, c)| c.fine.clone().map(|f| (j, c.code.cardinality() - 1, f)))
+        .filter(|(_, bins, _)| *bins > 1)
+        .map(|(j, bins, fine)| {
+            let pe = PrivateEdges::new(fine, bins, per_edge).unwrap_or_else(|_| {
+                invalid(format!(
+                    "epsilon is too small for private bin edges: {} of it over {inner_edges} inner edges leaves each below 1e-9 (use fewer bins or private columns, or a larger epsilon)",
+                    PRIVATE_EDGES_SHARE
+                ))
+            });
+            (j, pe)
+        })
+        .collect();
     let acceptance = a.criteria.map(|c| {
         let params = parse_criteria(&cols, &c.0);
         let spec = CriteriaSpec::new(params).or_raise(fname());
@@ -677,7 +744,14 @@ fn plan(a: Args) -> Plan {
     let encodings: Vec<serde_json::Value> = cols
         .iter()
         .map(|c| {
-            let mut j = c.code.to_json();
+            let mut j = match c.numeric_bounds().filter(|_| c.fine.is_some()) {
+                // the edges are chosen after the charge: only the public frame is known now
+                Some((lower, upper)) => serde_json::json!({
+                    "kind": "private_bins", "bins": c.code.cardinality() - 1, "lower": lower, "upper": upper,
+                    "fine_bins": c.fine.as_ref().map_or(0, |f| f.cardinality() - 1),
+                }),
+                None => c.code.to_json(),
+            };
             if let Some(o) = j.as_object_mut() {
                 o.insert("column".into(), c.name.clone().into());
                 if !c.values.is_empty() {
@@ -689,7 +763,7 @@ fn plan(a: Args) -> Plan {
         .collect();
     let mut receipt = serde_json::json!({
         "method": method.name(),
-        "epsilon": epsilon,
+        "epsilon": total_epsilon,
         "delta": delta,
         "neighbours": NEIGHBOURS,
         "model": spec.describe(),
@@ -701,6 +775,17 @@ fn plan(a: Args) -> Plan {
             "constraints": a.constraints,
         },
     });
+    if !private.is_empty() {
+        receipt["private_edges"] = serde_json::json!({
+            "columns": private.iter().map(|(j, _)| cols[*j].name.clone()).collect::<Vec<_>>(),
+            "epsilon": epsilon_edges,
+            "epsilon_per_edge": per_edge,
+            "inner_edges": inner_edges,
+            "mechanism": "permute_and_flip",
+            "utility": "-|bins*#{x below the edge} - j*n| for the j-th inner edge, sensitivity max(j, bins - j)",
+            "epsilon_rest": epsilon,
+        });
+    }
     if let Some(a) = &acceptance {
         receipt["criteria"] = serde_json::to_value(a.criteria.receipt()).unwrap_or_default();
         receipt["selection"] = serde_json::json!({
@@ -714,7 +799,7 @@ fn plan(a: Args) -> Plan {
         });
     }
     let codes_of = cols.iter().map(|c| c.code.clone()).collect();
-    let plan = Plan { src, columns, cols, codes_of, spec, acceptance, requested, min_count, constraint_sql, limit, fixed, receipt };
+    let plan = Plan { src, columns, cols, codes_of, spec, acceptance, requested, min_count, constraint_sql, limit, fixed, receipt, private };
     // the rows that must be held at once: a requested count is public, so checked now; without one
     // the noisy count is checked when known (a function of the model, a DP output)
     if let Some(m) = requested {
@@ -729,6 +814,45 @@ fn plan(a: Args) -> Plan {
         }
     }
     plan
+}
+
+/// The private bin edges, after the charge: one scan counts each private column's rows per fine bin
+/// (NULL and NaN not counted; values outside the bounds in the end bins, as the encoding clamps
+/// them), and each column's encoding becomes the edges PrivateEdges chooses, with the bin count the
+/// plan was made with. The chosen edges are added to the receipt the caller gets and to the report.
+fn choose_private_edges(plan: &mut Plan, rng: &mut DpRng) {
+    if plan.private.is_empty() {
+        return;
+    }
+    let mut counts: Vec<Vec<u64>> = plan.private.iter().map(|(_, pe)| vec![0u64; pe.fine_bins()]).collect();
+    let (cols, private) = (&plan.cols, &plan.private);
+    unsafe {
+        scan_rows(&plan.src, &mut |datums, nulls| -> Result<(), ReleaseFailure> {
+            for ((j, pe), c) in private.iter().zip(counts.iter_mut()) {
+                if nulls[*j] {
+                    continue;
+                }
+                let code = match &cols[*j].reader {
+                    Reader::Integer(conv) => pe.fine().encode_integer(conv.convert_integer(datums[*j])),
+                    Reader::Real(conv) => pe.fine().encode_real(conv.convert(datums[*j])),
+                    Reader::Text { .. } => continue,
+                };
+                if let Some(slot) = c.get_mut(code as usize) {
+                    *slot += 1;
+                }
+            }
+            Ok(())
+        })
+    }
+    .unwrap_or_else(|e| failed_after_charge(e));
+    let mut chosen = serde_json::Map::new();
+    for ((j, pe), c) in plan.private.iter().zip(&counts) {
+        let code = pe.choose(rng, c);
+        chosen.insert(plan.cols[*j].name.clone(), code.to_json());
+        plan.codes_of[*j] = code.clone();
+        plan.cols[*j].code = code;
+    }
+    plan.receipt["private_edges"]["chosen"] = chosen.into();
 }
 
 /// The one scan: every row into the model's count tables and the criteria's statistics.
@@ -843,6 +967,7 @@ fn release_synthetic(
     Spi::run(&format!("CREATE TABLE {report_sql} (item pg_catalog.text NOT NULL, kind pg_catalog.text NOT NULL, detail pg_catalog.jsonb NOT NULL)")).unwrap();
     let outcome = with_rng(|rng| {
         charge(&plan.src.name, &plan.receipt, epsilon, delta);
+        choose_private_edges(&mut plan, rng);
         let (counts, real) = read(&mut plan);
         let cols = &plan.cols;
         produce(&plan, rng, &counts, real.as_ref(), &mut |_, cells| insert_rows(&target_sql, cols, cells))
@@ -869,6 +994,12 @@ fn release_synthetic(
         report.push((part["name"].as_str().unwrap_or_default().to_string(), "model part", part.clone()));
     }
     let mut breakdown = serde_json::json!({ "total": epsilon, "delta": delta, "model": receipt["model"]["epsilon"].clone() });
+    if receipt.get("private_edges").is_some() {
+        breakdown["private_edges"] = receipt["private_edges"]["epsilon"].clone();
+        for (name, edges) in receipt["private_edges"]["chosen"].as_object().into_iter().flatten() {
+            report.push((name.clone(), "private edges", edges.clone()));
+        }
+    }
     if acceptance.is_some() {
         breakdown["criteria_released_once"] = receipt["criteria"]["epsilon_hoisted"].clone();
         breakdown["criteria_per_candidate"] = receipt["criteria"]["epsilon_per_candidate"].clone();
@@ -939,6 +1070,8 @@ fn preview_synthetic(
     }
     let args = Args { source, columns, epsilon, delta, bins, bin_edges, method, criteria, gamma, epsilon0, refit, rows, min_count, constraints };
     let mut plan = plan(args);
+    // private edges are drawn once per preview, as a release draws them once before its loop
+    with_rng(|rng| choose_private_edges(&mut plan, rng));
     let (counts, real) = read(&mut plan);
     let d = plan.cols.len();
     let (mut accepted, mut rows_total, mut one, mut two) = (0usize, 0usize, 0.0, 0.0);

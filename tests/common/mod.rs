@@ -368,3 +368,27 @@ pub fn dgauss_pmf(sigma2: f64) -> impl Fn(i64) -> f64 {
     let z: f64 = (-l..=l).map(w).sum();
     move |x: i64| if x.abs() > 1 << 30 { 0.0 } else { w(x) / z }
 }
+
+/// The exact distribution of permute-and-flip with acceptance probabilities `acc` (the best is 1),
+/// from its definition: the points are visited in a uniformly random order and the first whose coin
+/// comes up is released. That is a uniform point of the set A of points whose independent coins come
+/// up, so P(y) = acc(y)·E[1/(1 + #(A∖{y}))], with #(A∖{y}) the Poisson-binomial count of the others.
+pub fn pf_pmf_of(acc: &[f64]) -> Vec<f64> {
+    (0..acc.len())
+        .map(|y| {
+            let mut dist = vec![1.0]; // P(#others accepted = k)
+            for (z, &a) in acc.iter().enumerate() {
+                if z == y {
+                    continue;
+                }
+                let mut next = vec![0.0; dist.len() + 1];
+                for (k, &pk) in dist.iter().enumerate() {
+                    next[k] += pk * (1.0 - a);
+                    next[k + 1] += pk * a;
+                }
+                dist = next;
+            }
+            acc[y] * dist.iter().enumerate().map(|(k, pk)| pk / (k as f64 + 1.0)).sum::<f64>()
+        })
+        .collect()
+}

@@ -36,7 +36,7 @@ use crate::noise::grid::{pow2, Grid};
 use crate::mechanisms::intervals;
 use crate::mechanisms::ReleaseInfo;
 use crate::params::{check_delta, check_epsilon, check_float_bounds, check_integer_bounds, fmt_f64, largest_where};
-use crate::noise::sampling::{bernoulli_exp, bernoulli_frac, dyadic, geometric_exp, LazyUniform};
+use crate::noise::sampling::{bernoulli_exp, dyadic, geometric_exp, AcceptedUniform, LazyUniform};
 use crate::mechanisms::smooth::{check_p, p_numerator, rank, smooth_sensitivity_ln, P_SCALE};
 use rand::Rng;
 
@@ -420,8 +420,7 @@ impl QuantileSpec {
     /// uniformly random order and release the first whose coin, of probability exp(−q·(d(y) − m)),
     /// comes up; the best point's coin always does. The first accepted point of a uniform order is
     /// a uniform point of the accepted set, so this flips every point's coin independently, in grid
-    /// order, and keeps a uniform one of those accepted (reservoir sampling: the k-th accepted point
-    /// replaces the kept one with probability 1/k). Each coin is Bernoulli(exp(−x)) for the exact
+    /// order, and keeps a uniform one of those accepted ([`AcceptedUniform`]). Each coin is Bernoulli(exp(−x)) for the exact
     /// rational x = qm·(d − m)/2^(60 + qk) ([`bernoulli_exp`]); no weight is rounded and there is no
     /// floor. ε-DP with q = ε/(2Δ), as the exponential mechanism (docs/privacy/percentile-em.md).
     fn permute_and_flip_index<R: Rng + ?Sized>(&self, rng: &mut R, idx: &[f64]) -> i64 {
@@ -434,22 +433,16 @@ impl QuantileSpec {
             m = m.min(d);
             true
         });
-        let (mut accepted, mut kept) = (0u128, 0i64);
+        let mut choice = AcceptedUniform::default();
         em_categories(idx, n_steps, p_num, |start, count, d| {
             // (d − m) < 2^60·(n + 1) and qm < 2^24: exact below 2^44 rows (the values are in memory)
             let num = qm.saturating_mul(d - m);
             for y in start..start + count {
-                if bernoulli_exp(rng, num, den) {
-                    accepted += 1;
-                    if bernoulli_frac(rng, 1, accepted) {
-                        kept = y;
-                    }
-                }
+                choice.offer(rng, num, den, y);
             }
             true
         });
-        debug_assert!(accepted >= 1, "the best point always accepts");
-        kept
+        choice.kept().expect("the best point always accepts")
     }
 
     /// The exponential mechanism over the grid points 0..=N. A point y has L = #{x < y} rows below it,

@@ -49,6 +49,42 @@ pub fn bernoulli_exp<R: Rng + ?Sized>(rng: &mut R, n: u128, d: u128) -> bool {
     bernoulli_exp_le1(rng, frac, d)
 }
 
+/// Permute-and-flip's choice (McKenna & Sheldon 2020), exactly: offer every candidate once with its
+/// acceptance probability exp(−num/den); the kept candidate is a uniform one of those whose coin came
+/// up (the k-th accepted replaces the kept one with probability 1/k). That is the first accepted
+/// candidate of a uniformly random order, whatever the set of accepted ones, so the candidates may be
+/// offered in any fixed order.
+#[derive(Debug)]
+pub struct AcceptedUniform<T> {
+    accepted: u128,
+    kept: Option<T>,
+}
+
+impl<T> Default for AcceptedUniform<T> {
+    fn default() -> Self {
+        AcceptedUniform { accepted: 0, kept: None }
+    }
+}
+
+impl<T> AcceptedUniform<T> {
+    /// Flips the candidate's coin, Bernoulli(exp(−num/den)), and keeps it with probability 1/k if it
+    /// is the k-th accepted.
+    #[inline]
+    pub fn offer<R: Rng + ?Sized>(&mut self, rng: &mut R, num: u128, den: u128, item: T) {
+        if bernoulli_exp(rng, num, den) {
+            self.accepted += 1;
+            if bernoulli_frac(rng, 1, self.accepted) {
+                self.kept = Some(item);
+            }
+        }
+    }
+
+    /// The kept candidate (None if no coin came up: never when the best candidate's num is 0).
+    pub fn kept(self) -> Option<T> {
+        self.kept
+    }
+}
+
 /// The largest scale numerator accepted by [`discrete_laplace`]; keeps `u + t·v` far from overflow.
 pub const MAX_SCALE_NUMERATOR: u128 = 1 << 121;
 

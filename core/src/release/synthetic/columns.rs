@@ -14,6 +14,7 @@
 //!   is a uniform integer among them. Equal-width integer bins never hold fewer than one integer.
 use crate::error::{DpError, DpResult};
 use crate::noise::rng::uniform01;
+use crate::noise::sampling::AcceptedUniform;
 use crate::noise::sampling64::uniform_below;
 use crate::params::{check_float_bounds, fmt_f64};
 use rand::Rng;
@@ -187,6 +188,96 @@ impl ColumnCode {
                 }
                 serde_json::json!({ "kind": "integer_bins", "edges": e, "last_edge": "inclusive" })
             }
+        }
+    }
+}
+
+/// Bin edges chosen with differential privacy (`bin_edges => '{"x": "private"}'`): `bins` bins whose
+/// edges are a subset of the edges of a fine public grid (`fine`: [`PrivateEdges::GRID`] equal bins
+/// between the column's declared bounds, or the integers between them when there are fewer), chosen
+/// after one scan that counts the rows of each fine bin. The j-th inner edge (j = 1 … bins − 1) is
+/// the fine edge nearest the j/bins quantile by permute-and-flip, one after the other, each among the
+/// edges above the previous one that leave room for the rest, so the bins are exactly `bins`, in
+/// order. Each choice is `epsilon` (per edge)-DP for one row added or removed; bins − 1 of them
+/// compose to (bins − 1)·`epsilon`. Derivation: docs/privacy/synthetic.md, "Private bin edges".
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrivateEdges {
+    fine: ColumnCode,
+    bins: usize,
+    epsilon: f64,
+}
+
+impl PrivateEdges {
+    /// Fine bins between the bounds (fewer for integer columns with fewer integers).
+    pub const GRID: usize = 4096;
+
+    /// `bins` private bins on the fine grid `fine` (real or integer bins from
+    /// [`ColumnCode::real_bins`] or [`ColumnCode::integer_bins`]), `epsilon` per inner edge.
+    pub fn new(fine: ColumnCode, bins: usize, epsilon: f64) -> DpResult<Self> {
+        check_bins(bins)?;
+        let fine_bins = match &fine {
+            ColumnCode::Categorical { .. } => return Err(DpError::invalid("bin_edges", "private only for numeric columns", "a categorical column")),
+            ColumnCode::Real { edges } => edges.len() - 1,
+            ColumnCode::Integer { edges } => edges.len() - 1,
+        };
+        if fine_bins < bins {
+            return Err(DpError::invalid("bins", format!("at most {fine_bins} for private edges between these bounds (one value per bin at least)"), bins));
+        }
+        crate::params::check_epsilon("epsilon", epsilon)?;
+        Ok(PrivateEdges { fine, bins, epsilon })
+    }
+
+    /// The fine grid: its codes are what the scan counts.
+    pub fn fine(&self) -> &ColumnCode {
+        &self.fine
+    }
+
+    /// The number of fine bins (the length of the counts [`PrivateEdges::choose`] takes).
+    pub fn fine_bins(&self) -> usize {
+        self.fine.null_code() as usize
+    }
+
+    /// The chosen encoding, from the exact row count of each fine bin (NULL and NaN not counted).
+    /// Edge j is fine edge i with probability given by permute-and-flip on the utility
+    /// −|bins·L(i) − j·n| (L(i) the rows in fine bins below i), of sensitivity max(j, bins − j),
+    /// at rate ε/(2·max(j, bins − j)) rounded down to 24 significant bits; every coin is exact.
+    pub fn choose<R: Rng + ?Sized>(&self, rng: &mut R, counts: &[u64]) -> ColumnCode {
+        let m = self.fine_bins();
+        assert_eq!(counts.len(), m, "one count per fine bin");
+        let b = self.bins as u128;
+        let mut below = Vec::with_capacity(m + 1); // L(i), i = 0..=m
+        below.push(0u128);
+        for &c in counts {
+            below.push(below.last().unwrap() + c as u128);
+        }
+        let n = below[m];
+        // ε per edge = em·2^-ek, em below 2^24 (rounded down, so never above ε)
+        let (mut em, mut ek) = crate::noise::sampling::dyadic(self.epsilon * (1.0 - crate::noise::grid::pow2(-40)));
+        let bits = 64 - em.leading_zeros();
+        if bits > 24 {
+            em >>= bits - 24;
+            ek -= (bits - 24) as i32;
+        }
+        let mut chosen = vec![0usize];
+        for j in 1..self.bins {
+            let (lo, hi) = (chosen[j - 1] + 1, m - (self.bins - j));
+            let dist = |i: usize| (b * below[i]).abs_diff(j as u128 * n);
+            let best = (lo..=hi).map(dist).min().expect("a candidate range is never empty");
+            let sens = (j as u128).max(b - j as u128);
+            // x = ε·(d − best)/(2·sens): d < 2^12·2^64, em < 2^24; ek in [−40, 110] for the ε pg_dp takes
+            let (scale, den) = if ek >= 0 { (0, (2 * sens) << ek.min(100)) } else { ((-ek).min(40) as u32, 2 * sens) };
+            let mut pick = AcceptedUniform::default();
+            for i in lo..=hi {
+                let num = (em as u128).saturating_mul(dist(i) - best).saturating_mul(1u128 << scale);
+                pick.offer(rng, num, den, i);
+            }
+            chosen.push(pick.kept().expect("the best edge always accepts"));
+        }
+        chosen.push(m);
+        match &self.fine {
+            ColumnCode::Real { edges } => ColumnCode::Real { edges: chosen.iter().map(|&i| edges[i]).collect() },
+            ColumnCode::Integer { edges } => ColumnCode::Integer { edges: chosen.iter().map(|&i| edges[i]).collect() },
+            ColumnCode::Categorical { .. } => unreachable!("checked in new"),
         }
     }
 }
