@@ -612,4 +612,8 @@ fn private_bin_edges_are_refused_from_public_information_before_the_charge() {
     synthetic_refused(&call(r#"'people', 'syn', ARRAY['region'], 1, bin_edges => '{"region": "private"}'"#), "needs a numeric column with declared bounds");
     synthetic_refused(&call(r#"'people', 'syn', ARRAY['age'], 1, bin_edges => '{"age": "public"}'"#), "must be an array of numbers or the string 'private'");
     synthetic_refused(&call(r#"'people', 'syn', ARRAY['age', 'score'], 1e-9, bins => 50, bin_edges => '{"age": "private", "score": "private"}'"#), "epsilon is too small for private bin edges");
+    // as many bins as integers (age: 60 between its bounds): the edges are forced, nothing is spent
+    let r: serde_json::Value = serde_json::from_str(&one_text(r#"SELECT dp.release_synthetic('people', 'syn', ARRAY['age'], 1, bins => 64, bin_edges => '{"age": "private"}')::text"#)).unwrap();
+    assert!(r.get("private_edges").is_none(), "{r}");
+    assert_eq!(r["model"]["epsilon"], 1.0, "{r}");
 }

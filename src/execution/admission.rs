@@ -83,6 +83,7 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
     let releases = find_releases(stmt);
     if let Some(relid) = restricted_protected_read(stmt, &releases) {
         refuse_leaks_of_protected(relid, explain_only || (*qd).instrument_options != 0);
+        refuse_under_instrumentation("a query on protected table", relid);
     }
     if !releases.is_empty() {
         // the statement's range table passes the permission check as a whole (check_perms), so
@@ -131,6 +132,9 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
     // charged query is paid before its first row is read.
     let admitted = if !releases.is_empty() || probe_reads_nothing(stmt) { (*stmt).rtable } else { std::ptr::null_mut() };
     with_admitted(admitted, || start_next(qd, eflags));
+    if !explain_only && (*qd).instrument_options != 0 {
+        INSTRUMENTED.with(|v| v.borrow_mut().push(qd as usize));
+    }
     if !releases.is_empty() {
         forget_stale(qd, &releases);
     }
@@ -391,6 +395,32 @@ unsafe fn restricted_protected_read(stmt: *mut pg_sys::PlannedStmt, releases: &[
         .find(|relid| protect::is_protected(*relid) && !protect::exempt(*relid))
 }
 
+thread_local! {
+    /// The statements of this backend running with instrumentation (EXPLAIN ANALYZE), by the
+    /// address of their QueryDesc, from their ExecutorStart to their ExecutorEnd. One that failed
+    /// inside a subtransaction stays until the transaction ends: later reads of protected tables in
+    /// that transaction are refused (fail closed), never admitted.
+    static INSTRUMENTED: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Refuses a read of protected table `relid` (a DP query, or a table release: `what` says which)
+/// while a statement of this backend runs under EXPLAIN ANALYZE, whatever reaches it (a function, a
+/// trigger, an OID argument): the outer statement's buffer counts (BUFFERS), rows and times include
+/// the inner reads, and the buffers touched by an index scan or a filter are exact, noise-free counts
+/// of the rows that match. Depends only on the statement, before anything is charged.
+pub unsafe fn refuse_under_instrumentation(what: &str, relid: pg_sys::Oid) {
+    if INSTRUMENTED.with(|v| !v.borrow().is_empty()) {
+        raise_with(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!(
+                "{what} {} inside EXPLAIN ANALYZE: the statement's buffer, row and time counts would describe its data",
+                protect::relation_short_name(relid)
+            ),
+            Some("run it outside EXPLAIN ANALYZE"),
+        );
+    }
+}
+
 /// EXPLAIN prints the planner's estimates, computed from the statistics of every table the plan
 /// reads, and `trace_sort` prints the sorts the executor runs: both are refused on a protected
 /// table to roles that may not read it directly.
@@ -413,6 +443,12 @@ unsafe fn refuse_leaks_of_protected(relid: pg_sys::Oid, explain: bool) {
 #[pg_guard]
 unsafe extern "C-unwind" fn executor_end(qd: *mut pg_sys::QueryDesc) {
     let q = qd as usize;
+    INSTRUMENTED.with(|v| {
+        let mut v = v.borrow_mut();
+        if let Some(i) = v.iter().rposition(|&x| x == q) {
+            v.remove(i);
+        }
+    });
     crate::execution::tickets::end_query(q);
     if !(*qd).estate.is_null() {
         crate::budget::cache::forget((*qd).estate as usize);
@@ -450,6 +486,7 @@ unsafe extern "C-unwind" fn xact_end(event: pg_sys::XactEvent::Type, _arg: *mut 
         || event == pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT
     {
         crate::execution::tickets::end_transaction();
+        INSTRUMENTED.with(|v| v.borrow_mut().clear());
         crate::execution::recent::clear_pending();
         crate::execution::distributed_rows::forget();
     }

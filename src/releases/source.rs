@@ -127,6 +127,9 @@ pub unsafe fn open_source(f: &str, release: &str, source: Oid, columns: &[String
             Some("release a table or a partitioned table; a view's rows need not be one per person, and its filter would make the row count an exact count"),
         );
     }
+    if protect::is_protected(source) && !protect::exempt(source) {
+        crate::execution::admission::refuse_under_instrumentation(&format!("{f}: {release} of protected table"), source);
+    }
     let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
     let root = pg_sys::table_open(source, lock);
     // privileges: a protected table is read through DP releases without a grant, as by DP

@@ -327,8 +327,11 @@ unsafe fn resolve_columns(source: Oid, src: &Source, columns: &[String], bins: u
                 ColumnCode::real_bins(lower, upper, PrivateEdges::GRID)
             }
             .unwrap_or_else(|e| invalid(format!("column \"{name}\": {e}")));
-            fine = Some(grid);
-            (numeric_code(lower, upper), vec![], number_reader(conv, integer))
+            let code = numeric_code(lower, upper);
+            // as many bins as fine bins (an integer column with few integers): every edge is forced,
+            // the equal bins are those edges, and nothing is spent on them
+            fine = (grid.cardinality() > code.cardinality()).then_some(grid);
+            (code, vec![], number_reader(conv, integer))
         } else if let Some(CallEdges::List(e)) = call_edges(edges, name) {
             let Some(conv) = conversion else {
                 invalid(format!("bin_edges names column \"{name}\", which is {sql_type}, not a number"));

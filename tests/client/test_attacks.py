@@ -433,6 +433,45 @@ def check_attack_the_wal_position_shows_pages_an_index_scan_pruned():
         refused(c, "SELECT an.lsn()", E.InsufficientPrivilege)
 
 
+def check_attack_explain_analyze_around_a_function_counts_the_buffers_a_dp_query_read():
+    # EXPLAIN of a query on a protected table is refused, but EXPLAIN (ANALYZE, BUFFERS) of a statement
+    # that reached the DP query through a function counted the buffers its index scan touched: 12 when
+    # id 7 exists, 11 when it does not, for ~0 epsilon; a table release's extra scan gave the page count
+    with connect(ANALYST) as c:
+        c.execute("""CREATE OR REPLACE FUNCTION an.q(e float8, w text) RETURNS float8 LANGUAGE plpgsql AS $$
+                     DECLARE r float8;
+                     BEGIN EXECUTE format('SELECT dp_count(id, %s) FROM patients WHERE %s', e, w) INTO r; RETURN r; END $$""")
+        c.execute("""CREATE OR REPLACE FUNCTION an.r() RETURNS bigint LANGUAGE sql AS 'SELECT count(*) FROM regions'""")
+        before = spent()
+        for w in ("id = 7", "id = 100000"):
+            e = refused(c, f"EXPLAIN (ANALYZE, BUFFERS) SELECT an.q(1e-9, '{w}')", E.InsufficientPrivilege)
+            assert "inside EXPLAIN ANALYZE" in str(e) and "patients" in str(e), e
+        # a DP query fired by a trigger of an instrumented INSERT
+        c.execute("CREATE TABLE IF NOT EXISTS an.log (x float8)")
+        c.execute("""CREATE OR REPLACE FUNCTION an.t() RETURNS trigger LANGUAGE plpgsql AS $$
+                     BEGIN PERFORM an.q(1e-9, 'id = 7'); RETURN NEW; END $$""")
+        c.execute("CREATE OR REPLACE TRIGGER t BEFORE INSERT ON an.log FOR EACH ROW EXECUTE FUNCTION an.t()")
+        e = refused(c, "EXPLAIN (ANALYZE, BUFFERS) INSERT INTO an.log VALUES (1)", E.InsufficientPrivilege)
+        assert "inside EXPLAIN ANALYZE" in str(e), e
+        # a table release, which reads the table itself
+        e = refused(c, "EXPLAIN (ANALYZE, BUFFERS) SELECT dp.release_synthetic('patients', 'syn', ARRAY['region'], 1e-3)",
+                    E.InsufficientPrivilege)
+        assert "dp.release_synthetic: a synthetic release of protected table patients inside EXPLAIN ANALYZE" in str(e), e
+        # an exception handler around the failed statement does not clear the refusal
+        c.execute("""CREATE OR REPLACE FUNCTION an.swallow() RETURNS float8 LANGUAGE plpgsql AS $$
+                     BEGIN BEGIN PERFORM an.q(1e-9, 'id = 7'); EXCEPTION WHEN others THEN NULL; END;
+                           RETURN an.q(1e-9, 'id = 7'); END $$""")
+        refused(c, "EXPLAIN (ANALYZE, BUFFERS) SELECT an.swallow()", E.InsufficientPrivilege)
+        assert spent() == before, "charged although refused"
+        # in-test controls: EXPLAIN ANALYZE around a function over a table the analyst may read runs,
+        # and the DP function itself, outside EXPLAIN ANALYZE, runs and pays
+        plan = "\n".join(r[0] for r in c.execute("EXPLAIN (ANALYZE, BUFFERS) SELECT an.r()").fetchall())
+        assert "Buffers" in plan or "Execution Time" in plan, plan
+        c.execute("SELECT an.q(0.01, 'id = 7')")
+        assert spent() > before
+        c.execute("DROP TABLE an.log")
+
+
 def check_attack_the_blind_planner_reads_a_brin_range_map():
     # the planner's cost estimate of a BRIN index reads the index's range map (and GIN's of its
     # metapage): the plan chosen for a restricted role depended on the data
