@@ -189,9 +189,16 @@ fn distances(data: &[f64], p: f64, lower: i64, upper: i64) -> Vec<f64> {
 }
 
 /// The exact distribution of the exponential mechanism over the integer candidates lower..=upper,
-/// computed here from its definition: y has weight exp(−ε·d(y)/(2·max(p, 1 − p))).
+/// computed here from its definition: y has weight exp(−ε·d(y)/(2·max(p, 1 − p))), or
+/// exp(−ε·d(y)) at p = 0 and 1 (the monotone rate).
 fn em_pmf(data: &[f64], p: f64, lower: i64, upper: i64, eps: f64) -> Vec<f64> {
-    let w: Vec<f64> = distances(data, p, lower, upper).iter().map(|d| (-eps * d / (2.0 * p.max(1.0 - p))).exp()).collect();
+    let rate = if p == 0.0 || p == 1.0 { eps } else { eps / (2.0 * p.max(1.0 - p)) };
+    em_pmf_at(data, p, lower, upper, rate)
+}
+
+/// The exponential mechanism at rate `rate` per unit of distance.
+fn em_pmf_at(data: &[f64], p: f64, lower: i64, upper: i64, rate: f64) -> Vec<f64> {
+    let w: Vec<f64> = distances(data, p, lower, upper).iter().map(|d| (-rate * d).exp()).collect();
     let total: f64 = w.iter().sum();
     w.iter().map(|x| x / total).collect()
 }
@@ -265,9 +272,9 @@ fn the_exponential_mechanism_keeps_wide_integer_grids() {
     assert!(control.rejects(ALPHA), "permute-and-flip's distribution went unnoticed: {control:?}");
 }
 
-/// The largest |ln P(y | a) − ln P(y | b)| of the exact permute-and-flip distributions over every
-/// pair of neighbouring inputs (b = a plus one row) with at most `max_n` rows on candidates 0..=`top`.
-fn worst_pf_loss(p: f64, eps: f64, q: f64, top: i64, max_n: usize) -> f64 {
+/// The largest |ln P(y | a) − ln P(y | b)| of the exact distributions `pmf` gives over every pair of
+/// neighbouring inputs (b = a plus one row) with at most `max_n` rows on candidates 0..=`top`.
+fn worst_loss(pmf: &dyn Fn(&[f64]) -> Vec<f64>, top: i64, max_n: usize) -> f64 {
     let mut inputs: Vec<Vec<f64>> = vec![vec![]];
     let mut frontier = inputs.clone();
     for _ in 0..max_n {
@@ -286,16 +293,21 @@ fn worst_pf_loss(p: f64, eps: f64, q: f64, top: i64, max_n: usize) -> f64 {
         if a.len() == max_n {
             continue;
         }
-        let pa = pf_pmf(a, p, 0, top, eps, q);
+        let pa = pmf(a);
         for v in 0..=top {
             let b = [a.clone(), vec![v as f64]].concat();
-            let pb = pf_pmf(&b, p, 0, top, eps, q);
+            let pb = pmf(&b);
             for (x, y) in pa.iter().zip(&pb) {
                 worst = worst.max((x.ln() - y.ln()).abs());
             }
         }
     }
     worst
+}
+
+/// [`worst_loss`] of permute-and-flip at `q` times its rate.
+fn worst_pf_loss(p: f64, eps: f64, q: f64, top: i64, max_n: usize) -> f64 {
+    worst_loss(&|d: &[f64]| pf_pmf(d, p, 0, top, eps, q), top, max_n)
 }
 
 #[test]
@@ -402,5 +414,48 @@ fn permute_and_flip_is_no_less_accurate_than_the_exponential_mechanism_on_ages()
         eprintln!("ε = {eps}: expected distance in ranks {ud_pf:.3} (permute-and-flip) vs {ud_em:.3}; RMSE in years {r_pf:.4} vs {r_em:.4}");
         assert!(ud_pf <= ud_em * (1.0 + 1e-9), "ε = {eps}: {ud_pf} > {ud_em}");
         assert!((pf.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+    }
+}
+
+#[test]
+fn the_minimum_and_maximum_lose_at_most_epsilon_at_the_monotone_rate() {
+    // the exponential mechanism at p = 0 and 1 runs at rate ε/Δ (Δ = 1), without the factor 2: the
+    // distance #{x < y} (or #{x > y}) only grows when a row is added. Exact distributions over every
+    // input of up to 6 rows on 5 candidates and one row more.
+    for (p, eps) in [(0.0, 1.0), (1.0, 1.0), (0.0, 0.2), (1.0, 3.0)] {
+        let worst = worst_loss(&|d: &[f64]| em_pmf_at(d, p, 0, 4, eps), 4, 6);
+        // negative control: twice that rate loses more than ε somewhere
+        let loud = worst_loss(&|d: &[f64]| em_pmf_at(d, p, 0, 4, 2.0 * eps), 4, 6);
+        eprintln!("exponential mechanism p = {p}, ε = {eps}, rate ε: worst loss {worst:.4}; at rate 2ε {loud:.4}");
+        assert!(worst <= eps * (1.0 + 1e-9), "p = {p}, ε = {eps}: {worst}");
+        assert!(worst > 0.5 * eps, "p = {p}, ε = {eps}: the search saw little of the bound ({worst})");
+        assert!(loud > eps * 1.05, "p = {p}, ε = {eps}: twice the rate went unnoticed ({loud})");
+    }
+    // and the median is not monotone: at rate ε/Δ it loses more than ε (the factor 2 is needed)
+    let median = worst_loss(&|d: &[f64]| em_pmf_at(d, 0.5, 0, 4, 1.0 / 0.5), 4, 6);
+    eprintln!("exponential mechanism p = 0.5 at rate ε/Δ: worst loss {median:.4}");
+    assert!(median > 1.05, "{median}");
+}
+
+#[test]
+fn the_minimum_and_maximum_release_at_the_monotone_rate() {
+    // the code's releases at p = 0 and 1 on a narrow integer grid (the exponential mechanism, not
+    // permute-and-flip) against the exact distribution at rate ε, and the control at rate ε/2
+    let data: Vec<f64> = [ties(21.0, 3), vec![22.0], ties(24.0, 6), ties(25.0, 2), vec![12.0, 70.0]].concat();
+    let (lower, upper) = (18i64, 40i64);
+    for (k, (p, eps)) in [(0.0, 0.5), (1.0, 0.5)].into_iter().enumerate() {
+        let spec = QuantileSpec::exponential_integer(p, lower as f64, upper as f64, eps).unwrap();
+        assert!(spec.monotone() && !spec.permute_and_flip());
+        assert_eq!(spec.describe().mechanism, "exponential");
+        assert_eq!(spec.describe().scale, 1.0 / pg_dp_core::accounting::charge::mechanism_epsilon(eps));
+        let xs: Vec<i64> = releases(&spec, &data, 1500 + k as u64, SAMPLES).into_iter().map(|y| y as i64).collect();
+        let at = |probs: Vec<f64>| move |y: i64| if (lower..=upper).contains(&y) { probs[(y - lower) as usize] } else { 0.0 };
+        let probs = em_pmf(&data, p, lower, upper, eps);
+        let mode = lower + (0..probs.len()).max_by(|&a, &b| probs[a].total_cmp(&probs[b])).unwrap() as i64;
+        let g = chi2_gof(&xs, at(probs), mode, 20.0);
+        let half = chi2_gof(&xs, at(em_pmf_at(&data, p, lower, upper, eps / 2.0)), mode, 20.0);
+        eprintln!("p = {p}, ε = {eps}: χ² = {:.1}, df = {}, p-value = {:.3e}; at rate ε/2: p-value = {:.3e}", g.stat, g.df, g.p_value, half.p_value);
+        assert!(g.df >= 2 && !g.rejects(ALPHA / 2.0), "{g:?}");
+        assert!(half.rejects(ALPHA), "the rate ε/2 went unnoticed: {half:?}");
     }
 }

@@ -44,6 +44,7 @@ use crate::execution::tickets::in_parallel_worker;
 
 static mut PREV_EXECUTOR_START: pg_sys::ExecutorStart_hook_type = None;
 static mut PREV_EXECUTOR_END: pg_sys::ExecutorEnd_hook_type = None;
+static mut PREV_EXECUTOR_RUN: pg_sys::ExecutorRun_hook_type = None;
 static mut PREV_CHECK_PERMS: pg_sys::ExecutorCheckPerms_hook_type = None;
 
 thread_local! {
@@ -84,6 +85,11 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
     if let Some(relid) = restricted_protected_read(stmt, &releases) {
         refuse_leaks_of_protected(relid, explain_only || (*qd).instrument_options != 0);
         refuse_under_instrumentation("a query on protected table", relid);
+        if !explain_only {
+            // checked again each time it runs: a cursor started before an EXPLAIN ANALYZE can be
+            // fetched inside it
+            RESTRICTED.with(|v| v.borrow_mut().push((qd as usize, relid.to_u32())));
+        }
     }
     if !releases.is_empty() {
         // the statement's range table passes the permission check as a whole (check_perms), so
@@ -133,7 +139,7 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
     let admitted = if !releases.is_empty() || probe_reads_nothing(stmt) { (*stmt).rtable } else { std::ptr::null_mut() };
     with_admitted(admitted, || start_next(qd, eflags));
     if !explain_only && (*qd).instrument_options != 0 {
-        INSTRUMENTED.with(|v| v.borrow_mut().push(qd as usize));
+        begin_instrumented(qd as usize);
     }
     if !releases.is_empty() {
         forget_stale(qd, &releases);
@@ -396,11 +402,47 @@ unsafe fn restricted_protected_read(stmt: *mut pg_sys::PlannedStmt, releases: &[
 }
 
 thread_local! {
-    /// The statements of this backend running with instrumentation (EXPLAIN ANALYZE), by the
-    /// address of their QueryDesc, from their ExecutorStart to their ExecutorEnd. One that failed
-    /// inside a subtransaction stays until the transaction ends: later reads of protected tables in
-    /// that transaction are refused (fail closed), never admitted.
+    /// What of this backend runs with instrumentation: every EXPLAIN statement, planning included
+    /// (lifecycle.rs: the planner runs IMMUTABLE and STABLE functions, and EXPLAIN (BUFFERS) counts
+    /// their reads), by the address of its PlannedStmt, and every statement executed with
+    /// instrumentation (EXPLAIN ANALYZE), by the address of its QueryDesc, from its ExecutorStart
+    /// to its ExecutorEnd. One that failed inside a subtransaction stays until the transaction ends:
+    /// later reads of protected tables in that transaction are refused (fail closed), never admitted.
     static INSTRUMENTED: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Started statements that read a protected table the role may not read directly (QueryDesc
+    /// address, table), until their ExecutorEnd.
+    static RESTRICTED: std::cell::RefCell<Vec<(usize, u32)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Marks instrumentation running under `key` (see INSTRUMENTED).
+pub fn begin_instrumented(key: usize) {
+    INSTRUMENTED.with(|v| v.borrow_mut().push(key));
+}
+
+/// Ends the instrumentation marked under `key` (one mark; none if absent).
+pub fn end_instrumented(key: usize) {
+    INSTRUMENTED.with(|v| {
+        let mut v = v.borrow_mut();
+        if let Some(i) = v.iter().rposition(|&x| x == key) {
+            v.remove(i);
+        }
+    });
+}
+
+/// Each run of a started statement that reads a protected table is refused while instrumentation
+/// runs (a cursor declared before an EXPLAIN ANALYZE, fetched inside it by a function), before its
+/// rows are read. The statement was paid when it started; the refusal depends only on the
+/// statements, not on the data.
+#[pg_guard]
+unsafe extern "C-unwind" fn executor_run(qd: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDirection::Type, count: u64, execute_once: bool) {
+    let q = qd as usize;
+    if let Some(relid) = RESTRICTED.with(|v| v.borrow().iter().rev().find(|&&(x, _)| x == q).map(|&(_, r)| r)) {
+        refuse_under_instrumentation("a query on protected table", pg_sys::Oid::from(relid));
+    }
+    match PREV_EXECUTOR_RUN {
+        Some(prev) => prev(qd, direction, count, execute_once),
+        None => pg_sys::standard_ExecutorRun(qd, direction, count, execute_once),
+    }
 }
 
 /// Refuses a read of protected table `relid` (a DP query, or a table release: `what` says which)
@@ -413,10 +455,10 @@ pub unsafe fn refuse_under_instrumentation(what: &str, relid: pg_sys::Oid) {
         raise_with(
             PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
             format!(
-                "{what} {} inside EXPLAIN ANALYZE: the statement's buffer, row and time counts would describe its data",
+                "{what} {} inside EXPLAIN: the statement's buffer, row and time counts would describe its data",
                 protect::relation_short_name(relid)
             ),
-            Some("run it outside EXPLAIN ANALYZE"),
+            Some("run it outside EXPLAIN"),
         );
     }
 }
@@ -443,9 +485,10 @@ unsafe fn refuse_leaks_of_protected(relid: pg_sys::Oid, explain: bool) {
 #[pg_guard]
 unsafe extern "C-unwind" fn executor_end(qd: *mut pg_sys::QueryDesc) {
     let q = qd as usize;
-    INSTRUMENTED.with(|v| {
+    end_instrumented(q);
+    RESTRICTED.with(|v| {
         let mut v = v.borrow_mut();
-        if let Some(i) = v.iter().rposition(|&x| x == q) {
+        if let Some(i) = v.iter().rposition(|&(x, _)| x == q) {
             v.remove(i);
         }
     });
@@ -487,6 +530,7 @@ unsafe extern "C-unwind" fn xact_end(event: pg_sys::XactEvent::Type, _arg: *mut 
     {
         crate::execution::tickets::end_transaction();
         INSTRUMENTED.with(|v| v.borrow_mut().clear());
+        RESTRICTED.with(|v| v.borrow_mut().clear());
         crate::execution::recent::clear_pending();
         crate::execution::distributed_rows::forget();
     }
@@ -650,6 +694,8 @@ pub fn init() {
         pg_sys::ExecutorStart_hook = Some(executor_start);
         PREV_EXECUTOR_END = pg_sys::ExecutorEnd_hook;
         pg_sys::ExecutorEnd_hook = Some(executor_end);
+        PREV_EXECUTOR_RUN = pg_sys::ExecutorRun_hook;
+        pg_sys::ExecutorRun_hook = Some(executor_run);
         PREV_CHECK_PERMS = pg_sys::ExecutorCheckPerms_hook;
         pg_sys::ExecutorCheckPerms_hook = Some(check_perms);
         pg_sys::RegisterXactCallback(Some(xact_end), std::ptr::null_mut());

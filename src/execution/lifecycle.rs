@@ -116,9 +116,18 @@ unsafe extern "C-unwind" fn utility(
             );
         }
     }
+    // an EXPLAIN is instrumented from its planning on: reads of protected tables are refused inside
+    // it, however reached (admission.rs, refuse_under_instrumentation)
+    let explain = !stmt.is_null() && (*stmt).type_ == NodeTag::T_ExplainStmt;
+    if explain {
+        crate::execution::admission::begin_instrumented(pstmt as usize);
+    }
     match PREV_UTILITY {
         Some(prev) => prev(pstmt, query, read_only, context, params, env, dest, qc),
         None => pg_sys::standard_ProcessUtility(pstmt, query, read_only, context, params, env, dest, qc),
+    }
+    if explain {
+        crate::execution::admission::end_instrumented(pstmt as usize);
     }
 }
 

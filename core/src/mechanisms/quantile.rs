@@ -244,7 +244,8 @@ impl QuantileSpec {
                     epsilon: self.epsilon,
                     delta: 0.0,
                     sensitivity: du,
-                    scale: 2.0 * du / mechanism_epsilon(self.epsilon),
+                    // the temperature: 1/q without the margin
+                    scale: if self.monotone() { 1.0 } else { 2.0 } * du / mechanism_epsilon(self.epsilon),
                     count_scale: None,
                     interval95: None,
                     count_interval95: None,
@@ -312,8 +313,7 @@ impl QuantileSpec {
             let (qm, qk) = self.pf_rate();
             qm as f64 * pow2(-qk)
         } else {
-            let half = mechanism_epsilon(self.epsilon) / 2.0;
-            (half - EM_MARGIN.max(half * EM_MARGIN)) / self.utility_sensitivity()
+            self.em_rate()
         };
         let points = self.steps() as f64 + 1.0;
         (points * (1.0 + pow2(-44)) / (1.0 - intervals::COVERAGE)).ln() / q
@@ -338,6 +338,7 @@ impl QuantileSpec {
             }),
             Method::Exponential => serde_json::json!({
                 "utility": "-|(1 - p)*#{x < y} - p*#{x > y}|", "utility_sensitivity": self.utility_sensitivity(),
+                "monotone": self.monotone(),
                 "rank_interval95": self.rank_interval95(),
                 "p": self.p, "grid_step": self.grid.step(),
             }),
@@ -397,9 +398,27 @@ impl QuantileSpec {
     }
 
     /// Whether the exponential-mechanism release runs permute-and-flip: a grid of at most
-    /// [`PF_MAX_POINTS`] points, known from the bounds and the column's type.
+    /// [`PF_MAX_POINTS`] points, known from the bounds and the column's type, and p̃ strictly between
+    /// 0 and 1 (the minimum and maximum take the exponential mechanism at its monotone rate).
     pub fn permute_and_flip(&self) -> bool {
-        self.method == Method::Exponential && self.steps() < PF_MAX_POINTS
+        self.method == Method::Exponential && self.steps() < PF_MAX_POINTS && !self.monotone()
+    }
+
+    /// p̃ = 0 or 1 (a private minimum or maximum): the distance d(y) is #{x < y} or #{x > y}, which
+    /// adding a row never lowers and removing one never raises, the same direction for every y. The
+    /// exponential mechanism then needs no factor 2: rate ε/Δ (Δ = 1) is ε-DP (docs/privacy/
+    /// percentile-em.md, "The minimum and the maximum").
+    pub fn monotone(&self) -> bool {
+        let n = p_numerator(self.p);
+        n == 0 || n == P_SCALE
+    }
+
+    /// The exponential mechanism's rate q: (ε/2 − margin)/Δ, or (ε − margin)/Δ when monotone. The
+    /// margin (absolute 2^-40, relative where ε is so large it would vanish) absorbs the rounding of
+    /// the weights ([`em_weight`]).
+    fn em_rate(&self) -> f64 {
+        let e = mechanism_epsilon(self.epsilon) / if self.monotone() { 1.0 } else { 2.0 };
+        (e - EM_MARGIN.max(e * EM_MARGIN)) / self.utility_sensitivity()
     }
 
     /// Permute-and-flip's rate q = (ε/2)/Δ as qm·2^-qk, qm below 2^24: rounded down (a hair below
@@ -453,7 +472,8 @@ impl QuantileSpec {
     /// the value whose interval holds the target well inside it over its neighbours, which share an
     /// end with it (integer data: ages). y has weight max(exp(−q·(d(y) − m)), 2^-64) with m the
     /// smallest distance of any point (the best point weighs exactly 1), q = (ε/2 − margin)/max(p̃,
-    /// 1 − p̃), rounded up to an integer multiple of 2^-109 ([`em_weight`]). The floor 2^-64·e^(−q·m)
+    /// 1 − p̃) (ε − margin at p̃ = 0 or 1, [`QuantileSpec::monotone`]), rounded up to an integer
+    /// multiple of 2^-109 ([`em_weight`]). The floor 2^-64·e^(−q·m)
     /// moves between neighbours by at most e^(q·max(p̃, 1 − p̃)), as each weight does, since m does
     /// (docs/privacy/percentile-em.md); all floored points together weigh at most 2^-22 of one best
     /// point. The points fall into at most 2n + 1 categories of equal weight ([`em_categories`]), so
@@ -461,9 +481,7 @@ impl QuantileSpec {
     /// integer below it picks the category, and a uniform point of it is released.
     fn exponential_index<R: Rng + ?Sized>(&self, rng: &mut R, idx: &[f64]) -> i64 {
         let n_steps = self.steps();
-        let half = mechanism_epsilon(self.epsilon) / 2.0;
-        // an absolute margin for the weights' rounding, relative where ε is so large it would vanish
-        let q = (half - EM_MARGIN.max(half * EM_MARGIN)) / self.utility_sensitivity();
+        let q = self.em_rate();
         let p_num = p_numerator(self.p); // p̃·2^60, exact
         let mut m = u128::MAX;
         em_categories(idx, n_steps, p_num, |_, _, d| {
