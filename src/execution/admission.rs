@@ -139,7 +139,7 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
     let admitted = if !releases.is_empty() || probe_reads_nothing(stmt) { (*stmt).rtable } else { std::ptr::null_mut() };
     with_admitted(admitted, || start_next(qd, eflags));
     if !explain_only && (*qd).instrument_options != 0 {
-        begin_instrumented(qd as usize);
+        begin_instrumented(qd as usize, "EXPLAIN ANALYZE");
     }
     if !releases.is_empty() {
         forget_stale(qd, &releases);
@@ -402,28 +402,46 @@ unsafe fn restricted_protected_read(stmt: *mut pg_sys::PlannedStmt, releases: &[
 }
 
 thread_local! {
-    /// What of this backend runs with instrumentation: every EXPLAIN statement, planning included
-    /// (lifecycle.rs: the planner runs IMMUTABLE and STABLE functions, and EXPLAIN (BUFFERS) counts
-    /// their reads), by the address of its PlannedStmt, and every statement executed with
-    /// instrumentation (EXPLAIN ANALYZE), by the address of its QueryDesc, from its ExecutorStart
-    /// to its ExecutorEnd. One that failed inside a subtransaction stays until the transaction ends:
+    /// The statements of this backend executed with instrumentation (EXPLAIN ANALYZE), by the
+    /// address of their QueryDesc, from ExecutorStart to ExecutorEnd. One that failed inside a
+    /// subtransaction stays until the transaction ends:
     /// later reads of protected tables in that transaction are refused (fail closed), never admitted.
-    static INSTRUMENTED: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+    static INSTRUMENTED: std::cell::RefCell<Vec<(usize, &'static str)>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// The EXPLAIN and maintenance statements running (lifecycle.rs), by the address of their
+    /// PlannedStmt and their kind, from the start of the utility call to its end (an error
+    /// included). Not cleared at transaction end: VACUUM commits transactions inside itself.
+    static UTILITY_MARKS: std::cell::RefCell<Vec<(usize, &'static str)>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Started statements that read a protected table the role may not read directly (QueryDesc
     /// address, table), until their ExecutorEnd.
     static RESTRICTED: std::cell::RefCell<Vec<(usize, u32)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Marks instrumentation running under `key` (see INSTRUMENTED).
-pub fn begin_instrumented(key: usize) {
-    INSTRUMENTED.with(|v| v.borrow_mut().push(key));
+/// Marks instrumentation running under `key`, by the statement `kind` the refusal names (see
+/// INSTRUMENTED).
+pub fn begin_instrumented(key: usize, kind: &'static str) {
+    INSTRUMENTED.with(|v| v.borrow_mut().push((key, kind)));
+}
+
+/// Marks an EXPLAIN or maintenance statement running (see UTILITY_MARKS).
+pub fn begin_utility_mark(key: usize, kind: &'static str) {
+    UTILITY_MARKS.with(|v| v.borrow_mut().push((key, kind)));
+}
+
+/// Ends the mark of [`begin_utility_mark`].
+pub fn end_utility_mark(key: usize) {
+    UTILITY_MARKS.with(|v| {
+        let mut v = v.borrow_mut();
+        if let Some(i) = v.iter().rposition(|&(x, _)| x == key) {
+            v.remove(i);
+        }
+    });
 }
 
 /// Ends the instrumentation marked under `key` (one mark; none if absent).
 pub fn end_instrumented(key: usize) {
     INSTRUMENTED.with(|v| {
         let mut v = v.borrow_mut();
-        if let Some(i) = v.iter().rposition(|&x| x == key) {
+        if let Some(i) = v.iter().rposition(|&(x, _)| x == key) {
             v.remove(i);
         }
     });
@@ -446,19 +464,23 @@ unsafe extern "C-unwind" fn executor_run(qd: *mut pg_sys::QueryDesc, direction: 
 }
 
 /// Refuses a read of protected table `relid` (a DP query, or a table release: `what` says which)
-/// while a statement of this backend runs under EXPLAIN ANALYZE, whatever reaches it (a function, a
-/// trigger, an OID argument): the outer statement's buffer counts (BUFFERS), rows and times include
-/// the inner reads, and the buffers touched by an index scan or a filter are exact, noise-free counts
-/// of the rows that match. Depends only on the statement, before anything is charged.
+/// while a statement of this backend runs under EXPLAIN (planned or executed) or a maintenance
+/// command that evaluates index expressions (VACUUM, ANALYZE, CLUSTER, REINDEX, CREATE INDEX),
+/// whatever reaches it (a function, a trigger, an index expression, an OID argument): the outer
+/// statement's buffer counts (EXPLAIN's BUFFERS, VACUUM VERBOSE's buffer usage), rows and times
+/// include the inner reads, and the buffers touched by an index scan or a filter are exact,
+/// noise-free counts of the rows that match. Depends only on the statements, before anything is
+/// charged.
 pub unsafe fn refuse_under_instrumentation(what: &str, relid: pg_sys::Oid) {
-    if INSTRUMENTED.with(|v| !v.borrow().is_empty()) {
+    let outer = UTILITY_MARKS.with(|v| v.borrow().first().map(|&(_, k)| k));
+    if let Some(kind) = outer.or_else(|| INSTRUMENTED.with(|v| v.borrow().first().map(|&(_, k)| k))) {
         raise_with(
             PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
             format!(
-                "{what} {} inside EXPLAIN: the statement's buffer, row and time counts would describe its data",
+                "{what} {} inside {kind}: the statement's buffer, row and time counts would describe its data",
                 protect::relation_short_name(relid)
             ),
-            Some("run it outside EXPLAIN"),
+            Some("run it on its own, outside EXPLAIN and maintenance commands"),
         );
     }
 }

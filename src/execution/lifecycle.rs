@@ -116,19 +116,41 @@ unsafe extern "C-unwind" fn utility(
             );
         }
     }
-    // an EXPLAIN is instrumented from its planning on: reads of protected tables are refused inside
-    // it, however reached (admission.rs, refuse_under_instrumentation)
-    let explain = !stmt.is_null() && (*stmt).type_ == NodeTag::T_ExplainStmt;
-    if explain {
-        crate::execution::admission::begin_instrumented(pstmt as usize);
-    }
-    match PREV_UTILITY {
+    // an EXPLAIN is instrumented from its planning on, and a maintenance command reports the buffers
+    // of the index expressions it evaluates: reads of protected tables are refused inside them,
+    // however reached (admission.rs, refuse_under_instrumentation)
+    let counted = instrumented_kind(stmt);
+    let run = || match PREV_UTILITY {
         Some(prev) => prev(pstmt, query, read_only, context, params, env, dest, qc),
         None => pg_sys::standard_ProcessUtility(pstmt, query, read_only, context, params, env, dest, qc),
+    };
+    match counted {
+        // the mark lasts for the whole statement, across the transactions VACUUM commits inside
+        // it, and goes when it ends, by an error too
+        Some(kind) => {
+            crate::execution::admission::begin_utility_mark(pstmt as usize, kind);
+            pgrx::PgTryBuilder::new(run).finally(|| crate::execution::admission::end_utility_mark(pstmt as usize)).execute()
+        }
+        None => run(),
     }
-    if explain {
-        crate::execution::admission::end_instrumented(pstmt as usize);
+}
+
+/// The statements whose output counts what the functions they run read: EXPLAIN (its buffers, rows
+/// and times, planning included), and the maintenance commands that evaluate index expressions and
+/// predicates (VACUUM VERBOSE prints the buffers its BRIN summaries read; the others rebuild or
+/// build indexes).
+unsafe fn instrumented_kind(stmt: *mut Node) -> Option<&'static str> {
+    if stmt.is_null() {
+        return None;
     }
+    Some(match (*stmt).type_ {
+        NodeTag::T_ExplainStmt => "EXPLAIN",
+        NodeTag::T_VacuumStmt => "VACUUM or ANALYZE",
+        NodeTag::T_ClusterStmt => "CLUSTER",
+        NodeTag::T_ReindexStmt => "REINDEX",
+        NodeTag::T_IndexStmt => "CREATE INDEX",
+        _ => return None,
+    })
 }
 
 /// `COPY table TO` reads a table without a query, so the grammar never sees it: COPY of a catalog

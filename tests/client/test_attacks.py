@@ -502,6 +502,38 @@ def check_attack_explain_analyze_around_a_function_counts_the_buffers_a_dp_query
         c.execute("DROP TABLE an.log")
 
 
+def check_attack_vacuum_verbose_counts_the_buffers_a_brin_summary_read():
+    # a BRIN index on an expression that runs a DP query: VACUUM summarizes the new ranges, running
+    # the query, and VACUUM (VERBOSE) printed the buffer hits of the whole vacuum, the DP query's index
+    # scan included: 60 when Bob's income was the probe, 58 otherwise, for 2 × 0.001 epsilon
+    with connect(ANALYST) as c:
+        c.execute("DROP TABLE IF EXISTS an.u, an.cfg")
+        c.execute("CREATE TABLE an.cfg (th float8)")
+        c.execute("""CREATE OR REPLACE FUNCTION an.probe(x int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$
+                     DECLARE r float8; t float8;
+                     BEGIN SELECT th INTO t FROM an.cfg;
+                           IF t IS NOT NULL THEN SELECT dp_count(id, 0.001) INTO r FROM patients WHERE income = t; END IF;
+                           RETURN x; END $$""")
+        c.execute("CREATE TABLE an.u (x int, pad text) WITH (fillfactor = 10)")
+        c.execute("CREATE INDEX u_brin ON an.u USING brin ((an.probe(x))) WITH (pages_per_range = 1, autosummarize = off)")
+        c.execute("INSERT INTO an.cfg VALUES (123456)")
+        # one incompressible row per page (fillfactor 10): VACUUM summarizes the full ranges
+        c.execute("""INSERT INTO an.u SELECT 1, (SELECT string_agg(md5(random()::text || g2), '') FROM generate_series(1, 40) g2)
+                     FROM generate_series(1, 3)""")
+        before = spent()
+        e = refused(c, "VACUUM (VERBOSE) an.u", E.InsufficientPrivilege)
+        assert "inside VACUUM or ANALYZE" in str(e) and "patients" in str(e), e
+        e = refused(c, "CREATE INDEX ON an.u ((an.probe(x)))", E.InsufficientPrivilege)
+        assert "inside CREATE INDEX" in str(e), e
+        for sql in ("ANALYZE an.u", "REINDEX TABLE an.u", "CLUSTER an.u USING u_brin"):
+            refused(c, sql, (E.InsufficientPrivilege, E.FeatureNotSupported))
+        assert spent() == before, "charged although refused"
+        # control: without the probe's DP query the same maintenance runs
+        c.execute("DELETE FROM an.cfg")
+        c.execute("VACUUM (VERBOSE) an.u")
+        c.execute("DROP TABLE an.u, an.cfg")
+
+
 def check_attack_the_blind_planner_reads_a_brin_range_map():
     # the planner's cost estimate of a BRIN index reads the index's range map (and GIN's of its
     # metapage): the plan chosen for a restricted role depended on the data
