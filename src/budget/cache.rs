@@ -162,7 +162,7 @@ pub fn init() {
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn shmem_request() {
     if let Some(prev) = PREV_REQUEST {
-        prev();
+        pg_sys::ffi::pg_guard_ffi_boundary(|| prev());
     }
     pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Shared>() + arena_bytes());
     pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), 1);
@@ -171,7 +171,7 @@ unsafe extern "C-unwind" fn shmem_request() {
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn shmem_startup() {
     if let Some(prev) = PREV_STARTUP {
-        prev();
+        pg_sys::ffi::pg_guard_ffi_boundary(|| prev());
     }
     // AddinShmemInitLock (lwlocknames.txt: 21)
     let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;

@@ -57,7 +57,24 @@ thread_local! {
 unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c_int_t) {
     let stmt = (*qd).plannedstmt;
     if in_parallel_worker() {
-        // a worker runs part of a plan its leader admitted and paid for
+        // a worker runs part of a plan its leader admitted and paid for: the one whose rows go back
+        // to the leader through the tuple queue. Any other statement started in the worker (by a
+        // parallel-safe function, or an index expression of a parallel index build) was planned
+        // there, charged nowhere and checked by no leader (EXPLAIN, instrumentation): a read of a
+        // protected table by it is refused
+        let leaders = !(*qd).dest.is_null() && (*(*qd).dest).mydest == pg_sys::CommandDest::DestTupleQueue;
+        if !leaders {
+            if let Some(relid) = restricted_protected_read(stmt, &[]) {
+                raise_with(
+                    PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                    format!(
+                        "a query on protected table {} inside a parallel worker: it would run unpaid and unchecked",
+                        protect::relation_short_name(relid)
+                    ),
+                    Some("mark the function that runs it PARALLEL UNSAFE, or run the query directly"),
+                );
+            }
+        }
         if restricted_protected_read(stmt, &[]).is_some() {
             // a worker sends its notices to the leader, and a warning raised in a worker's part of a
             // DP level (the first use of a collation in that process, say) would depend on the rows
@@ -345,7 +362,7 @@ unsafe fn unadmitted_scan(stmt: *mut pg_sys::PlannedStmt) -> Option<pg_sys::Oid>
 
 unsafe fn start_next(qd: *mut pg_sys::QueryDesc, eflags: c_int_t) {
     match PREV_EXECUTOR_START {
-        Some(prev) => prev(qd, eflags),
+        Some(prev) => pg_sys::ffi::pg_guard_ffi_boundary(|| prev(qd, eflags)),
         None => pg_sys::standard_ExecutorStart(qd, eflags),
     }
 }
@@ -384,7 +401,7 @@ unsafe extern "C-unwind" fn check_perms(rtable: *mut pg_sys::List, ereport: bool
         }
     }
     match PREV_CHECK_PERMS {
-        Some(prev) => prev(rtable, ereport),
+        Some(prev) => pg_sys::ffi::pg_guard_ffi_boundary(|| prev(rtable, ereport)),
         None => true,
     }
 }
@@ -458,7 +475,7 @@ unsafe extern "C-unwind" fn executor_run(qd: *mut pg_sys::QueryDesc, direction: 
         refuse_under_instrumentation("a query on protected table", pg_sys::Oid::from(relid));
     }
     match PREV_EXECUTOR_RUN {
-        Some(prev) => prev(qd, direction, count, execute_once),
+        Some(prev) => pg_sys::ffi::pg_guard_ffi_boundary(|| prev(qd, direction, count, execute_once)),
         None => pg_sys::standard_ExecutorRun(qd, direction, count, execute_once),
     }
 }
@@ -519,7 +536,7 @@ unsafe extern "C-unwind" fn executor_end(qd: *mut pg_sys::QueryDesc) {
         crate::budget::cache::forget((*qd).estate as usize);
     }
     match PREV_EXECUTOR_END {
-        Some(prev) => prev(qd),
+        Some(prev) => pg_sys::ffi::pg_guard_ffi_boundary(|| prev(qd)),
         None => pg_sys::standard_ExecutorEnd(qd),
     }
 }

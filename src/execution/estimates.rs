@@ -81,7 +81,7 @@ fn blinded(relid: pg_sys::Oid) -> bool {
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn relation_info(root: *mut pg_sys::PlannerInfo, relid: pg_sys::Oid, inhparent: bool, rel: *mut pg_sys::RelOptInfo) {
     if let Some(prev) = PREV_RELATION_INFO {
-        prev(root, relid, inhparent, rel);
+        pg_sys::ffi::pg_guard_ffi_boundary(|| prev(root, relid, inhparent, rel));
     }
     if !blinded(relid) {
         return;
@@ -130,7 +130,7 @@ unsafe extern "C-unwind" fn relation_stats(
         return no_stats(vardata);
     }
     match PREV_RELATION_STATS {
-        Some(prev) => prev(root, rte, attnum, vardata),
+        Some(prev) => pg_sys::ffi::pg_guard_ffi_boundary(|| prev(root, rte, attnum, vardata)),
         None => false,
     }
 }
@@ -146,7 +146,7 @@ unsafe extern "C-unwind" fn index_stats(
         return no_stats(vardata);
     }
     match PREV_INDEX_STATS {
-        Some(prev) => prev(root, index, attnum, vardata),
+        Some(prev) => pg_sys::ffi::pg_guard_ffi_boundary(|| prev(root, index, attnum, vardata)),
         None => false,
     }
 }
@@ -157,7 +157,7 @@ unsafe extern "C-unwind" fn attavgwidth(relid: pg_sys::Oid, attnum: pg_sys::Attr
         return COLUMN_WIDTH;
     }
     match PREV_WIDTH {
-        Some(prev) => prev(relid, attnum),
+        Some(prev) => pg_sys::ffi::pg_guard_ffi_boundary(|| prev(relid, attnum)),
         None => 0,
     }
 }

@@ -121,7 +121,7 @@ unsafe extern "C-unwind" fn utility(
     // however reached (admission.rs, refuse_under_instrumentation)
     let counted = instrumented_kind(stmt);
     let run = || match PREV_UTILITY {
-        Some(prev) => prev(pstmt, query, read_only, context, params, env, dest, qc),
+        Some(prev) => pg_sys::ffi::pg_guard_ffi_boundary(|| prev(pstmt, query, read_only, context, params, env, dest, qc)),
         None => pg_sys::standard_ProcessUtility(pstmt, query, read_only, context, params, env, dest, qc),
     };
     match counted {

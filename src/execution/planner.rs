@@ -121,7 +121,7 @@ unsafe extern "C-unwind" fn upper_paths(
     extra: *mut c_void,
 ) {
     if let Some(prev) = PREV_UPPER_PATHS {
-        prev(root, stage, input_rel, output_rel, extra);
+        pg_sys::ffi::pg_guard_ffi_boundary(|| prev(root, stage, input_rel, output_rel, extra));
     }
     if !is_dp_level((*root).parse) {
         return;

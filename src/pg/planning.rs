@@ -19,7 +19,7 @@ pub unsafe fn plan_with_next(
     bound: pg_sys::ParamListInfo,
 ) -> *mut pg_sys::PlannedStmt {
     match PREV_PLANNER {
-        Some(prev) => prev(parse, query_string, cursor_options, bound),
+        Some(prev) => pg_sys::ffi::pg_guard_ffi_boundary(|| prev(parse, query_string, cursor_options, bound)),
         None => pg_sys::standard_planner(parse, query_string, cursor_options, bound),
     }
 }

@@ -78,7 +78,7 @@ fn sync_after(fn_oid: Oid) -> Sync {
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn needs_fmgr(fn_oid: Oid) -> bool {
     if let Some(prev) = PREV_NEEDS_FMGR {
-        if prev(fn_oid) {
+        if pg_sys::ffi::pg_guard_ffi_boundary(|| prev(fn_oid)) {
             return true;
         }
     }
@@ -88,7 +88,7 @@ unsafe extern "C-unwind" fn needs_fmgr(fn_oid: Oid) -> bool {
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn fmgr(event: pg_sys::FmgrHookEventType::Type, flinfo: *mut pg_sys::FmgrInfo, arg: *mut pg_sys::Datum) {
     if let Some(prev) = PREV_FMGR {
-        prev(event, flinfo, arg);
+        pg_sys::ffi::pg_guard_ffi_boundary(|| prev(event, flinfo, arg));
     }
     let sync = if event == pg_sys::FmgrHookEventType::FHET_END { sync_after((*flinfo).fn_oid) } else { Sync::None };
     if sync != Sync::None {

@@ -129,6 +129,14 @@ pub unsafe fn open_source(f: &str, release: &str, source: Oid, columns: &[String
     }
     if protect::is_protected(source) && !protect::exempt(source) {
         crate::execution::admission::refuse_under_instrumentation(&format!("{f}: {release} of protected table"), source);
+        if crate::execution::tickets::in_parallel_worker() {
+            // started by a parallel-safe function in a worker: no leader checks or pays for it
+            raise_with(
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!("{f}: {release} of protected table {} inside a parallel worker", protect::relation_short_name(source)),
+                Some("call it directly, not from a PARALLEL SAFE function"),
+            );
+        }
     }
     let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
     let root = pg_sys::table_open(source, lock);

@@ -534,6 +534,30 @@ def check_attack_vacuum_verbose_counts_the_buffers_a_brin_summary_read():
         c.execute("DROP TABLE an.u, an.cfg")
 
 
+def check_attack_a_parallel_safe_function_runs_a_dp_query_inside_a_worker():
+    # a worker admitted every statement as its leader's: a DP query started by a PARALLEL SAFE
+    # function in a worker was charged nowhere, and EXPLAIN ANALYZE of it printed the exact rows its
+    # index scan matched ("actual rows=461"), for 0 epsilon
+    with connect(ANALYST) as c:
+        c.execute("""CREATE OR REPLACE FUNCTION an.xp(w text) RETURNS SETOF text LANGUAGE plpgsql PARALLEL SAFE AS $$
+                     BEGIN RETURN QUERY EXECUTE format('EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, COSTS OFF)
+                       SELECT region, dp_count(id, 1e-9) c FROM patients WHERE %s GROUP BY region', w); END $$""")
+        c.execute("""CREATE OR REPLACE FUNCTION an.cnt(w text) RETURNS float8 LANGUAGE plpgsql PARALLEL SAFE AS $$
+                     DECLARE r float8; BEGIN EXECUTE format('SELECT dp_count(id, 1e-9) FROM patients WHERE %s', w) INTO r;
+                     RETURN r; END $$""")
+        c.execute("SET force_parallel_mode = on")
+        before = spent()
+        for sql in ("SELECT * FROM an.xp('income > 50000 AND id < 0')", "SELECT an.cnt('id = 7')",
+                    "SELECT an.cnt(w) FROM (VALUES ('id = 7'), ('id = 8')) v(w)"):
+            e = refused(c, sql, E.InsufficientPrivilege)
+            assert "inside a parallel worker" in str(e), (sql, e)
+        assert spent() == before, "charged although refused"
+        # control: in the leader, the same function runs its DP query and pays
+        c.execute("RESET force_parallel_mode")
+        assert c.execute("SELECT an.cnt('id = 7')").fetchone()[0] is not None
+        assert spent() > before
+
+
 def check_attack_the_blind_planner_reads_a_brin_range_map():
     # the planner's cost estimate of a BRIN index reads the index's range map (and GIN's of its
     # metapage): the plan chosen for a restricted role depended on the data
