@@ -64,7 +64,9 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
         // protected table by it is refused
         let leaders = !(*qd).dest.is_null() && (*(*qd).dest).mydest == pg_sys::CommandDest::DestTupleQueue;
         if !leaders {
-            if let Some(relid) = restricted_protected_read(stmt, &[]) {
+            // the releases name the sources a level over a Citus table reads through
+            // dp.distributed_rows, which the plan's range table does not hold
+            if let Some(relid) = restricted_protected_read(stmt, &find_releases(stmt)) {
                 raise_with(
                     PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
                     format!(
