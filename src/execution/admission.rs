@@ -63,21 +63,20 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
         // there, charged nowhere and checked by no leader (EXPLAIN, instrumentation): a read of a
         // protected table by it is refused
         let leaders = !(*qd).dest.is_null() && (*(*qd).dest).mydest == pg_sys::CommandDest::DestTupleQueue;
-        if !leaders {
-            // the releases name the sources a level over a Citus table reads through
-            // dp.distributed_rows, which the plan's range table does not hold
-            if let Some(relid) = restricted_protected_read(stmt, &find_releases(stmt)) {
-                raise_with(
-                    PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-                    format!(
-                        "a query on protected table {} inside a parallel worker: it would run unpaid and unchecked",
-                        protect::relation_short_name(relid)
-                    ),
-                    Some("mark the function that runs it PARALLEL UNSAFE, or run the query directly"),
-                );
-            }
+        // for another statement, the releases name the sources a level over a Citus table reads
+        // through dp.distributed_rows, which the plan's range table does not hold
+        let restricted = restricted_protected_read(stmt, &if leaders { Vec::new() } else { find_releases(stmt) });
+        if let (false, Some(relid)) = (leaders, restricted) {
+            raise_with(
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!(
+                    "a query on protected table {} inside a parallel worker: it would run unpaid and unchecked",
+                    protect::relation_short_name(relid)
+                ),
+                Some("mark the function that runs it PARALLEL UNSAFE, or run the query directly"),
+            );
         }
-        if restricted_protected_read(stmt, &[]).is_some() {
+        if restricted.is_some() {
             // a worker sends its notices to the leader, and a warning raised in a worker's part of a
             // DP level (the first use of a collation in that process, say) would depend on the rows
             // the worker met: workers of such a plan send none (errors still go, and fail closed)
@@ -158,7 +157,7 @@ unsafe extern "C-unwind" fn executor_start(qd: *mut pg_sys::QueryDesc, eflags: c
     let admitted = if !releases.is_empty() || probe_reads_nothing(stmt) { (*stmt).rtable } else { std::ptr::null_mut() };
     with_admitted(admitted, || start_next(qd, eflags));
     if !explain_only && (*qd).instrument_options != 0 {
-        begin_instrumented(qd as usize, "EXPLAIN ANALYZE");
+        INSTRUMENTED.with(|v| v.borrow_mut().push(qd as usize));
     }
     if !releases.is_empty() {
         forget_stale(qd, &releases);
@@ -425,7 +424,7 @@ thread_local! {
     /// address of their QueryDesc, from ExecutorStart to ExecutorEnd. One that failed inside a
     /// subtransaction stays until the transaction ends:
     /// later reads of protected tables in that transaction are refused (fail closed), never admitted.
-    static INSTRUMENTED: std::cell::RefCell<Vec<(usize, &'static str)>> = const { std::cell::RefCell::new(Vec::new()) };
+    static INSTRUMENTED: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
     /// The EXPLAIN and maintenance statements running (lifecycle.rs), by the address of their
     /// PlannedStmt and their kind, from the start of the utility call to its end (an error
     /// included). Not cleared at transaction end: VACUUM commits transactions inside itself.
@@ -435,12 +434,6 @@ thread_local! {
     static RESTRICTED: std::cell::RefCell<Vec<(usize, u32)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Marks instrumentation running under `key`, by the statement `kind` the refusal names (see
-/// INSTRUMENTED).
-pub fn begin_instrumented(key: usize, kind: &'static str) {
-    INSTRUMENTED.with(|v| v.borrow_mut().push((key, kind)));
-}
-
 /// Marks an EXPLAIN or maintenance statement running (see UTILITY_MARKS).
 pub fn begin_utility_mark(key: usize, kind: &'static str) {
     UTILITY_MARKS.with(|v| v.borrow_mut().push((key, kind)));
@@ -448,22 +441,15 @@ pub fn begin_utility_mark(key: usize, kind: &'static str) {
 
 /// Ends the mark of [`begin_utility_mark`].
 pub fn end_utility_mark(key: usize) {
-    UTILITY_MARKS.with(|v| {
-        let mut v = v.borrow_mut();
-        if let Some(i) = v.iter().rposition(|&(x, _)| x == key) {
-            v.remove(i);
-        }
-    });
+    UTILITY_MARKS.with(|v| remove_last(&mut v.borrow_mut(), |&(x, _)| x == key));
 }
 
-/// Ends the instrumentation marked under `key` (one mark; none if absent).
-pub fn end_instrumented(key: usize) {
-    INSTRUMENTED.with(|v| {
-        let mut v = v.borrow_mut();
-        if let Some(i) = v.iter().rposition(|&(x, _)| x == key) {
-            v.remove(i);
-        }
-    });
+/// Removes the last entry of `v` that `is` picks (the newest of the same key: an address freed
+/// and reused by a nested statement), if any.
+fn remove_last<T>(v: &mut Vec<T>, is: impl Fn(&T) -> bool) {
+    if let Some(i) = v.iter().rposition(is) {
+        v.remove(i);
+    }
 }
 
 /// Each run of a started statement that reads a protected table is refused while instrumentation
@@ -492,7 +478,7 @@ unsafe extern "C-unwind" fn executor_run(qd: *mut pg_sys::QueryDesc, direction: 
 /// charged.
 pub unsafe fn refuse_under_instrumentation(what: &str, relid: pg_sys::Oid) {
     let outer = UTILITY_MARKS.with(|v| v.borrow().first().map(|&(_, k)| k));
-    if let Some(kind) = outer.or_else(|| INSTRUMENTED.with(|v| v.borrow().first().map(|&(_, k)| k))) {
+    if let Some(kind) = outer.or_else(|| INSTRUMENTED.with(|v| (!v.borrow().is_empty()).then_some("EXPLAIN ANALYZE"))) {
         raise_with(
             PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
             format!(
@@ -526,13 +512,8 @@ unsafe fn refuse_leaks_of_protected(relid: pg_sys::Oid, explain: bool) {
 #[pg_guard]
 unsafe extern "C-unwind" fn executor_end(qd: *mut pg_sys::QueryDesc) {
     let q = qd as usize;
-    end_instrumented(q);
-    RESTRICTED.with(|v| {
-        let mut v = v.borrow_mut();
-        if let Some(i) = v.iter().rposition(|&(x, _)| x == q) {
-            v.remove(i);
-        }
-    });
+    INSTRUMENTED.with(|v| remove_last(&mut v.borrow_mut(), |&x| x == q));
+    RESTRICTED.with(|v| remove_last(&mut v.borrow_mut(), |&(x, _)| x == q));
     crate::execution::tickets::end_query(q);
     if !(*qd).estate.is_null() {
         crate::budget::cache::forget((*qd).estate as usize);

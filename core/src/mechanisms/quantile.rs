@@ -36,7 +36,7 @@ use crate::noise::grid::{pow2, Grid};
 use crate::mechanisms::intervals;
 use crate::mechanisms::ReleaseInfo;
 use crate::params::{check_delta, check_epsilon, check_float_bounds, check_integer_bounds, fmt_f64, largest_where};
-use crate::noise::sampling::{bernoulli_exp, dyadic, geometric_exp, AcceptedUniform, LazyUniform};
+use crate::noise::sampling::{bernoulli_exp, dyadic, dyadic_at_most, geometric_exp, AcceptedUniform, LazyUniform};
 use crate::mechanisms::smooth::{check_p, p_numerator, rank, smooth_sensitivity_ln, P_SCALE};
 use rand::Rng;
 
@@ -52,8 +52,8 @@ pub const PERMUTE_AND_FLIP: &str = "permute_and_flip";
 pub const PF_MAX_POINTS: i64 = 1 << 12;
 
 /// Significant bits kept of permute-and-flip's rate q (rounded down): q·(d − m) is then an exact
-/// rational with a numerator below 2^128 for any n below 2^44 rows.
-const PF_RATE_BITS: u32 = 24;
+/// rational with a numerator below 2^128 for any n below 2^44 rows (also the private bin edges').
+pub const PF_RATE_BITS: u32 = 24;
 
 /// Grid resolution: the bounds span 2^40..2^41 grid steps.
 pub const QUANTILE_GRID_BITS: i32 = 40;
@@ -426,12 +426,7 @@ impl QuantileSpec {
     /// qk lies in [−21, 56] for ε in [1e-9, 1e6].
     pub fn pf_rate(&self) -> (u128, i32) {
         let q = mechanism_epsilon(self.epsilon) / 2.0 / self.utility_sensitivity() * (1.0 - pow2(-40));
-        let (mut m, mut k) = dyadic(q);
-        let bits = 64 - m.leading_zeros();
-        if bits > PF_RATE_BITS {
-            m >>= bits - PF_RATE_BITS;
-            k -= (bits - PF_RATE_BITS) as i32;
-        }
+        let (m, k) = dyadic_at_most(q, PF_RATE_BITS);
         (m as u128, k)
     }
 

@@ -222,6 +222,19 @@ pub fn dyadic(x: f64) -> (u64, i32) {
     (m, k)
 }
 
+/// The dyadic value of a positive finite `x` truncated to `bits` significant bits, as `m · 2^-k`
+/// with `m < 2^bits`: never above `x`. For rates whose products with large integers must stay exact
+/// in 128 bits (permute-and-flip's coins).
+pub fn dyadic_at_most(x: f64, bits: u32) -> (u64, i32) {
+    let (mut m, mut k) = dyadic(x);
+    let len = 64 - m.leading_zeros();
+    if len > bits {
+        m >>= len - bits;
+        k -= (len - bits) as i32;
+    }
+    (m, k)
+}
+
 /// A rational t/s >= `delta`/`epsilon` to use as a discrete Laplace scale.
 ///
 /// It is exactly `delta/epsilon` whenever that fits in 120 bits, which covers every integer

@@ -14,7 +14,8 @@
 //!   is a uniform integer among them. Equal-width integer bins never hold fewer than one integer.
 use crate::error::{DpError, DpResult};
 use crate::noise::rng::uniform01;
-use crate::noise::sampling::AcceptedUniform;
+use crate::mechanisms::quantile::PF_RATE_BITS;
+use crate::noise::sampling::{dyadic_at_most, AcceptedUniform};
 use crate::noise::sampling64::uniform_below;
 use crate::params::{check_float_bounds, fmt_f64};
 use rand::Rng;
@@ -252,12 +253,7 @@ impl PrivateEdges {
         }
         let n = below[m];
         // ε per edge = em·2^-ek, em below 2^24 (rounded down, so never above ε)
-        let (mut em, mut ek) = crate::noise::sampling::dyadic(self.epsilon * (1.0 - crate::noise::grid::pow2(-40)));
-        let bits = 64 - em.leading_zeros();
-        if bits > 24 {
-            em >>= bits - 24;
-            ek -= (bits - 24) as i32;
-        }
+        let (em, ek) = dyadic_at_most(self.epsilon * (1.0 - crate::noise::grid::pow2(-40)), PF_RATE_BITS);
         let mut chosen = vec![0usize];
         for j in 1..self.bins {
             let (lo, hi) = (chosen[j - 1] + 1, m - (self.bins - j));
