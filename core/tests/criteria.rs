@@ -44,6 +44,7 @@ fn all_criteria() -> Vec<CriterionParams> {
         CriterionParams::Regression { target: 2, features: vec![1], threshold: 0.3, epsilon: 0.4 },
         CriterionParams::TrainSyntheticTestReal { target: 2, features: vec![1], threshold: 0.5, epsilon: 0.25 },
         CriterionParams::TrainSyntheticTestReal { target: 1, features: vec![2], threshold: 0.5, epsilon: 0.25 },
+        CriterionParams::Faithfulness { threshold: 0.9, epsilon: 0.2 },
     ]
 }
 
@@ -92,6 +93,9 @@ fn validation_names_the_argument_and_the_receipt_is_public() {
     assert_eq!(bad(vec![CriterionParams::ConditionalMeans { group: 0, value: 0, threshold: 0.1, epsilon: 1.0 }]), "value");
     assert_eq!(bad(vec![CriterionParams::Regression { target: 0, features: vec![1], threshold: 0.1, epsilon: 1.0 }]), "target");
     assert_eq!(bad(vec![CriterionParams::Regression { target: 2, features: vec![2], threshold: 0.1, epsilon: 1.0 }]), "features");
+    assert_eq!(bad(vec![CriterionParams::Faithfulness { threshold: 1.5, epsilon: 1.0 }]), "threshold");
+    assert_eq!(bad(vec![CriterionParams::Faithfulness { threshold: -0.5, epsilon: 1.0 }]), "threshold");
+    assert_eq!(bad(vec![CriterionParams::Faithfulness { threshold: 0.5, epsilon: f64::INFINITY }]), "epsilon");
     assert_eq!(bad(vec![]), "criteria");
     let mut p = toy_params(all_criteria());
     p.cardinalities[1] = 0;
@@ -110,9 +114,23 @@ fn validation_names_the_argument_and_the_receipt_is_public() {
 
     let spec = CriteriaSpec::new(toy_params(all_criteria())).unwrap();
     let r = spec.receipt();
-    assert!((r.epsilon_hoisted - 0.9).abs() < 1e-12 && (r.epsilon_per_candidate - 1.0).abs() < 1e-12, "{r:?}");
+    assert!((r.epsilon_hoisted - 0.9).abs() < 1e-12 && (r.epsilon_per_candidate - 1.2).abs() < 1e-12, "{r:?}");
     let names: Vec<_> = r.criteria.iter().map(|c| c.name).collect();
-    assert_eq!(names, [NAME_MAX_MARGINAL, NAME_ONE_WAY, NAME_MEANS, NAME_REGRESSION, NAME_TSTR, NAME_TSTR]);
+    assert_eq!(names, [NAME_MAX_MARGINAL, NAME_ONE_WAY, NAME_MEANS, NAME_REGRESSION, NAME_TSTR, NAME_TSTR, NAME_FAITHFULNESS]);
+    assert_eq!(r.criteria[6].sensitivity, vec![1.0]);
+    assert!(!r.criteria[6].hoisted && (r.criteria[6].noise_scale[0] - 5.0).abs() < 1e-12);
+    // the toy domain has 12 types: D's counts are exact (4 bytes per type, 8 per code of the key tables)
+    assert!(!r.criteria[6].rule.contains("hash"));
+    let faith = |cards: Vec<u32>| CriteriaSpec::new(CriteriaParams { cardinalities: cards, numeric: vec![], criteria: vec![CriterionParams::Faithfulness { threshold: 0.5, epsilon: 1.0 }] }).unwrap();
+    assert_eq!(faith(vec![2, 3, 2]).count_bytes(), 4 * 12 + 8 * 7);
+    // above 2^23 types the counts are hashed into 2^23 keys, and the receipt says so
+    let wide = faith(vec![4096, 4096]);
+    assert_eq!(wide.count_bytes(), 4 * (1 << 23) + 8 * 8192);
+    assert!(wide.receipt().criteria[0].rule.contains("hash"));
+    // the flow's memory is a function of m and the cardinalities, and grows with m
+    assert!(wide.candidate_bytes(1000) > 0 && wide.candidate_bytes(2000) > wide.candidate_bytes(1000));
+    assert_eq!(spec.candidate_bytes(10), faithfulness::flow_bytes(&[2, 3, 2], 10));
+    assert_eq!(two.candidate_bytes(1000), 0);
     assert_eq!(r.criteria[0].sensitivity, vec![1.0]);
     assert!((r.criteria[0].noise_scale[0] - 2.0).abs() < 1e-12);
     assert_eq!(r.criteria[1].sensitivity, vec![3.0]);
@@ -185,8 +203,8 @@ fn sensitivities_hold_over_every_neighbour_of_small_tables_and_are_tight() {
         assert!(*seen > sens - 1, "{key}: stated sensitivity {sens} never reached (max {seen}): an understated value would not be caught");
     }
     eprintln!("{checked} neighbouring pairs, {} statistics", worst.len());
-    // 4 hoisted parts (1-way, means' sums and counts, regression), 3 per-candidate statistics × 3
-    assert_eq!(worst.len(), 4 + 3 * 3);
+    // 4 hoisted parts (1-way, means' sums and counts, regression), 4 per-candidate statistics × 3
+    assert_eq!(worst.len(), 4 + 4 * 3);
 }
 
 #[test]
@@ -430,7 +448,8 @@ fn a_copy_of_the_table_passes_and_a_bad_candidate_fails() {
             | CriterionParams::OneWayRelativeError { epsilon, .. }
             | CriterionParams::ConditionalMeans { epsilon, .. }
             | CriterionParams::Regression { epsilon, .. }
-            | CriterionParams::TrainSyntheticTestReal { epsilon, .. } => *epsilon = 50.0,
+            | CriterionParams::TrainSyntheticTestReal { epsilon, .. }
+            | CriterionParams::Faithfulness { epsilon, .. } => *epsilon = 50.0,
         }
     }
     let spec = CriteriaSpec::new(toy_params(crit)).unwrap();
@@ -456,12 +475,14 @@ fn a_copy_of_the_table_passes_and_a_bad_candidate_fails() {
     let bad = spec.evaluate(&mut rng, &real, &hoisted, &Candidate::new(&spec, &c, &v).unwrap(), &mut || Ok(())).unwrap();
     eprintln!("uniform: {:?}", bad.results.iter().map(|r| (r.name, r.value, r.passed)).collect::<Vec<_>>());
     assert!(!bad.passed);
+    // (faithfulness passes it: on three columns every type is within one column of a common one;
+    // tests/faithfulness.rs has a candidate that fails it)
     for name in [NAME_MAX_MARGINAL, NAME_ONE_WAY, NAME_REGRESSION] {
         assert!(bad.results.iter().any(|r| r.name == name && !r.passed), "{name} passed a uniform table");
     }
     // JSON of an evaluation names every criterion
     let j = serde_json::to_value(&bad).unwrap();
-    assert_eq!(j["results"].as_array().unwrap().len(), 6);
+    assert_eq!(j["results"].as_array().unwrap().len(), 7);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -24,8 +24,10 @@
 //!    are post-processing of [`HoistedStatistics`] (no budget, no randomness); the max marginal
 //!    error and train-on-synthetic-test-on-real draw fresh noise for every candidate.
 //!
-//! Faithfulness (a maximum matching between D and S) is not implemented: its exact computation needs
-//! D's distinct code tuples, whose number is private (see the document).
+//! Faithfulness ([`faithfulness`]) keeps D's rows as counts per key, a public function of one row
+//! (its exact index in the domain, or a hash of it above 2^23 types), and matches the candidate's
+//! rows to them by a maximum flow, with fresh noise for every candidate.
+pub mod faithfulness;
 pub mod linear;
 pub mod selection;
 
@@ -77,6 +79,10 @@ pub enum CriterionParams {
     /// Mean squared error on D (scaled units, values clamped) of the least-squares model fitted on S:
     /// the noisy sum of squared residuals divided by m; passes when at most threshold.
     TrainSyntheticTestReal { target: usize, features: Vec<usize>, threshold: f64, epsilon: f64 },
+    /// The size of a maximum one-to-one matching between the rows of D and of S, a pair allowed when
+    /// their codes differ in at most one column, as a fraction of the m rows of S; passes when the
+    /// noisy value is at least threshold (between 0 and 1).
+    Faithfulness { threshold: f64, epsilon: f64 },
 }
 
 /// The public arguments of the criteria.
@@ -95,6 +101,7 @@ enum Kind {
     Means { group: usize, value: usize },
     Regression { target: usize, features: Vec<usize> },
     Tstr { target: usize, features: Vec<usize> },
+    Faithfulness,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -130,6 +137,7 @@ pub const NAME_ONE_WAY: &str = "one_way_relative_error";
 pub const NAME_MEANS: &str = "conditional_means";
 pub const NAME_REGRESSION: &str = "regression_coefficients";
 pub const NAME_TSTR: &str = "train_synthetic_test_real";
+pub const NAME_FAITHFULNESS: &str = "faithfulness";
 
 /// One row of the receipt: what a criterion spends and how it is noised.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -358,6 +366,12 @@ impl CriteriaSpec {
                     };
                     (kind, threshold, epsilon)
                 }
+                CriterionParams::Faithfulness { threshold, epsilon } => {
+                    if !(*threshold <= 1.0) {
+                        return Err(DpError::invalid("threshold", "a fraction between 0 and 1 for faithfulness", fmt_f64(*threshold)));
+                    }
+                    (Kind::Faithfulness, threshold, epsilon)
+                }
             };
             criteria.push(Criterion { kind, threshold: check_threshold(*threshold)?, epsilon: check_epsilon("epsilon", *epsilon)? });
         }
@@ -412,10 +426,21 @@ impl CriteriaSpec {
                     let q = features.len() + 1;
                     16 * (linear::triangle_len(q) + q + 1) as u128
                 }
+                Kind::Faithfulness => faithfulness::count_bytes(&self.cardinalities),
                 _ => 0,
             };
         }
         b
+    }
+
+    /// Bytes the evaluation of one candidate of `m` rows may allocate besides the candidate itself
+    /// (the faithfulness criterion's flow; nothing for the others), from public inputs only.
+    pub fn candidate_bytes(&self, m: usize) -> u128 {
+        if self.criteria.iter().any(|c| c.kind == Kind::Faithfulness) {
+            faithfulness::flow_bytes(&self.cardinalities, m)
+        } else {
+            0
+        }
     }
 
     fn is_hoisted(kind: &Kind) -> bool {
@@ -469,6 +494,16 @@ impl CriteriaSpec {
                     vec![],
                     "Σ over D of the squared residual (scaled units) of the model fitted on S, plus noise, divided by m; the sensitivity is the candidate's per-row loss bound (1 + Σ|β_a|)² on the grid, the scale that bound over ε; passes when at most threshold".into(),
                 ),
+                Kind::Faithfulness => (
+                    NAME_FAITHFULNESS,
+                    vec![1.0],
+                    vec![laplace_scale_f64(1, mechanism_epsilon(c.epsilon))],
+                    if !faithfulness::Keys::hashes(&self.cardinalities) {
+                        "size of a maximum one-to-one matching between the rows of D and S, a pair allowed when their codes differ in at most one column, plus noise, divided by m; passes when at least threshold".into()
+                    } else {
+                        format!("size of a maximum one-to-one matching between the rows of D and S, a pair allowed when their codes differ in at most one column (D's rows counted under a public hash of their codes into {} keys: types sharing a key may also be paired), plus noise, divided by m; passes when at least threshold", faithfulness::MAX_KEYS)
+                    },
+                ),
                 _ => {
                     let units = self.hoisted_units(c);
                     let parts = self.hoisted_parts(c);
@@ -513,6 +548,11 @@ impl CriteriaSpec {
             .map(|c| match &c.kind {
                 Kind::Means { group, .. } => Accum::Means { sums: vec![0; self.cardinalities[*group] as usize], counts: vec![0; self.cardinalities[*group] as usize] },
                 Kind::Regression { features, .. } | Kind::Tstr { features, .. } => Accum::Linear(LinearStats::new(features.len())),
+                Kind::Faithfulness => {
+                    let keys = faithfulness::Keys::new(&self.cardinalities);
+                    let counts = vec![0u32; keys.keys()];
+                    Accum::Faith { keys, counts }
+                }
                 _ => Accum::None,
             })
             .collect();
@@ -544,6 +584,7 @@ impl CriteriaSpec {
             Kind::Means { .. } => NAME_MEANS,
             Kind::Regression { .. } => NAME_REGRESSION,
             Kind::Tstr { .. } => NAME_TSTR,
+            Kind::Faithfulness => NAME_FAITHFULNESS,
         }
     }
 
@@ -577,6 +618,10 @@ impl CriteriaSpec {
                     let model = self.candidate_model(cand, *target, features);
                     let bound = model.bound * model.bound;
                     out.push(PrivateStatistic { name: NAME_TSTR, criterion: i, values: vec![model.sum_squared_residuals(s)], sensitivity: bound });
+                }
+                (Kind::Faithfulness, Accum::Faith { keys, counts }) => {
+                    let size = faithfulness::matching(keys, counts, cand.codes, self.columns(), &mut || Ok(())).unwrap_or(0);
+                    out.push(PrivateStatistic { name: NAME_FAITHFULNESS, criterion: i, values: vec![size as i128], sensitivity: 1 });
                 }
                 _ => {}
             }
@@ -671,6 +716,16 @@ impl CriteriaSpec {
                     let v = noisy as f64 / unit / (m.max(1) as f64);
                     (v, v <= c.threshold)
                 }
+                Kind::Faithfulness => {
+                    let Accum::Faith { keys, counts } = &real.acc[i] else { unreachable!() };
+                    let exact = faithfulness::matching(keys, counts, cand.codes, d, check)? as i128;
+                    let (z, scale) = laplace_noise(rng, 1, me);
+                    let noisy = exact.saturating_add(z);
+                    noisy_statistic = Some(noisy);
+                    sensitivity.push(1.0);
+                    noise_scale.push(scale);
+                    (noisy as f64 / (m.max(1) as f64), (noisy as f64) >= c.threshold * m as f64)
+                }
                 Kind::OneWay => {
                     let noisy = &hoisted.parts[i][0];
                     let mut worst = 0.0f64;
@@ -756,6 +811,8 @@ enum Accum {
     None,
     Means { sums: Vec<i128>, counts: Vec<u64> },
     Linear(LinearStats),
+    /// D's rows counted per key (saturating: a capacity that stops growing is still 1-Lipschitz).
+    Faith { keys: faithfulness::Keys, counts: Vec<u32> },
 }
 
 /// The exact statistics of D that the criteria need, accumulated in one scan. Private: only
@@ -810,6 +867,10 @@ impl RealStatistics {
                     self.z.extend(features.iter().map(|&f| spec.scaling[f].quantize(values[f])));
                     s.push(&self.z, spec.scaling[*target].quantize(values[*target]));
                 }
+                (Kind::Faithfulness, Accum::Faith { keys, counts }) => {
+                    let k = keys.key(clamped) as usize;
+                    counts[k] = counts[k].saturating_add(1);
+                }
                 _ => {}
             }
         }
@@ -830,6 +891,9 @@ impl RealStatistics {
                     counts.iter_mut().zip(c2).for_each(|(x, y)| *x += *y);
                 }
                 (Accum::Linear(s), Accum::Linear(s2)) => s.merge(s2),
+                (Accum::Faith { counts, .. }, Accum::Faith { counts: c2, .. }) => {
+                    counts.iter_mut().zip(c2).for_each(|(x, y)| *x = x.saturating_add(*y));
+                }
                 _ => {}
             }
         }
