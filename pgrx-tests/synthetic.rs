@@ -231,7 +231,8 @@ const SYN_CRITERIA: &str = r#"'[{"criterion": "max_marginal_error", "k": 2, "thr
                                {"criterion": "one_way_relative_error", "threshold": 1, "epsilon": 10},
                                {"criterion": "conditional_means", "group": "region", "value": "score", "threshold": 0.1, "epsilon": 10},
                                {"criterion": "regression_coefficients", "target": "score", "features": ["age"], "threshold": 0.5, "epsilon": 10},
-                               {"criterion": "train_synthetic_test_real", "target": "score", "features": ["age"], "threshold": 1, "epsilon": 10}]'"#;
+                               {"criterion": "train_synthetic_test_real", "target": "score", "features": ["age"], "threshold": 1, "epsilon": 10},
+                               {"criterion": "faithfulness", "threshold": 0.9, "epsilon": 10}]'"#;
 
 #[pg_test]
 fn synthetic_acceptance_criteria_pass_at_a_huge_epsilon_and_the_report_states_each_one() {
@@ -241,20 +242,21 @@ fn synthetic_acceptance_criteria_pass_at_a_huge_epsilon_and_the_report_states_ea
     )))
     .unwrap();
     assert_eq!(r["accepted"], true, "{r}");
-    // the plan: model + hoisted (3 criteria released once) + 2 × per candidate (2 criteria) + ε₀ = ε
+    // the plan: model + hoisted (3 criteria released once) + 2 × per candidate (3 criteria) + ε₀ = ε
     let s = &r["selection"];
     assert_eq!(s["tries"], 53, "γ = 0.1 and ε₀ = 0.01 give T = 53");
     assert_eq!(s["refit"], false);
     let model = s["epsilon_model"].as_f64().unwrap();
-    assert!(model <= 1e4 - 30.0 - 40.0 - 0.01 && model > 1e4 - 30.0 - 40.0 - 0.011, "{s}");
+    assert!(model <= 1e4 - 30.0 - 60.0 - 0.01 && model > 1e4 - 30.0 - 60.0 - 0.011, "{s}");
     assert_eq!(r["criteria"]["epsilon_hoisted"], 30.0);
-    assert_eq!(r["criteria"]["epsilon_per_candidate"], 20.0);
+    assert_eq!(r["criteria"]["epsilon_per_candidate"], 30.0);
     // one row per criterion in the report, each passed, with its DP value, threshold, ε and noise
     let rows = column("SELECT item || ':' || (detail->>'passed') || ':' || (detail->>'epsilon') FROM syn_report WHERE kind = 'criterion' ORDER BY item");
     assert_eq!(
         rows,
         [
             "conditional_means:true:10.0",
+            "faithfulness:true:10.0",
             "max_marginal_error:true:10.0",
             "one_way_relative_error:true:10.0",
             "regression_coefficients:true:10.0",
@@ -352,6 +354,17 @@ fn synthetic_post_processing_arguments_are_checked_before_the_charge() {
     synthetic_refused(&call(", rows => 100000001"), "rows must be between 0 and 100000000");
     // rows held at once: all of them for min_count's projection (and twice for criteria)
     synthetic_refused(&call(", rows => 10000000, min_count => 2"), "10000000 rows of these columns do not fit in the memory for samples");
+    // faithfulness: a threshold above 1 is refused, and its flow's memory counts with the rows held:
+    // a memory that holds two candidates of 5,000 rows, and not the flow's 128 bytes a row besides
+    let faith = |crit: &str| format!(r#", rows => 5000, criteria => '[{{"criterion": "{crit}", "threshold": 0.5, "epsilon": 0.5}}]'"#);
+    synthetic_refused(&call(r#", criteria => '[{"criterion": "faithfulness", "threshold": 1.5, "epsilon": 0.5}]'"#), "threshold must be a fraction between 0 and 1 for faithfulness");
+    let held = 2 * 5000 * pg_dp_core::release::synthesis::candidate_row_bytes(2);
+    Spi::run(&format!("SET maintenance_work_mem = '{}kB'", (held + 64 * 5000) / 1024)).unwrap();
+    synthetic_refused(&call(&faith("faithfulness")), "5000 rows of these columns do not fit in the memory for samples");
+    // control: the same rows with a criterion that needs no flow are released
+    let before = synthetic_receipts();
+    Spi::run(&call(&faith("one_way_relative_error"))).unwrap();
+    assert_eq!(synthetic_receipts(), before + 1);
     assert_eq!(one_i64("SELECT count(*) FROM people"), 2000);
 }
 

@@ -236,6 +236,42 @@ fn a_copy_passes_and_rows_two_columns_away_fail() {
 }
 
 #[test]
+fn a_candidate_above_the_row_cap_is_matched_through_a_uniform_subset() {
+    use pg_dp_core::release::criteria::faithfulness::MAX_ROWS;
+    let cards = vec![4u32; 6];
+    let spec = CriteriaSpec::new(CriteriaParams { cardinalities: cards.clone(), numeric: vec![], criteria: vec![CriterionParams::Faithfulness { threshold: 0.4, epsilon: 10.0 }] }).unwrap();
+    let mut rng = seeded_rng(31_600);
+    let rows: Vec<Vec<u32>> = (0..30_000).map(|_| {
+        let (a, b) = (rng.random_range(0..4), rng.random_range(0..4));
+        vec![a, a, a, b, b, b]
+    }).collect();
+    let mut real = spec.start();
+    for r in &rows {
+        real.push(r, &[]);
+    }
+    let hoisted = spec.release_hoisted(&mut rng, &real);
+    // 30,000 synthetic rows: the even ones copies, the odd ones two columns from every real type
+    let half: Vec<u32> = rows.iter().enumerate().flat_map(|(i, r)| if i % 2 == 0 { r.clone() } else { vec![r[0], (r[1] + 1) % 4, r[2], r[3], (r[4] + 1) % 4, r[5]] }).collect();
+    let cand = Candidate::new(&spec, &half, &[]).unwrap();
+    let mut values = Vec::new();
+    for _ in 0..20 {
+        let e = spec.evaluate(&mut rng, &real, &hoisted, &cand, &mut || Ok(())).unwrap();
+        let r = &e.results[0];
+        // the value is over the MAX_ROWS rows matched
+        assert!((r.value - r.noisy_statistic.unwrap() as f64 / MAX_ROWS as f64).abs() < 1e-12);
+        values.push(r.value);
+    }
+    // a uniform subset holds about half copies: binomial(10,000, 1/2)/10,000 has sd 0.005
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    eprintln!("subset values: mean {mean:.4}, {values:?}");
+    assert!(values.iter().all(|v| (v - 0.5).abs() < 0.03), "{values:?}");
+    // and a fresh subset each time (a fixed one would repeat its value up to the noise of scale 0.1)
+    assert!(values.iter().any(|v| (v - values[0]).abs() > 0.001));
+    // the flow's memory bound stops growing with m past the cap, but for the subset's indices
+    assert_eq!(faithfulness::flow_bytes(&cards, 40_000) - faithfulness::flow_bytes(&cards, 30_000), 4 * 10_000);
+}
+
+#[test]
 fn the_flow_stops_when_asked() {
     let cards = [5u32, 5, 5];
     let keys = Keys::new(&cards);

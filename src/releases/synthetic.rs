@@ -26,7 +26,7 @@ use pg_dp_core::release::criteria::selection::LoopSpec;
 use pg_dp_core::noise::rng::DpRng;
 use pg_dp_core::release::criteria::{
     CriteriaParams, CriteriaSpec, CriterionParams, Evaluation, NumericColumn, RealStatistics, NAME_MAX_MARGINAL, NAME_MEANS, NAME_ONE_WAY,
-    NAME_REGRESSION, NAME_TSTR,
+    NAME_FAITHFULNESS, NAME_REGRESSION, NAME_TSTR,
 };
 use pg_dp_core::release::synthesis::{candidate_row_bytes, select, Acceptance, PostProcess, Sample};
 use pg_dp_core::release::synthetic::{Method, PairCounts, SyntheticParams, SyntheticSpec, NEIGHBOURS};
@@ -580,8 +580,9 @@ fn parse_criteria(columns: &[Column], criteria: &serde_json::Value) -> CriteriaP
                 threshold,
                 epsilon,
             },
+            Some(NAME_FAITHFULNESS) => CriterionParams::Faithfulness { threshold, epsilon },
             _ => invalid(format!(
-                "criteria: criterion must be one of {NAME_MAX_MARGINAL}, {NAME_ONE_WAY}, {NAME_MEANS}, {NAME_REGRESSION}, {NAME_TSTR}, in {c}"
+                "criteria: criterion must be one of {NAME_MAX_MARGINAL}, {NAME_ONE_WAY}, {NAME_MEANS}, {NAME_REGRESSION}, {NAME_TSTR}, {NAME_FAITHFULNESS}, in {c}"
             )),
         });
     }
@@ -647,6 +648,12 @@ impl Plan {
             m.min(BATCH_ROWS)
         }
     }
+
+    /// Bytes held for `m` rows: the rows held at once, and the criteria's work on one candidate.
+    fn held_bytes(&self, m: usize) -> usize {
+        let work = self.acceptance.as_ref().map_or(0, |a| usize::try_from(a.criteria.candidate_bytes(m)).unwrap_or(usize::MAX));
+        self.held(m).saturating_mul(candidate_row_bytes(self.cols.len())).saturating_add(work)
+    }
 }
 
 /// Checks every argument and the catalog, and plans the release (nothing read, nothing charged).
@@ -683,7 +690,6 @@ fn plan(a: Args) -> Plan {
     pg_dp_core::params::check_delta("delta", delta, true).or_raise(fname());
     let src = unsafe { open_source(fname(), "a synthetic release", source, &columns, &mut |_, _, _| {}) };
     let cols = unsafe { resolve_columns(source, &src, &columns, bins, &edges) };
-    let d = cols.len();
     // private bin edges take PRIVATE_EDGES_SHARE of ε, split evenly over their inner edges; the rest
     // (basic composition with everything after them) is the release's as before
     let inner_edges: usize = cols.iter().filter(|c| c.fine.is_some()).map(|c| c.code.cardinality() - 2).sum();
@@ -806,7 +812,7 @@ fn plan(a: Args) -> Plan {
     // the rows that must be held at once: a requested count is public, so checked now; without one
     // the noisy count is checked when known (a function of the model, a DP output)
     if let Some(m) = requested {
-        if plan.held(m).saturating_mul(candidate_row_bytes(d)) > plan.sample_memory() {
+        if plan.held_bytes(m) > plan.sample_memory() {
             raise_with(
                 PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
                 format!("{}: {m} rows of these columns do not fit in the memory for samples ({} bytes: maintenance_work_mem less the count tables, at most {MAX_HELD_BYTES})", fname(),
@@ -908,7 +914,7 @@ fn produce(plan: &Plan, rng: &mut DpRng, counts: &PairCounts, real: Option<&Real
             let mut written = 0;
             if plan.min_count > 1 {
                 // the projection needs the whole sample: it must fit (a function of the model)
-                if plan.held(m).saturating_mul(candidate_row_bytes(d)) > plan.sample_memory() {
+                if plan.held_bytes(m) > plan.sample_memory() {
                     failed_after_charge(ReleaseFailure::MemoryLimit);
                 }
                 let sample = Sample::draw_processed(&model, &plan.codes_of, m, &mut post, rng, &mut check).unwrap_or_else(|e| failed_after_charge(e));

@@ -234,8 +234,12 @@ pub fn select<R: Rng + ?Sized>(
             }
         };
         let m = rows.unwrap_or_else(|| model.noisy_rows().min(post.max_rows as u64) as usize);
-        // the kept candidate stays while the others run: room for two
-        let fits = m.checked_mul(candidate_row_bytes(d)).and_then(|b| b.checked_mul(2)).is_some_and(|b| b <= memory);
+        // the kept candidate stays while the others run: room for two, and for the criteria's work
+        let fits = m
+            .checked_mul(candidate_row_bytes(d))
+            .and_then(|b| b.checked_mul(2))
+            .and_then(|b| usize::try_from(acceptance.criteria.candidate_bytes(m)).ok().and_then(|c| b.checked_add(c)))
+            .is_some_and(|b| b <= memory);
         if !fits {
             continue;
         }

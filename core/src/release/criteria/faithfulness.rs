@@ -17,16 +17,20 @@ use crate::release::dprp::Interrupted;
 use rand::RngCore;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
-use std::collections::HashMap;
 
 /// Most keys of D's counts (4 bytes each: 32 MiB).
 pub const MAX_KEYS: u64 = 1 << 23;
 /// Bytes of the flow per compatible (synthetic type, key) pair (forward list, flow, reverse list,
 /// the ball's scratch), per key node (capacity, level, pointers, reverse start, its map entry) and
 /// per synthetic row (its type's node and bookkeeping), at most.
-const BYTES_PER_PAIR: u128 = 20;
-const BYTES_PER_KEY: u128 = 64;
-const BYTES_PER_ROW: u128 = 72;
+/// Counted with the growth of vectors by doubling.
+const BYTES_PER_PAIR: u128 = 24;
+const BYTES_PER_KEY: u128 = 48;
+const BYTES_PER_ROW: u128 = 128;
+/// Most synthetic rows one evaluation matches: a larger candidate is matched through a uniformly
+/// random subset of this many of its rows (drawn from the CSPRNG; the candidate is public), which
+/// bounds the flow's memory whatever the number of rows.
+pub const MAX_ROWS: usize = 10_000;
 
 /// How a row's codes become its key: exact (mixed radix) or hashed.
 #[derive(Debug, Clone, PartialEq)]
@@ -154,14 +158,35 @@ pub fn count_bytes(cardinalities: &[u32]) -> u128 {
     Keys::table_bytes(cardinalities) + 4 * Keys::new_size(cardinalities)
 }
 
-/// Bytes [`matching`] may allocate for a candidate of `m` rows, at most, from public inputs only:
-/// its distinct types are at most min(m, |domain|), each with at most one pair per type of its ball.
+/// Bytes the evaluation of a candidate of `m` rows may allocate, at most, from public inputs only:
+/// the subset's indices and codes, and the flow of its (at most [`MAX_ROWS`]) rows, whose distinct
+/// types are at most min(rows, |domain|), each with at most one pair per type of its ball.
 pub fn flow_bytes(cardinalities: &[u32], m: usize) -> u128 {
     let domain = cardinalities.iter().fold(1u128, |p, &c| p.saturating_mul(c as u128));
-    let types = (m as u128).min(domain);
+    let rows = m.min(MAX_ROWS) as u128;
+    let subset = if m > MAX_ROWS { 4 * m as u128 + 4 * rows * cardinalities.len() as u128 } else { 0 };
+    let types = rows.min(domain);
     let pairs = types.saturating_mul(Keys::ball_size(cardinalities));
     let keys = pairs.min(Keys::new_size(cardinalities));
-    (m as u128 * BYTES_PER_ROW).saturating_add(pairs.saturating_mul(BYTES_PER_PAIR)).saturating_add(keys.saturating_mul(BYTES_PER_KEY))
+    (rows * BYTES_PER_ROW + subset).saturating_add(pairs.saturating_mul(BYTES_PER_PAIR)).saturating_add(keys.saturating_mul(BYTES_PER_KEY))
+}
+
+/// The rows an evaluation matches: all of them up to [`MAX_ROWS`], else a uniformly random subset
+/// of [`MAX_ROWS`] rows (a partial Fisher–Yates shuffle of the row indices).
+pub fn rows_to_match<'a, R: rand::Rng + ?Sized>(rng: &mut R, codes: &'a [u32], d: usize) -> std::borrow::Cow<'a, [u32]> {
+    let m = codes.len() / d.max(1);
+    if m <= MAX_ROWS {
+        return std::borrow::Cow::Borrowed(codes);
+    }
+    let mut idx: Vec<u32> = (0..m as u32).collect();
+    let mut out = Vec::with_capacity(MAX_ROWS * d);
+    for i in 0..MAX_ROWS {
+        let j = rng.random_range(i..m);
+        idx.swap(i, j);
+        let r = idx[i] as usize;
+        out.extend_from_slice(&codes[r * d..(r + 1) * d]);
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The size of a maximum matching between D (its counts per key) and the candidate's rows
@@ -178,11 +203,9 @@ pub fn matching(keys: &Keys, counts: &[u32], codes: &[u32], d: usize, check: &mu
         }
     }
     check()?;
-    // forward lists: each type's distinct keys holding rows of D
+    // forward lists: each type's distinct keys holding rows of D (keys first, then key nodes)
     let mut start = Vec::with_capacity(types.len() + 1);
     let mut adj: Vec<u32> = Vec::new();
-    let mut node_of: HashMap<u32, u32> = HashMap::new();
-    let mut cap_key: Vec<u64> = Vec::new();
     let mut local: Vec<u32> = Vec::new();
     for (i, (t, _)) in types.iter().enumerate() {
         if i % 1024 == 0 {
@@ -197,16 +220,19 @@ pub fn matching(keys: &Keys, counts: &[u32], codes: &[u32], d: usize, check: &mu
         });
         local.sort_unstable();
         local.dedup();
-        for &k in &local {
-            let next = node_of.len() as u32;
-            let node = *node_of.entry(k).or_insert_with(|| {
-                cap_key.push(counts[k as usize] as u64);
-                next
-            });
-            adj.push(node);
-        }
+        adj.extend_from_slice(&local);
     }
     start.push(adj.len());
+    check()?;
+    let mut distinct = adj.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    distinct.shrink_to_fit();
+    for a in adj.iter_mut() {
+        *a = distinct.binary_search(a).expect("a key of the lists") as u32;
+    }
+    let cap_key: Vec<u64> = distinct.iter().map(|&k| counts[k as usize] as u64).collect();
+    drop(distinct);
     let flow = Flow::new(types.iter().map(|t| t.1).collect(), cap_key, start, adj);
     flow.max_flow(check)
 }

@@ -80,8 +80,9 @@ pub enum CriterionParams {
     /// the noisy sum of squared residuals divided by m; passes when at most threshold.
     TrainSyntheticTestReal { target: usize, features: Vec<usize>, threshold: f64, epsilon: f64 },
     /// The size of a maximum one-to-one matching between the rows of D and of S, a pair allowed when
-    /// their codes differ in at most one column, as a fraction of the m rows of S; passes when the
-    /// noisy value is at least threshold (between 0 and 1).
+    /// their codes differ in at most one column, as a fraction of the rows of S matched (all of them
+    /// up to [`faithfulness::MAX_ROWS`], else that many drawn at random); passes when the noisy value
+    /// is at least threshold (between 0 and 1).
     Faithfulness { threshold: f64, epsilon: f64 },
 }
 
@@ -499,9 +500,9 @@ impl CriteriaSpec {
                     vec![1.0],
                     vec![laplace_scale_f64(1, mechanism_epsilon(c.epsilon))],
                     if !faithfulness::Keys::hashes(&self.cardinalities) {
-                        "size of a maximum one-to-one matching between the rows of D and S, a pair allowed when their codes differ in at most one column, plus noise, divided by m; passes when at least threshold".into()
+                        "size of a maximum one-to-one matching between the rows of D and S, a pair allowed when their codes differ in at most one column, plus noise, divided by the rows matched (all of S up to 10,000 rows, else 10,000 drawn at random); passes when at least threshold".into()
                     } else {
-                        format!("size of a maximum one-to-one matching between the rows of D and S, a pair allowed when their codes differ in at most one column (D's rows counted under a public hash of their codes into {} keys: types sharing a key may also be paired), plus noise, divided by m; passes when at least threshold", faithfulness::MAX_KEYS)
+                        format!("size of a maximum one-to-one matching between the rows of D and S, a pair allowed when their codes differ in at most one column (D's rows counted under a public hash of their codes into {} keys: types sharing a key may also be paired), plus noise, divided by the rows matched (all of S up to 10,000 rows, else 10,000 drawn at random); passes when at least threshold", faithfulness::MAX_KEYS)
                     },
                 ),
                 _ => {
@@ -620,7 +621,9 @@ impl CriteriaSpec {
                     out.push(PrivateStatistic { name: NAME_TSTR, criterion: i, values: vec![model.sum_squared_residuals(s)], sensitivity: bound });
                 }
                 (Kind::Faithfulness, Accum::Faith { keys, counts }) => {
-                    let size = faithfulness::matching(keys, counts, cand.codes, self.columns(), &mut || Ok(())).unwrap_or(0);
+                    // the first MAX_ROWS rows (an evaluation draws a random subset above it)
+                    let rows = &cand.codes[..cand.m.min(faithfulness::MAX_ROWS) * self.columns()];
+                    let size = faithfulness::matching(keys, counts, rows, self.columns(), &mut || Ok(())).unwrap_or(0);
                     out.push(PrivateStatistic { name: NAME_FAITHFULNESS, criterion: i, values: vec![size as i128], sensitivity: 1 });
                 }
                 _ => {}
@@ -718,13 +721,15 @@ impl CriteriaSpec {
                 }
                 Kind::Faithfulness => {
                     let Accum::Faith { keys, counts } = &real.acc[i] else { unreachable!() };
-                    let exact = faithfulness::matching(keys, counts, cand.codes, d, check)? as i128;
+                    let rows = faithfulness::rows_to_match(rng, cand.codes, d);
+                    let matched = (rows.len() / d).max(1) as f64;
+                    let exact = faithfulness::matching(keys, counts, &rows, d, check)? as i128;
                     let (z, scale) = laplace_noise(rng, 1, me);
                     let noisy = exact.saturating_add(z);
                     noisy_statistic = Some(noisy);
                     sensitivity.push(1.0);
                     noise_scale.push(scale);
-                    (noisy as f64 / (m.max(1) as f64), (noisy as f64) >= c.threshold * m as f64)
+                    (noisy as f64 / matched, (noisy as f64) >= c.threshold * matched)
                 }
                 Kind::OneWay => {
                     let noisy = &hoisted.parts[i][0];
