@@ -75,7 +75,7 @@ fn frequencies(with_added: bool, epsilon: f64, criteria: bool, seed: u64) -> [us
     for _ in 0..RUNS {
         let e = match (&acceptance, &real) {
             (Some(a), Some(real)) => {
-                let chosen = select(&mut rng, a, &spec, &counts, real, &cols, None, &mut PostProcess::none(), usize::MAX, &mut no_interrupt).unwrap();
+                let chosen = select(&mut rng, a, &spec, &counts, real, &cols, None, &mut PostProcess::none(), usize::MAX, 1, &mut no_interrupt).unwrap();
                 events(chosen.as_ref().map(|c| &c.sample))
             }
             _ => {
@@ -202,4 +202,86 @@ fn constraints_redraw_refused_rows_and_rare_rows_are_dropped() {
         }
         assert!(seen.values().all(|&c| c >= 3), "{seen:?}");
     }
+}
+
+/// The loop on a table of 5,000 rows (three columns, a strong pair), with faithfulness and the max
+/// marginal error, the threshold of the latter where some candidates pass and some fail.
+fn threaded_setup(refit: bool) -> (Acceptance, SyntheticSpec, pg_dp_core::release::synthetic::PairCounts, pg_dp_core::release::criteria::RealStatistics, Vec<ColumnCode>) {
+    let cols = vec![ColumnCode::categorical(3).unwrap(), ColumnCode::categorical(3).unwrap(), ColumnCode::categorical(2).unwrap()];
+    let cards: Vec<u32> = cols.iter().map(|c| c.cardinality() as u32).collect();
+    let acceptance = Acceptance {
+        criteria: CriteriaSpec::new(CriteriaParams {
+            cardinalities: cards.clone(),
+            numeric: vec![],
+            criteria: vec![
+                CriterionParams::MaxMarginalError { k: 2, threshold: 0.007, epsilon: 0.5 },
+                CriterionParams::Faithfulness { threshold: 0.5, epsilon: 0.5 },
+            ],
+        })
+        .unwrap(),
+        selection: LoopSpec::new(0.05, 0.01).unwrap(),
+        refit,
+    };
+    let eps = acceptance.model_epsilon(6.0).unwrap();
+    let spec = SyntheticSpec::new(&SyntheticParams::new(cards.iter().map(|&c| c as usize).collect(), eps, 0.0, Method::Mst)).unwrap();
+    let mut counts = spec.counter();
+    let mut real = acceptance.criteria.start();
+    for i in 0..5000u32 {
+        let r = [i % 3, (i % 3 + (i % 7 == 0) as u32) % 3, (i % 5 == 0) as u32];
+        counts.push(&r);
+        real.push(&r, &[]);
+    }
+    (acceptance, spec, counts, real, cols)
+}
+
+// The tries run on threads draw from their own streams, seeded before the first try: one, two and
+// three threads release the same candidate (or none) for the same seed, and a different seed gives
+// another.
+#[test]
+fn the_loop_releases_the_same_on_one_two_and_three_threads() {
+    let (a, spec, counts, real, cols) = threaded_setup(false);
+    let mut outcomes = Vec::new();
+    let mut passed = 0;
+    for seed in 0..6u64 {
+        let run = |threads: usize| {
+            let r = select(&mut seeded_rng(50_000 + seed), &a, &spec, &counts, &real, &cols, Some(5000), &mut PostProcess::none(), usize::MAX, threads, &mut no_interrupt).unwrap();
+            r.map(|s| (s.sample.codes, s.evaluation.results.iter().map(|e| e.noisy_statistic).collect::<Vec<_>>()))
+        };
+        let one = run(1);
+        assert_eq!(run(2), one, "seed {seed}");
+        assert_eq!(run(3), one, "seed {seed}");
+        passed += one.is_some() as usize;
+        outcomes.push(one);
+    }
+    eprintln!("{passed} of 6 seeds released a candidate");
+    // the seeds differ in what they release
+    assert!(outcomes.windows(2).any(|w| w[0] != w[1]));
+    // with a refit per try and the model's noisy row count the loop stays on one thread: the same
+    let (a, spec, counts, real, cols) = threaded_setup(true);
+    let run = |threads: usize| select(&mut seeded_rng(7), &a, &spec, &counts, &real, &cols, None, &mut PostProcess::none(), usize::MAX, threads, &mut no_interrupt).unwrap().map(|s| s.sample.codes);
+    assert_eq!(run(2), run(1));
+}
+
+// On threads only the calling thread calls the interrupt check; when it fails, every thread stops
+// and the loop returns the interruption.
+#[test]
+fn an_interrupt_stops_the_threaded_loop() {
+    let (a, spec, counts, real, cols) = threaded_setup(false);
+    // the first check fails: in the fit, before any thread starts
+    let r = select(&mut seeded_rng(9), &a, &spec, &counts, &real, &cols, Some(5000), &mut PostProcess::none(), usize::MAX, 2, &mut || Err(pg_dp_core::release::dprp::Interrupted));
+    assert!(matches!(r, Err(pg_dp_core::release::dprp::ReleaseFailure::Interrupted)));
+    // a check that fails 30 ms in, while the threads run 106 tries of 20,000 rows
+    let start = std::time::Instant::now();
+    let mut calls = 0;
+    let r = select(&mut seeded_rng(9), &a, &spec, &counts, &real, &cols, Some(20_000), &mut PostProcess::none(), usize::MAX, 2, &mut || {
+        calls += 1;
+        if start.elapsed() > std::time::Duration::from_millis(30) { Err(pg_dp_core::release::dprp::Interrupted) } else { Ok(()) }
+    });
+    assert!(matches!(r, Err(pg_dp_core::release::dprp::ReleaseFailure::Interrupted)));
+    assert!(calls >= 2, "{calls} checks");
+    // and memory for only one try at a time runs them on one thread, with the same result
+    let one = select(&mut seeded_rng(11), &a, &spec, &counts, &real, &cols, Some(5000), &mut PostProcess::none(), usize::MAX, 1, &mut no_interrupt).unwrap();
+    let tight = 2 * 5000 * pg_dp_core::release::synthesis::candidate_row_bytes(3) + a.criteria.candidate_bytes(5000) as usize;
+    let two = select(&mut seeded_rng(11), &a, &spec, &counts, &real, &cols, Some(5000), &mut PostProcess::none(), tight, 2, &mut no_interrupt).unwrap();
+    assert_eq!(one.map(|s| s.sample.codes), two.map(|s| s.sample.codes));
 }

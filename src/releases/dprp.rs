@@ -109,9 +109,7 @@ fn failed_after_charge(e: ReleaseFailure) -> ! {
 /// max_parallel_maintenance_workers (plus the backend itself), at most the machine's cores.
 fn memory_plan(spec: &DprpSpec) -> MemoryPlan {
     let limit = unsafe { pg_sys::maintenance_work_mem } as usize * 1024;
-    let workers = unsafe { pg_sys::max_parallel_maintenance_workers }.max(0) as usize;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = (1 + workers).min(cores);
+    let threads = super::release_threads();
     spec.plan_memory(limit, threads).unwrap_or_else(|e| {
         raise_with(
             crate::pg::error::sqlstate(&e),

@@ -932,7 +932,7 @@ fn produce(plan: &Plan, rng: &mut DpRng, counts: &PairCounts, real: Option<&Real
             }
             Outcome { structure: Some(model.structure()), rows: written, evaluation: None }
         }
-        (Some(a), Some(real)) => match select(rng, a, &plan.spec, counts, real, &plan.codes_of, plan.requested, &mut post, plan.sample_memory(), &mut check) {
+        (Some(a), Some(real)) => match select(rng, a, &plan.spec, counts, real, &plan.codes_of, plan.requested, &mut post, plan.sample_memory(), super::release_threads(), &mut check) {
             Ok(Some(chosen)) => {
                 sink(&chosen.sample.codes, &chosen.sample.cells);
                 Outcome { structure: Some(chosen.structure), rows: chosen.sample.rows(d), evaluation: Some(chosen.evaluation) }

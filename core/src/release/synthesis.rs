@@ -5,8 +5,9 @@
 //!
 //! The loop (docs/privacy/synthetic-criteria.md): the hoisted criteria are released once; the
 //! stopping point is drawn before the first try; all T tries run whatever happens (the number a
-//! sequential loop would have needed is never an output, nor the time); the first passing try before
-//! the stopping point is the release, or "no candidate passed". A try whose rows would not fit in the
+//! sequential loop would have needed is never an output, nor the time), each on its own random stream
+//! and several at once on threads when they fit; the first passing try before the stopping point is
+//! the release, or "no candidate passed". A try whose rows would not fit in the
 //! memory left fails: a function of that try's own output, so part of the try's mechanism.
 use crate::error::{DpError, DpResult};
 use crate::params::{fmt_f64, EPSILON_MIN};
@@ -16,6 +17,10 @@ use crate::release::dprp::{Interrupted, ReleaseFailure};
 use crate::release::synthetic::columns::{ColumnCode, Decoded};
 use crate::release::synthetic::{Model, PairCounts, SyntheticSpec};
 use rand::Rng;
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// The acceptance criteria and the selection loop around the model.
 #[derive(Debug, Clone)]
@@ -209,54 +214,171 @@ pub struct Selected {
     pub evaluation: Evaluation,
 }
 
+/// Everything one try reads: shared, read-only, by every thread of the loop.
+struct Tries<'a> {
+    acceptance: &'a Acceptance,
+    spec: &'a SyntheticSpec,
+    counts: &'a PairCounts,
+    real: &'a RealStatistics,
+    columns: &'a [ColumnCode],
+    hoisted: &'a HoistedStatistics,
+    once: Option<&'a Model>,
+    rows: Option<usize>,
+    memory: usize,
+    stop: usize,
+    numeric: Vec<usize>,
+}
+
+impl Tries<'_> {
+    /// Try `j` on its own random stream: a candidate (the model fitted once, or a new one), its
+    /// post-processing and its criteria. Returns it when it passes before the stopping point.
+    fn run<R: Rng + ?Sized>(
+        &self, j: usize, rng: &mut R, post: &mut PostProcess, check: &mut dyn FnMut() -> Result<(), Interrupted>,
+    ) -> Result<Option<Selected>, ReleaseFailure> {
+        check()?;
+        let d = self.columns.len();
+        let fitted;
+        let model = match self.once {
+            Some(m) => m,
+            None => {
+                fitted = self.spec.fit(rng, self.counts, check)?;
+                &fitted
+            }
+        };
+        let m = self.rows.unwrap_or_else(|| model.noisy_rows().min(post.max_rows as u64) as usize);
+        // the kept candidate stays while the others run: room for two, and for the criteria's work
+        if !fits(self.acceptance, m, d, 1, self.memory) {
+            return Ok(None);
+        }
+        // a try the system has no memory for fails, as one over the limit does
+        let sample = match Sample::draw_processed(model, self.columns, m, post, rng, check) {
+            Err(ReleaseFailure::OutOfMemory) => return Ok(None),
+            other => other?,
+        };
+        let values = match sample.numeric_values(&self.numeric, d) {
+            Ok(v) => v,
+            Err(_) => return Ok(None),
+        };
+        let candidate = Candidate::new(&self.acceptance.criteria, &sample.codes, &values).expect("a sample of the spec's own columns");
+        let evaluation = self.acceptance.criteria.evaluate(rng, self.real, self.hoisted, &candidate, check)?;
+        Ok((evaluation.passed && j < self.stop).then(|| Selected { sample, structure: model.structure(), evaluation }))
+    }
+}
+
+/// Whether `threads` tries of `m` rows each, and the kept candidate, fit in `memory`: their rows and
+/// the criteria's work on each.
+fn fits(acceptance: &Acceptance, m: usize, d: usize, threads: usize, memory: usize) -> bool {
+    m.checked_mul(candidate_row_bytes(d))
+        .and_then(|b| b.checked_mul(threads + 1))
+        .and_then(|b| usize::try_from(acceptance.criteria.candidate_bytes(m)).ok().and_then(|c| c.checked_mul(threads)).and_then(|c| b.checked_add(c)))
+        .is_some_and(|b| b <= memory)
+}
+
 /// The selection loop (see the module's description). Each candidate has `rows` rows (None: its
 /// model's noisy row count) after `post`. `memory` bounds the bytes of the kept and the current
-/// candidate together.
+/// candidates together.
+///
+/// Every try draws from its own stream (ChaCha20, seeded from `rng` before the first try), so the
+/// result is the same for any number of threads. Up to `threads` tries run at once when every try's
+/// row count is known before the loop (requested, or the model fitted once), as many as fit in
+/// `memory`, and `post` has no `keep` (the caller's code stays on this thread); this thread then
+/// only calls `check`, every 5 ms, and stops the others when it fails.
 #[allow(clippy::too_many_arguments)]
 pub fn select<R: Rng + ?Sized>(
     rng: &mut R, acceptance: &Acceptance, spec: &SyntheticSpec, counts: &PairCounts, real: &RealStatistics, columns: &[ColumnCode],
-    rows: Option<usize>, post: &mut PostProcess, memory: usize, check: &mut dyn FnMut() -> Result<(), Interrupted>,
+    rows: Option<usize>, post: &mut PostProcess, memory: usize, threads: usize, check: &mut dyn FnMut() -> Result<(), Interrupted>,
 ) -> Result<Option<Selected>, ReleaseFailure> {
     let hoisted: HoistedStatistics = acceptance.criteria.release_hoisted(rng, real);
     let stop = acceptance.selection.draw_stop(rng);
     let once = if acceptance.refit { None } else { Some(spec.fit(rng, counts, check)?) };
-    let numeric = acceptance.numeric_columns();
+    let tries = acceptance.selection.tries();
+    let mut seeds = Vec::with_capacity(tries);
+    for _ in 0..tries {
+        let mut seed = [0u8; 32];
+        rng.fill_bytes(&mut seed);
+        seeds.push(seed);
+    }
     let d = columns.len();
-    let mut chosen: Option<Selected> = None;
-    for j in 0..acceptance.selection.tries() {
-        check()?;
-        let fitted;
-        let model = match &once {
-            Some(m) => m,
-            None => {
-                fitted = spec.fit(rng, counts, check)?;
-                &fitted
+    let known_m = rows.or_else(|| once.as_ref().map(|m| m.noisy_rows().min(post.max_rows as u64) as usize));
+    let threads = match known_m {
+        Some(m) if post.keep.is_none() => (1..=threads.max(1)).rev().find(|&t| fits(acceptance, m, d, t, memory)).unwrap_or(1),
+        _ => 1,
+    };
+    let ctx = Tries {
+        acceptance,
+        spec,
+        counts,
+        real,
+        columns,
+        hoisted: &hoisted,
+        once: once.as_ref(),
+        rows,
+        memory,
+        stop,
+        numeric: acceptance.numeric_columns(),
+    };
+    if threads == 1 {
+        let mut chosen: Option<Selected> = None;
+        for (j, seed) in seeds.iter().enumerate() {
+            let found = ctx.run(j, &mut ChaCha20Rng::from_seed(*seed), post, check)?;
+            if chosen.is_none() {
+                chosen = found;
             }
-        };
-        let m = rows.unwrap_or_else(|| model.noisy_rows().min(post.max_rows as u64) as usize);
-        // the kept candidate stays while the others run: room for two, and for the criteria's work
-        let fits = m
-            .checked_mul(candidate_row_bytes(d))
-            .and_then(|b| b.checked_mul(2))
-            .and_then(|b| usize::try_from(acceptance.criteria.candidate_bytes(m)).ok().and_then(|c| b.checked_add(c)))
-            .is_some_and(|b| b <= memory);
-        if !fits {
-            continue;
         }
-        // a try the system has no memory for fails, as one over the limit does
-        let sample = match Sample::draw_processed(model, columns, m, post, rng, check) {
-            Err(ReleaseFailure::OutOfMemory) => continue,
-            other => other?,
-        };
-        let values = match sample.numeric_values(&numeric, d) {
-            Ok(v) => v,
-            Err(_) => continue,
-        };
-        let candidate = Candidate::new(&acceptance.criteria, &sample.codes, &values).expect("a sample of the spec's own columns");
-        let evaluation = acceptance.criteria.evaluate(rng, real, &hoisted, &candidate, check)?;
-        if evaluation.passed && j < stop && chosen.is_none() {
-            chosen = Some(Selected { sample, structure: model.structure(), evaluation });
+        return Ok(chosen);
+    }
+    let next = AtomicUsize::new(0);
+    let halt = AtomicBool::new(false);
+    let running = AtomicUsize::new(threads);
+    let best: Mutex<Option<(usize, Selected)>> = Mutex::new(None);
+    let failure: Mutex<Option<ReleaseFailure>> = Mutex::new(None);
+    let (min_count, max_rows) = (post.min_count, post.max_rows);
+    /// Counts a thread out when it ends, by a panic too (the calling thread waits for the count).
+    struct Leaving<'a>(&'a AtomicUsize);
+    impl Drop for Leaving<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::SeqCst);
         }
     }
-    Ok(chosen)
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                let _leaving = Leaving(&running);
+                let mut post = PostProcess { keep: None, min_count, max_rows };
+                let mut stopped = || if halt.load(Ordering::Relaxed) { Err(Interrupted) } else { Ok(()) };
+                loop {
+                    let j = next.fetch_add(1, Ordering::SeqCst);
+                    if j >= tries || halt.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    match ctx.run(j, &mut ChaCha20Rng::from_seed(seeds[j]), &mut post, &mut stopped) {
+                        Ok(Some(s)) => {
+                            let mut b = best.lock().unwrap_or_else(|e| e.into_inner());
+                            if b.as_ref().is_none_or(|(k, _)| j < *k) {
+                                *b = Some((j, s));
+                            }
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
+                            halt.store(true, Ordering::SeqCst);
+                            break;
+                        }
+                    }
+                }
+            });
+        }
+        while running.load(Ordering::SeqCst) > 0 {
+            if check().is_err() {
+                failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(ReleaseFailure::Interrupted);
+                halt.store(true, Ordering::SeqCst);
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    });
+    if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    Ok(best.into_inner().unwrap_or_else(|e| e.into_inner()).map(|(_, s)| s))
 }
