@@ -91,7 +91,7 @@ fn main() {
                     for &x in xs.iter() {
                         counts[fine.encode_real(x) as usize] += 1;
                     }
-                    let chosen = pe.choose(&mut rng, &counts);
+                    let chosen = pe.choose(&mut rng, &counts, &mut || Ok(())).unwrap();
                     ks_pe += ks(xs, &copy(&mut rng, &chosen, xs, 0.9 * eps));
                 }
                 println!("| {name} | {bins} | {eps} | {:.4} | {:.4} |", ks_eq / reps as f64, ks_pe / reps as f64);

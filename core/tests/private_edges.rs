@@ -40,7 +40,7 @@ fn private_edges_are_exactly_bins_fine_edges_in_order() {
         pile[m - 1] = 10_000;
         let random: Vec<u64> = (0..m).map(|_| rng.random_range(0..50)).collect();
         for counts in [vec![0u64; m], one, pile, random] {
-            let chosen = pe.choose(&mut rng, &counts);
+            let chosen = pe.choose(&mut rng, &counts, &mut || Ok(())).unwrap();
             assert_eq!(chosen.cardinality(), bins + 1, "bins plus the NULL code");
             let idx = indices(&fine, &chosen);
             assert_eq!(idx.first(), Some(&0));
@@ -137,7 +137,7 @@ fn the_first_private_edge_matches_its_exact_distribution() {
     let counts: Vec<u64> = vec![1, 3, 0, 6, 9, 2, 0, 4, 8, 5, 1, 1];
     let pe = PrivateEdges::new(fine.clone(), 2, 0.4).unwrap();
     let mut rng = seeded_rng(4200);
-    let xs: Vec<i64> = (0..200_000).map(|_| indices(&fine, &pe.choose(&mut rng, &counts))[1] as i64).collect();
+    let xs: Vec<i64> = (0..200_000).map(|_| indices(&fine, &pe.choose(&mut rng, &counts, &mut || Ok(())).unwrap())[1] as i64).collect();
     let (lo, probs) = edge_pmf(&counts, 2, 1, 0, 0.4, 1.0);
     let at = |probs: Vec<f64>| move |i: i64| if i >= lo as i64 && ((i as usize) - lo) < probs.len() { probs[i as usize - lo] } else { 0.0 };
     let mode = lo as i64 + (0..probs.len()).max_by(|&a, &b| probs[a].total_cmp(&probs[b])).unwrap() as i64;
@@ -162,11 +162,35 @@ fn private_edges_sit_at_the_quantiles_when_epsilon_is_large() {
     let n: u64 = counts.iter().sum();
     let pe = PrivateEdges::new(fine.clone(), 5, 10.0).unwrap();
     let mut rng = seeded_rng(4300);
-    let idx = indices(&fine, &pe.choose(&mut rng, &counts));
+    let idx = indices(&fine, &pe.choose(&mut rng, &counts, &mut || Ok(())).unwrap());
     for (j, &i) in idx[1..5].iter().enumerate() {
         let below: u64 = counts[..i].iter().sum();
         let want = (j as u64 + 1) * n / 5;
         eprintln!("edge {}: fine edge {i}, {below} rows below, target {want}", j + 1);
         assert!(below.abs_diff(want) <= 10, "edge {}: {below} rows below, want {want}", j + 1);
+    }
+}
+
+// The edges are chosen one after the other, up to 4,096 exact coins each: the caller's interrupt check
+// runs before each, and stops the choice when it asks to.
+#[test]
+fn choosing_private_edges_checks_for_interrupts_before_each_edge() {
+    let fine = ColumnCode::real_bins(0.0, 1000.0, PrivateEdges::GRID).unwrap();
+    let counts: Vec<u64> = (0..PrivateEdges::GRID).map(|i| (i % 7) as u64).collect();
+    let pe = PrivateEdges::new(fine, 64, 0.5).unwrap();
+    let mut calls = 0;
+    assert!(pe.choose(&mut seeded_rng(4400), &counts, &mut || {
+        calls += 1;
+        Ok(())
+    })
+    .is_ok());
+    assert_eq!(calls, 63, "one check per inner edge");
+    for stop_at in [1, 30, 63] {
+        let mut n = 0;
+        let r = pe.choose(&mut seeded_rng(4400), &counts, &mut || {
+            n += 1;
+            if n >= stop_at { Err(pg_dp_core::release::dprp::Interrupted) } else { Ok(()) }
+        });
+        assert!(r.is_err() && n == stop_at);
     }
 }

@@ -856,7 +856,7 @@ fn choose_private_edges(plan: &mut Plan, rng: &mut DpRng) {
     .unwrap_or_else(|e| failed_after_charge(e));
     let mut chosen = serde_json::Map::new();
     for ((j, pe), c) in plan.private.iter().zip(&counts) {
-        let code = pe.choose(rng, c);
+        let code = pe.choose(rng, c, &mut pending_interrupt).unwrap_or_else(|e| failed_after_charge(e.into()));
         chosen.insert(plan.cols[*j].name.clone(), code.to_json());
         plan.codes_of[*j] = code.clone();
         plan.cols[*j].code = code;

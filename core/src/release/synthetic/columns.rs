@@ -18,6 +18,7 @@ use crate::mechanisms::quantile::PF_RATE_BITS;
 use crate::noise::sampling::{dyadic_at_most, AcceptedUniform};
 use crate::noise::sampling64::uniform_below;
 use crate::params::{check_float_bounds, fmt_f64};
+use crate::release::dprp::Interrupted;
 use rand::Rng;
 
 /// Most bins or domain values one column may have (the count tables grow with their products).
@@ -242,7 +243,8 @@ impl PrivateEdges {
     /// Edge j is fine edge i with probability given by permute-and-flip on the utility
     /// −|bins·L(i) − j·n| (L(i) the rows in fine bins below i), of sensitivity max(j, bins − j),
     /// at rate ε/(2·max(j, bins − j)) rounded down to 24 significant bits; every coin is exact.
-    pub fn choose<R: Rng + ?Sized>(&self, rng: &mut R, counts: &[u64]) -> ColumnCode {
+    /// `check` runs before each edge (at most 4,096 coins apart).
+    pub fn choose<R: Rng + ?Sized>(&self, rng: &mut R, counts: &[u64], check: &mut dyn FnMut() -> Result<(), Interrupted>) -> Result<ColumnCode, Interrupted> {
         let m = self.fine_bins();
         assert_eq!(counts.len(), m, "one count per fine bin");
         let b = self.bins as u128;
@@ -256,6 +258,7 @@ impl PrivateEdges {
         let (em, ek) = dyadic_at_most(self.epsilon * (1.0 - crate::noise::grid::pow2(-40)), PF_RATE_BITS);
         let mut chosen = vec![0usize];
         for j in 1..self.bins {
+            check()?;
             let (lo, hi) = (chosen[j - 1] + 1, m - (self.bins - j));
             let dist = |i: usize| (b * below[i]).abs_diff(j as u128 * n);
             let best = (lo..=hi).map(dist).min().expect("a candidate range is never empty");
@@ -270,11 +273,11 @@ impl PrivateEdges {
             chosen.push(pick.kept().expect("the best edge always accepts"));
         }
         chosen.push(m);
-        match &self.fine {
+        Ok(match &self.fine {
             ColumnCode::Real { edges } => ColumnCode::Real { edges: chosen.iter().map(|&i| edges[i]).collect() },
             ColumnCode::Integer { edges } => ColumnCode::Integer { edges: chosen.iter().map(|&i| edges[i]).collect() },
             ColumnCode::Categorical { .. } => unreachable!("checked in new"),
-        }
+        })
     }
 }
 
