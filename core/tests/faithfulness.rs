@@ -211,26 +211,39 @@ fn faithfulness_noise_is_discrete_laplace_with_scale_one_over_epsilon() {
     assert_eq!(r.passed, r.value >= 0.5);
 }
 
-#[test]
-fn a_copy_passes_and_rows_two_columns_away_fail() {
-    let cards = vec![4u32; 6];
-    let spec = CriteriaSpec::new(CriteriaParams { cardinalities: cards.clone(), numeric: vec![], criteria: vec![CriterionParams::Faithfulness { threshold: 0.9, epsilon: 5.0 }] }).unwrap();
-    let mut rng = seeded_rng(31_500);
-    // real rows: the first three columns equal, the last three too
-    let rows: Vec<Vec<u32>> = (0..2000).map(|_| {
-        let (a, b) = (rng.random_range(0..4), rng.random_range(0..4));
-        vec![a, a, a, b, b, b]
-    }).collect();
+/// Six columns of 4 codes; n real rows whose first three columns are equal, and the last three too;
+/// the faithfulness criterion alone. Returns the spec, D's statistics, its rows and the hoisted
+/// release (empty), and the random stream.
+fn triples(n: usize, threshold: f64, epsilon: f64, seed: u64) -> (CriteriaSpec, RealStatistics, Vec<Vec<u32>>, HoistedStatistics, pg_dp_core::noise::rng::DpRng) {
+    let spec = CriteriaSpec::new(CriteriaParams { cardinalities: vec![4u32; 6], numeric: vec![], criteria: vec![CriterionParams::Faithfulness { threshold, epsilon }] }).unwrap();
+    let mut rng = seeded_rng(seed);
+    let rows: Vec<Vec<u32>> = (0..n)
+        .map(|_| {
+            let (a, b) = (rng.random_range(0..4), rng.random_range(0..4));
+            vec![a, a, a, b, b, b]
+        })
+        .collect();
     let mut real = spec.start();
     for r in &rows {
         real.push(r, &[]);
     }
     let hoisted = spec.release_hoisted(&mut rng, &real);
+    (spec, real, rows, hoisted, rng)
+}
+
+/// A row two columns from every real type of [`triples`]: one code of each triple moved.
+fn two_away(r: &[u32]) -> Vec<u32> {
+    vec![r[0], (r[1] + 1) % 4, r[2], r[3], (r[4] + 1) % 4, r[5]]
+}
+
+#[test]
+fn a_copy_passes_and_rows_two_columns_away_fail() {
+    let (spec, real, rows, hoisted, mut rng) = triples(2000, 0.9, 5.0, 31_500);
     let copy: Vec<u32> = rows.iter().flatten().copied().collect();
     let good = spec.evaluate(&mut rng, &real, &hoisted, &Candidate::new(&spec, &copy, &[]).unwrap(), &mut || Ok(())).unwrap();
     assert!(good.passed && (good.results[0].value - 1.0).abs() < 0.01, "{good:?}");
     // each synthetic row breaks both triples: at least two columns from every real type
-    let far: Vec<u32> = rows.iter().flat_map(|r| vec![r[0], (r[1] + 1) % 4, r[2], r[3], (r[4] + 1) % 4, r[5]]).collect();
+    let far: Vec<u32> = rows.iter().flat_map(|r| two_away(r)).collect();
     let bad = spec.evaluate(&mut rng, &real, &hoisted, &Candidate::new(&spec, &far, &[]).unwrap(), &mut || Ok(())).unwrap();
     assert!(!bad.passed && bad.results[0].value.abs() < 0.01, "{bad:?}");
 }
@@ -239,19 +252,9 @@ fn a_copy_passes_and_rows_two_columns_away_fail() {
 fn a_candidate_above_the_row_cap_is_matched_through_a_uniform_subset() {
     use pg_dp_core::release::criteria::faithfulness::MAX_ROWS;
     let cards = vec![4u32; 6];
-    let spec = CriteriaSpec::new(CriteriaParams { cardinalities: cards.clone(), numeric: vec![], criteria: vec![CriterionParams::Faithfulness { threshold: 0.4, epsilon: 10.0 }] }).unwrap();
-    let mut rng = seeded_rng(31_600);
-    let rows: Vec<Vec<u32>> = (0..30_000).map(|_| {
-        let (a, b) = (rng.random_range(0..4), rng.random_range(0..4));
-        vec![a, a, a, b, b, b]
-    }).collect();
-    let mut real = spec.start();
-    for r in &rows {
-        real.push(r, &[]);
-    }
-    let hoisted = spec.release_hoisted(&mut rng, &real);
+    let (spec, real, rows, hoisted, mut rng) = triples(30_000, 0.4, 10.0, 31_600);
     // 30,000 synthetic rows: the even ones copies, the odd ones two columns from every real type
-    let half: Vec<u32> = rows.iter().enumerate().flat_map(|(i, r)| if i % 2 == 0 { r.clone() } else { vec![r[0], (r[1] + 1) % 4, r[2], r[3], (r[4] + 1) % 4, r[5]] }).collect();
+    let half: Vec<u32> = rows.iter().enumerate().flat_map(|(i, r)| if i % 2 == 0 { r.clone() } else { two_away(r) }).collect();
     let cand = Candidate::new(&spec, &half, &[]).unwrap();
     let mut values = Vec::new();
     for _ in 0..20 {
