@@ -6,7 +6,7 @@
 #   3. a real server: SQL regression script with expected output, a psycopg client (extended
 #      protocol, epsilon as a bind parameter, SQLSTATEs, a non-superuser role), the generator of
 #      admitted queries over every type and collation, sqlsmith as a DP-only role, the attacks that
-#      need real sessions, the budget
+#      need real sessions (again with pg_stat_statements preloaded before pg_dp), the budget
 #      ledger attacks (ROLLBACK, savepoints, errors, cancel, 16 racing sessions, kill -9, crash), the
 #      release cache, role identities across renames, DROP ROLE, several databases and pg_dumpall +
 #      pg_dump/pg_restore into other clusters, the update from the last release (ALTER EXTENSION
@@ -74,6 +74,16 @@ done
     --datadir "$TEST_DIR/server" --pgbin "$PGBIN" 2>&1 | tee "$LOGS/ledger.log"
 # the release cache: reuse, staleness after writes, snapshots, per-table switch
 "$PYTHON" "$ROOT/tests/client/test_cache.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" 2>&1 | tee "$LOGS/cache.log"
+# the attacks again with another library's hooks installed before pg_dp's (pg_stat_statements): each
+# of pg_dp's hooks calls the previous one through the FFI guard, and the refusals must hold the same
+cluster_stop "$TEST_DIR/server"
+cluster_start "$TEST_DIR/server" "$PSQL_PORT" "pg_stat_statements,pg_dp"
+if dpsql -d postgres -Atc "SHOW shared_preload_libraries" | grep -qx "pg_stat_statements,pg_dp"; then
+    PG_DP_LABEL=attacks_pgss "$PYTHON" "$ROOT/tests/client/test_attacks.py" --host "$SOCKET_DIR" --port "$PSQL_PORT" 2>&1 \
+        | tee "$LOGS/attacks_pgss.log"
+fi
+cluster_stop "$TEST_DIR/server"
+cluster_start "$TEST_DIR/server" "$PSQL_PORT"
 # BI tools as a DP-only analyst: Apache Superset through its REST API (charts, pages, a dashboard,
 # SQL Lab) and Apache Spark's JDBC source (schema probe, reads, a pushed-down filter)
 source "$ROOT/tests/bi/tools.sh"
@@ -118,7 +128,7 @@ layers_ok=$(grep -c "^layers: ok" "$LOGS/layers.log" || true)
 [ "$layers_ok" = 1 ] || failed=$((failed + 1))
 summary="layers $([ "$layers_ok" = 1 ] && echo ok || echo FAILED), core $core, in-database $pgrx, regression $regress_passed"
 # each client layer prints "<layer>: N passed, M failed"; a layer without that line counts as failed
-for layer in client totality sqlsmith attacks ledger cache superset spark roles upgrade citus jdbc; do
+for layer in client totality sqlsmith attacks attacks_pgss ledger cache superset spark roles upgrade citus jdbc; do
     line=$(grep -oE "^$layer: [0-9]+ passed, [0-9]+ failed" "$LOGS/$layer.log" 2>/dev/null | tail -1)
     n=$(echo "$line" | awk '{print $2}')
     f=$(echo "$line" | awk '{print $4}')

@@ -7,6 +7,8 @@ import traceback
 
 
 def run_checks(namespace, label):
+    # PG_DP_LABEL names the layer for a second run of the same checks (another server setup)
+    label = os.environ.get("PG_DP_LABEL", label)
     checks = sorted((n, f) for n, f in namespace.items() if n.startswith("check_") and callable(f))
     # PG_DP_CHECKS=word runs only the checks whose name contains it (while working on them)
     only = os.environ.get("PG_DP_CHECKS")
