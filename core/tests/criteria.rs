@@ -129,8 +129,10 @@ fn validation_names_the_argument_and_the_receipt_is_public() {
     assert!(wide.receipt().criteria[0].rule.contains("hash"));
     // the flow's memory is a function of m and the cardinalities, and grows with m
     assert!(wide.candidate_bytes(1000) > 0 && wide.candidate_bytes(2000) > wide.candidate_bytes(1000));
-    assert_eq!(spec.candidate_bytes(10), faithfulness::flow_bytes(&[2, 3, 2], 10));
-    assert_eq!(two.candidate_bytes(1000), 0);
+    assert_eq!(spec.candidate_bytes(10), faithfulness::flow_bytes(&[2, 3, 2], 10).max(8 * 12));
+    // the max marginal error's scratch: its largest table (100 · 100 cells of 8 bytes), whatever m
+    assert_eq!(two.candidate_bytes(1000), 8 * 10_000);
+    assert_eq!(two.candidate_bytes(1), 8 * 10_000);
     assert_eq!(r.criteria[0].sensitivity, vec![1.0]);
     assert!((r.criteria[0].noise_scale[0] - 2.0).abs() < 1e-12);
     assert_eq!(r.criteria[1].sensitivity, vec![3.0]);

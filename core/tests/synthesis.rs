@@ -260,6 +260,18 @@ fn the_loop_releases_the_same_on_one_two_and_three_threads() {
     let (a, spec, counts, real, cols) = threaded_setup(true);
     let run = |threads: usize| select(&mut seeded_rng(7), &a, &spec, &counts, &real, &cols, None, &mut PostProcess::none(), usize::MAX, threads, &mut no_interrupt).unwrap().map(|s| s.sample.codes);
     assert_eq!(run(2), run(1));
+    // with a refit per try even known rows keep the loop on this thread (a model's estimation has no
+    // public memory bound to multiply): the checks are the serial loop's own, one for one
+    let checks = |threads: usize| {
+        let mut n = 0;
+        select(&mut seeded_rng(8), &a, &spec, &counts, &real, &cols, Some(5000), &mut PostProcess::none(), usize::MAX, threads, &mut || {
+            n += 1;
+            Ok(())
+        })
+        .unwrap();
+        n
+    };
+    assert_eq!(checks(2), checks(1));
 }
 
 // On threads only the calling thread calls the interrupt check; when it fails, every thread stops

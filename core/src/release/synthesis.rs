@@ -280,9 +280,11 @@ fn fits(acceptance: &Acceptance, m: usize, d: usize, threads: usize, memory: usi
 ///
 /// Every try draws from its own stream (ChaCha20, seeded from `rng` before the first try), so the
 /// result is the same for any number of threads. Up to `threads` tries run at once when every try's
-/// row count is known before the loop (requested, or the model fitted once), as many as fit in
-/// `memory`, and `post` has no `keep` (the caller's code stays on this thread); this thread then
-/// only calls `check`, every 5 ms, and stops the others when it fails.
+/// row count is known before the loop (requested, or the model fitted once), no try refits (a
+/// model's estimation has no public memory bound), as many as fit in `memory` (their rows and the
+/// criteria's work), and `post` has no `keep` (the caller's code stays on this thread); this thread
+/// then only calls `check`, every 5 ms, and stops the others when it fails. Threads the system
+/// refuses leave their tries to the others (to this thread when none starts).
 #[allow(clippy::too_many_arguments)]
 pub fn select<R: Rng + ?Sized>(
     rng: &mut R, acceptance: &Acceptance, spec: &SyntheticSpec, counts: &PairCounts, real: &RealStatistics, columns: &[ColumnCode],
@@ -300,8 +302,9 @@ pub fn select<R: Rng + ?Sized>(
     }
     let d = columns.len();
     let known_m = rows.or_else(|| once.as_ref().map(|m| m.noisy_rows().min(post.max_rows as u64) as usize));
+    // a refit per try allocates a model's estimation, which no public bound here covers: one at a time
     let threads = match known_m {
-        Some(m) if post.keep.is_none() => (1..=threads.max(1)).rev().find(|&t| fits(acceptance, m, d, t, memory)).unwrap_or(1),
+        Some(m) if post.keep.is_none() && !acceptance.refit => (1..=threads.max(1)).rev().find(|&t| fits(acceptance, m, d, t, memory)).unwrap_or(1),
         _ => 1,
     };
     let ctx = Tries {
@@ -317,7 +320,7 @@ pub fn select<R: Rng + ?Sized>(
         stop,
         numeric: acceptance.numeric_columns(),
     };
-    if threads == 1 {
+    let serial = |post: &mut PostProcess, check: &mut dyn FnMut() -> Result<(), Interrupted>| -> Result<Option<Selected>, ReleaseFailure> {
         let mut chosen: Option<Selected> = None;
         for (j, seed) in seeds.iter().enumerate() {
             let found = ctx.run(j, &mut ChaCha20Rng::from_seed(*seed), post, check)?;
@@ -325,7 +328,10 @@ pub fn select<R: Rng + ?Sized>(
                 chosen = found;
             }
         }
-        return Ok(chosen);
+        Ok(chosen)
+    };
+    if threads == 1 {
+        return serial(post, check);
     }
     let next = AtomicUsize::new(0);
     let halt = AtomicBool::new(false);
@@ -340,9 +346,10 @@ pub fn select<R: Rng + ?Sized>(
             self.0.fetch_sub(1, Ordering::SeqCst);
         }
     }
-    std::thread::scope(|scope| {
+    let started = std::thread::scope(|scope| {
+        let mut started = 0;
         for _ in 0..threads {
-            scope.spawn(|| {
+            let spawned = std::thread::Builder::new().spawn_scoped(scope, || {
                 let _leaving = Leaving(&running);
                 let mut post = PostProcess { keep: None, min_count, max_rows };
                 let mut stopped = || if halt.load(Ordering::Relaxed) { Err(Interrupted) } else { Ok(()) };
@@ -367,8 +374,15 @@ pub fn select<R: Rng + ?Sized>(
                     }
                 }
             });
+            match spawned {
+                Ok(_) => started += 1,
+                // the system refused a thread: the others take its tries
+                Err(_) => {
+                    running.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
         }
-        while running.load(Ordering::SeqCst) > 0 {
+        while started > 0 && running.load(Ordering::SeqCst) > 0 {
             if check().is_err() {
                 failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(ReleaseFailure::Interrupted);
                 halt.store(true, Ordering::SeqCst);
@@ -376,7 +390,12 @@ pub fn select<R: Rng + ?Sized>(
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
+        started
     });
+    if started == 0 {
+        // no thread could start: every try on this one (none has run)
+        return serial(post, check);
+    }
     if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
     }

@@ -226,9 +226,13 @@ pub fn matching(keys: &Keys, counts: &[u32], codes: &[u32], d: usize, check: &mu
     check()?;
     let mut distinct = adj.clone();
     distinct.sort_unstable();
+    check()?;
     distinct.dedup();
     distinct.shrink_to_fit();
-    for a in adj.iter_mut() {
+    for (i, a) in adj.iter_mut().enumerate() {
+        if i % (1 << 20) == 0 {
+            check()?;
+        }
         *a = distinct.binary_search(a).expect("a key of the lists") as u32;
     }
     let cap_key: Vec<u64> = distinct.iter().map(|&k| counts[k as usize] as u64).collect();
@@ -287,6 +291,9 @@ impl Flow {
         let mut total = 0u64;
         // a greedy start: each type to its keys in order
         for t in 0..nt {
+            if t % 1024 == 0 {
+                check()?;
+            }
             for e in self.start[t]..self.start[t + 1] {
                 let k = self.adj[e] as usize;
                 let f = (self.cap_type[t] - out_type[t]).min(self.cap_key[k] - into_key[k]);

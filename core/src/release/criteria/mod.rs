@@ -434,14 +434,26 @@ impl CriteriaSpec {
         b
     }
 
-    /// Bytes the evaluation of one candidate of `m` rows may allocate besides the candidate itself
-    /// (the faithfulness criterion's flow; nothing for the others), from public inputs only.
+    /// Bytes the evaluation of one candidate of `m` rows may allocate besides the candidate itself,
+    /// from public inputs only: the faithfulness criterion's flow, and each criterion's scratch (the
+    /// largest count table of a max marginal error, a column's counts for the 1-way error, the groups
+    /// of a conditional mean, the candidate's linear statistics). Criteria run one after the other.
     pub fn candidate_bytes(&self, m: usize) -> u128 {
-        if self.criteria.iter().any(|c| c.kind == Kind::Faithfulness) {
-            faithfulness::flow_bytes(&self.cardinalities, m)
-        } else {
-            0
-        }
+        self.criteria
+            .iter()
+            .map(|c| match &c.kind {
+                Kind::Faithfulness => faithfulness::flow_bytes(&self.cardinalities, m),
+                Kind::MaxMarginal { k } => 8 * self.subsets.iter().filter(|s| s.columns.len() <= *k).map(|s| s.cells as u128).max().unwrap_or(0),
+                Kind::OneWay => 8 * self.cardinalities.iter().map(|&c| c as u128).max().unwrap_or(0),
+                Kind::Means { group, .. } => 24 * self.cardinalities[*group] as u128,
+                Kind::Regression { features, .. } | Kind::Tstr { features, .. } => {
+                    let q = features.len() + 1;
+                    // the candidate's statistics and the solve's working copies
+                    3 * 16 * (linear::triangle_len(q) + q + 1) as u128 + 32 * (q * q) as u128
+                }
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     fn is_hoisted(kind: &Kind) -> bool {
