@@ -297,3 +297,30 @@ fn an_interrupt_stops_the_threaded_loop() {
     let two = select(&mut seeded_rng(11), &a, &spec, &counts, &real, &cols, Some(5000), &mut PostProcess::none(), tight, 2, &mut no_interrupt).unwrap();
     assert_eq!(one.map(|s| s.sample.codes), two.map(|s| s.sample.codes));
 }
+
+// A release's helper threads block every signal, so that PostgreSQL's handlers run on the backend's
+// thread; and the fallible allocations refuse what the system cannot give instead of aborting.
+#[test]
+fn helper_threads_block_signals_and_refused_allocations_are_errors() {
+    let blocked = std::thread::spawn(|| {
+        pg_dp_core::release::block_signals();
+        unsafe {
+            let mut now: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut now);
+            [libc::SIGINT, libc::SIGTERM, libc::SIGALRM, libc::SIGUSR1].iter().all(|&s| libc::sigismember(&now, s) == 1)
+        }
+    })
+    .join()
+    .unwrap();
+    assert!(blocked);
+    // the calling thread's own mask is untouched
+    let here = unsafe {
+        let mut now: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut now);
+        libc::sigismember(&now, libc::SIGINT)
+    };
+    assert_eq!(here, 0);
+    use pg_dp_core::release::dprp::ReleaseFailure;
+    assert_eq!(pg_dp_core::release::try_vec::<u64>(usize::MAX / 4).err(), Some(ReleaseFailure::OutOfMemory));
+    assert_eq!(pg_dp_core::release::try_filled(3, 7u8, 10).unwrap(), vec![7, 7, 7]);
+}

@@ -1127,6 +1127,7 @@ fn for_each_chunk(
         for w in others {
             let (chunks, abort) = (&chunks, &abort);
             scope.spawn(move || {
+                crate::release::block_signals();
                 while !abort.load(Ordering::Relaxed) {
                     let Some((i, chunk)) = next_chunk(chunks) else { break };
                     work(i, chunk, w);
@@ -1334,6 +1335,7 @@ pub fn run_interruptibly<T: Send + 'static>(
 ) -> Result<T, Interrupted> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let handle = std::thread::spawn(move || {
+        crate::release::block_signals();
         let _ = tx.send(work());
     });
     loop {

@@ -260,7 +260,11 @@ impl Tries<'_> {
             Err(_) => return Ok(None),
         };
         let candidate = Candidate::new(&self.acceptance.criteria, &sample.codes, &values).expect("a sample of the spec's own columns");
-        let evaluation = self.acceptance.criteria.evaluate(rng, self.real, self.hoisted, &candidate, check)?;
+        // the criteria's scratch is sized from public inputs: a refusal fails the try, as above
+        let evaluation = match self.acceptance.criteria.evaluate(rng, self.real, self.hoisted, &candidate, check) {
+            Err(ReleaseFailure::OutOfMemory) => return Ok(None),
+            other => other?,
+        };
         Ok((evaluation.passed && j < self.stop).then(|| Selected { sample, structure: model.structure(), evaluation }))
     }
 }
@@ -351,6 +355,7 @@ pub fn select<R: Rng + ?Sized>(
         for _ in 0..threads {
             let spawned = std::thread::Builder::new().spawn_scoped(scope, || {
                 let _leaving = Leaving(&running);
+                crate::release::block_signals();
                 let mut post = PostProcess { keep: None, min_count, max_rows };
                 let mut stopped = || if halt.load(Ordering::Relaxed) { Err(Interrupted) } else { Ok(()) };
                 loop {

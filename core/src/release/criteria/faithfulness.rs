@@ -13,19 +13,20 @@
 //! The flow: source → each distinct synthetic type (capacity: its rows in S) → each key holding a
 //! type within one column of it (unbounded) → sink (capacity: the rows of D under that key).
 //! Computed with Dinic's algorithm over arrays sized from the candidate (a public input).
-use crate::release::dprp::Interrupted;
+use crate::release::dprp::{Interrupted, ReleaseFailure};
+use crate::release::{try_filled, try_vec};
 use rand::RngCore;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
 /// Most keys of D's counts (4 bytes each: 32 MiB).
 pub const MAX_KEYS: u64 = 1 << 23;
-/// Bytes of the flow per compatible (synthetic type, key) pair (forward list, flow, reverse list,
-/// the ball's scratch), per key node (capacity, level, pointers, reverse start, its map entry) and
-/// per synthetic row (its type's node and bookkeeping), at most.
-/// Counted with the growth of vectors by doubling.
+/// Bytes of the flow per compatible (synthetic type, key) pair (forward list, its sorted copy, flow,
+/// reverse list: each allocated at the public bound), per key node (capacity, flows, level, pointers,
+/// reverse starts, its places in the queue, the path and the bottlenecks) and per synthetic row (its
+/// type's node and bookkeeping), at most.
 const BYTES_PER_PAIR: u128 = 24;
-const BYTES_PER_KEY: u128 = 48;
+const BYTES_PER_KEY: u128 = 80;
 const BYTES_PER_ROW: u128 = 128;
 /// Most synthetic rows one evaluation matches: a larger candidate is matched through a uniformly
 /// random subset of this many of its rows (drawn from the CSPRNG; the candidate is public), which
@@ -147,6 +148,11 @@ impl Keys {
         }
     }
 
+    /// Size of the ball of one type under these keys' cardinalities.
+    fn ball_len(&self) -> usize {
+        1 + self.table.iter().map(|t| t.len() - 1).sum::<usize>()
+    }
+
     /// Size of the ball of one type: 1 + Σ (c_j − 1).
     pub fn ball_size(cardinalities: &[u32]) -> u128 {
         1 + cardinalities.iter().map(|&c| c as u128 - 1).sum::<u128>()
@@ -173,29 +179,36 @@ pub fn flow_bytes(cardinalities: &[u32], m: usize) -> u128 {
 
 /// The rows an evaluation matches: all of them up to [`MAX_ROWS`], else a uniformly random subset
 /// of [`MAX_ROWS`] rows (a partial Fisher–Yates shuffle of the row indices).
-pub fn rows_to_match<'a, R: rand::Rng + ?Sized>(rng: &mut R, codes: &'a [u32], d: usize) -> std::borrow::Cow<'a, [u32]> {
+pub fn rows_to_match<'a, R: rand::Rng + ?Sized>(rng: &mut R, codes: &'a [u32], d: usize) -> Result<std::borrow::Cow<'a, [u32]>, ReleaseFailure> {
     let m = codes.len() / d.max(1);
     if m <= MAX_ROWS {
-        return std::borrow::Cow::Borrowed(codes);
+        return Ok(std::borrow::Cow::Borrowed(codes));
     }
-    let mut idx: Vec<u32> = (0..m as u32).collect();
-    let mut out = Vec::with_capacity(MAX_ROWS * d);
+    let mut idx: Vec<u32> = try_vec(m)?;
+    idx.extend(0..m as u32);
+    let mut out = try_vec(MAX_ROWS * d)?;
     for i in 0..MAX_ROWS {
         let j = rng.random_range(i..m);
         idx.swap(i, j);
         let r = idx[i] as usize;
         out.extend_from_slice(&codes[r * d..(r + 1) * d]);
     }
-    std::borrow::Cow::Owned(out)
+    Ok(std::borrow::Cow::Owned(out))
 }
 
 /// The size of a maximum matching between D (its counts per key) and the candidate's rows
 /// (`codes`, row-major, `d` codes a row, within their cardinalities). Exact.
-pub fn matching(keys: &Keys, counts: &[u32], codes: &[u32], d: usize, check: &mut dyn FnMut() -> Result<(), Interrupted>) -> Result<u64, Interrupted> {
+///
+/// Every allocation is fallible and sized from public inputs (the candidate, the cardinalities):
+/// the pairs at most (distinct synthetic types) × (ball size), the key nodes at most that or the
+/// number of keys, whatever D holds. A refusal is [`ReleaseFailure::OutOfMemory`].
+pub fn matching(keys: &Keys, counts: &[u32], codes: &[u32], d: usize, check: &mut dyn FnMut() -> Result<(), Interrupted>) -> Result<u64, ReleaseFailure> {
     // distinct synthetic types and their multiplicities
-    let mut rows: Vec<&[u32]> = codes.chunks_exact(d).collect();
+    let m = codes.len() / d.max(1);
+    let mut rows: Vec<&[u32]> = try_vec(m)?;
+    rows.extend(codes.chunks_exact(d));
     rows.sort_unstable();
-    let mut types: Vec<(&[u32], u64)> = Vec::new();
+    let mut types: Vec<(&[u32], u64)> = try_vec(m)?;
     for r in rows {
         match types.last_mut() {
             Some((t, n)) if *t == r => *n += 1,
@@ -203,10 +216,14 @@ pub fn matching(keys: &Keys, counts: &[u32], codes: &[u32], d: usize, check: &mu
         }
     }
     check()?;
+    // the public bounds of the pairs and the key nodes
+    let ball = keys.ball_len();
+    let pair_bound = types.len().saturating_mul(ball);
+    let key_bound = pair_bound.min(keys.keys());
     // forward lists: each type's distinct keys holding rows of D (keys first, then key nodes)
-    let mut start = Vec::with_capacity(types.len() + 1);
-    let mut adj: Vec<u32> = Vec::new();
-    let mut local: Vec<u32> = Vec::new();
+    let mut start = try_vec(types.len() + 1)?;
+    let mut adj: Vec<u32> = try_vec(pair_bound)?;
+    let mut local: Vec<u32> = try_vec(ball)?;
     for (i, (t, _)) in types.iter().enumerate() {
         if i % 1024 == 0 {
             check()?;
@@ -224,21 +241,24 @@ pub fn matching(keys: &Keys, counts: &[u32], codes: &[u32], d: usize, check: &mu
     }
     start.push(adj.len());
     check()?;
-    let mut distinct = adj.clone();
+    let mut distinct: Vec<u32> = try_vec(pair_bound)?;
+    distinct.extend_from_slice(&adj);
     distinct.sort_unstable();
     check()?;
     distinct.dedup();
-    distinct.shrink_to_fit();
     for (i, a) in adj.iter_mut().enumerate() {
         if i % (1 << 20) == 0 {
             check()?;
         }
         *a = distinct.binary_search(a).expect("a key of the lists") as u32;
     }
-    let cap_key: Vec<u64> = distinct.iter().map(|&k| counts[k as usize] as u64).collect();
+    let mut cap_key: Vec<u64> = try_vec(key_bound)?;
+    cap_key.extend(distinct.iter().map(|&k| counts[k as usize] as u64));
     drop(distinct);
-    let flow = Flow::new(types.iter().map(|t| t.1).collect(), cap_key, start, adj);
-    flow.max_flow(check)
+    let mut cap_type = try_vec(types.len())?;
+    cap_type.extend(types.iter().map(|t| t.1));
+    let flow = Flow::new(cap_type, cap_key, start, adj, pair_bound, key_bound)?;
+    flow.max_flow(key_bound, check)
 }
 
 /// A bipartite flow: source → type (capacity cap_type) → key (unbounded) → sink (capacity cap_key).
@@ -262,32 +282,33 @@ enum Node {
 }
 
 impl Flow {
-    fn new(cap_type: Vec<u64>, cap_key: Vec<u64>, start: Vec<usize>, adj: Vec<u32>) -> Flow {
+    fn new(cap_type: Vec<u64>, cap_key: Vec<u64>, start: Vec<usize>, adj: Vec<u32>, pair_bound: usize, key_bound: usize) -> Result<Flow, ReleaseFailure> {
         let k = cap_key.len();
-        let mut rstart = vec![0usize; k + 1];
+        let mut rstart = try_filled(k + 1, 0usize, key_bound + 1)?;
         for &a in &adj {
             rstart[a as usize + 1] += 1;
         }
         for i in 0..k {
             rstart[i + 1] += rstart[i];
         }
-        let mut fill = rstart.clone();
-        let mut radj = vec![0u32; adj.len()];
+        let mut fill = try_vec(key_bound + 1)?;
+        fill.extend_from_slice(&rstart);
+        let mut radj = try_filled(adj.len(), 0u32, pair_bound)?;
         for (e, &a) in adj.iter().enumerate() {
             radj[fill[a as usize]] = e as u32;
             fill[a as usize] += 1;
         }
-        let flow = vec![0; adj.len()];
-        Flow { cap_type, cap_key, start, adj, flow, rstart, radj }
+        let flow = try_filled(adj.len(), 0, pair_bound)?;
+        Ok(Flow { cap_type, cap_key, start, adj, flow, rstart, radj })
     }
 
     /// Dinic's algorithm. Levels: source 0, types and keys alternate; a type's residual arcs go to
     /// every adjacent key, a key's to the types that send it flow (and to the sink while it has
     /// capacity left).
-    fn max_flow(mut self, check: &mut dyn FnMut() -> Result<(), Interrupted>) -> Result<u64, Interrupted> {
+    fn max_flow(mut self, key_bound: usize, check: &mut dyn FnMut() -> Result<(), Interrupted>) -> Result<u64, ReleaseFailure> {
         let (nt, nk) = (self.cap_type.len(), self.cap_key.len());
-        let mut out_type = vec![0u64; nt]; // flow from the source into each type
-        let mut into_key = vec![0u64; nk]; // flow from each key to the sink
+        let mut out_type = try_filled(nt, 0u64, nt)?; // flow from the source into each type
+        let mut into_key = try_filled(nk, 0u64, key_bound)?; // flow from each key to the sink
         let mut total = 0u64;
         // a greedy start: each type to its keys in order
         for t in 0..nt {
@@ -306,11 +327,15 @@ impl Flow {
             }
         }
         const UNSEEN: u32 = u32::MAX;
-        let mut lt = vec![UNSEEN; nt];
-        let mut lk = vec![UNSEEN; nk];
-        let mut it_t = vec![0usize; nt];
-        let mut it_k = vec![0usize; nk];
-        let mut queue: Vec<Node> = Vec::new();
+        let mut lt = try_filled(nt, UNSEEN, nt)?;
+        let mut lk = try_filled(nk, UNSEEN, key_bound)?;
+        let mut it_t = try_filled(nt, 0usize, nt)?;
+        let mut it_k = try_filled(nk, 0usize, key_bound)?;
+        // every node at most once in the queue, on a path, in the bottlenecks
+        let nodes = nt + key_bound + 1;
+        let mut queue: Vec<Node> = try_vec(nodes)?;
+        let mut path: Vec<(usize, bool)> = try_vec(nodes)?;
+        let mut bottleneck: Vec<u64> = try_vec(nodes)?;
         loop {
             check()?;
             // BFS from the types with source capacity left
@@ -376,8 +401,8 @@ impl Flow {
             let mut pushed_any = false;
             for s in 0..nt {
                 while out_type[s] < self.cap_type[s] && lt[s] == 1 {
-                    match self.augment(s, sink_level, &lt, &lk, &mut it_t, &mut it_k, &into_key, self.cap_type[s] - out_type[s]) {
-                        Some((path, f)) => {
+                    match self.augment(s, sink_level, &lt, &lk, &mut it_t, &mut it_k, &into_key, self.cap_type[s] - out_type[s], &mut path, &mut bottleneck) {
+                        Some(f) => {
                             // apply: path is a list of (pair, +1 forward | −1 backward) ending at a key
                             for &(e, fwd) in &path {
                                 if fwd {
@@ -416,9 +441,11 @@ impl Flow {
     #[allow(clippy::too_many_arguments)]
     fn augment(
         &self, s: usize, sink_level: u32, lt: &[u32], lk: &[u32], it_t: &mut [usize], it_k: &mut [usize], into_key: &[u64], limit: u64,
-    ) -> Option<(Vec<(usize, bool)>, u64)> {
-        let mut path: Vec<(usize, bool)> = Vec::new();
-        let mut bottleneck: Vec<u64> = vec![limit];
+        path: &mut Vec<(usize, bool)>, bottleneck: &mut Vec<u64>,
+    ) -> Option<u64> {
+        path.clear();
+        bottleneck.clear();
+        bottleneck.push(limit);
         let mut at = Node::Type(s as u32);
         loop {
             match at {
@@ -451,8 +478,7 @@ impl Flow {
                     let k = k as usize;
                     let room = self.cap_key[k] - into_key[k];
                     if room > 0 && lk[k] + 1 == sink_level {
-                        let f = (*bottleneck.last().unwrap_or(&limit)).min(room);
-                        return Some((path, f));
+                        return Some((*bottleneck.last().unwrap_or(&limit)).min(room));
                     }
                     let mut moved = false;
                     while it_k[k] < self.rstart[k + 1] {

@@ -36,7 +36,8 @@ use crate::error::{DpError, DpResult};
 use crate::mechanisms::laplace::{laplace_noise, laplace_scale_f64, DISCRETE_LAPLACE};
 use crate::params::{check_epsilon, check_float_bounds, fmt_f64};
 use linear::{GridModel, LinearStats, Scaling, ONE};
-use crate::release::dprp::Interrupted;
+use crate::release::dprp::{Interrupted, ReleaseFailure};
+use crate::release::{try_filled, try_vec};
 use rand::Rng;
 use serde::Serialize;
 
@@ -645,10 +646,12 @@ impl CriteriaSpec {
     }
 
     /// max over tables of at most k columns and their cells of |N_D(c) − N_S(c)|.
-    fn max_marginal_error(&self, real: &RealStatistics, cand: &Candidate, k: usize, check: &mut dyn FnMut() -> Result<(), Interrupted>) -> Result<u64, Interrupted> {
+    fn max_marginal_error(&self, real: &RealStatistics, cand: &Candidate, k: usize, check: &mut dyn FnMut() -> Result<(), Interrupted>) -> Result<u64, ReleaseFailure> {
         let d = self.columns();
         let mut worst = 0u64;
-        let mut counts: Vec<u64> = Vec::new();
+        // room for the largest table of at most k columns (public), allocated once, fallibly
+        let largest = self.subsets.iter().filter(|s| s.columns.len() <= k).map(|s| s.cells).max().unwrap_or(0);
+        let mut counts: Vec<u64> = try_vec(largest)?;
         for (s, sub) in self.subsets.iter().enumerate() {
             if sub.columns.len() > k {
                 continue;
@@ -688,9 +691,13 @@ impl CriteriaSpec {
 
     /// Scores one candidate: the hoisted criteria from `hoisted` (post-processing, no draw), the
     /// others with fresh discrete Laplace noise.
+    ///
+    /// Every scratch allocation is fallible and sized from public inputs only
+    /// ([`candidate_bytes`](Self::candidate_bytes) bounds them): a refusal is
+    /// [`ReleaseFailure::OutOfMemory`], which says nothing about the data.
     pub fn evaluate<R: Rng + ?Sized>(
         &self, rng: &mut R, real: &RealStatistics, hoisted: &HoistedStatistics, cand: &Candidate, check: &mut dyn FnMut() -> Result<(), Interrupted>,
-    ) -> Result<Evaluation, Interrupted> {
+    ) -> Result<Evaluation, ReleaseFailure> {
         let d = self.columns();
         let m = cand.m;
         let mut results = Vec::with_capacity(self.criteria.len());
@@ -733,7 +740,7 @@ impl CriteriaSpec {
                 }
                 Kind::Faithfulness => {
                     let Accum::Faith { keys, counts } = &real.acc[i] else { unreachable!() };
-                    let rows = faithfulness::rows_to_match(rng, cand.codes, d);
+                    let rows = faithfulness::rows_to_match(rng, cand.codes, d)?;
                     let matched = (rows.len() / d).max(1) as f64;
                     let exact = faithfulness::matching(keys, counts, &rows, d, check)? as i128;
                     let (z, scale) = laplace_noise(rng, 1, me);
@@ -747,9 +754,12 @@ impl CriteriaSpec {
                     let noisy = &hoisted.parts[i][0];
                     let mut worst = 0.0f64;
                     let mut off = 0usize;
+                    let widest = self.cardinalities.iter().map(|&c| c as usize).max().unwrap_or(0);
+                    let mut counts: Vec<u64> = try_vec(widest)?;
                     for j in 0..d {
                         let cj = self.cardinalities[j] as usize;
-                        let mut counts = vec![0u64; cj];
+                        counts.clear();
+                        counts.resize(cj, 0);
                         for row in cand.codes.chunks_exact(d) {
                             counts[row[j] as usize] += 1;
                         }
@@ -767,7 +777,7 @@ impl CriteriaSpec {
                     let (sums, counts) = (&hoisted.parts[i][0], &hoisted.parts[i][1]);
                     let g = self.cardinalities[*group] as usize;
                     let nn = self.numeric.len();
-                    let (mut ssum, mut scnt) = (vec![0i128; g], vec![0u64; g]);
+                    let (mut ssum, mut scnt) = (try_filled(g, 0i128, g)?, try_filled(g, 0u64, g)?);
                     for r in 0..m {
                         let code = cand.codes[r * d + group] as usize;
                         ssum[code] += self.scaling[*value].quantize(cand.values[r * nn + value]) as i128;
