@@ -322,5 +322,5 @@ fn helper_threads_block_signals_and_refused_allocations_are_errors() {
     assert_eq!(here, 0);
     use pg_dp_core::release::dprp::ReleaseFailure;
     assert_eq!(pg_dp_core::release::try_vec::<u64>(usize::MAX / 4).err(), Some(ReleaseFailure::OutOfMemory));
-    assert_eq!(pg_dp_core::release::try_filled(3, 7u8, 10).unwrap(), vec![7, 7, 7]);
+    assert_eq!(pg_dp_core::release::try_filled_in(3, 7u8, 10).unwrap(), vec![7, 7, 7]);
 }

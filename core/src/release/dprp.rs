@@ -33,6 +33,7 @@
 //! After the charge only two failures exist, neither of them dependent on the data beyond what is
 //! released: [`ReleaseFailure::MemoryLimit`] (a function of the released row count m) and
 //! [`ReleaseFailure::Interrupted`] (the caller's interrupt check asked to stop).
+use crate::release::try_filled;
 use crate::accounting::charge::mechanism_epsilon;
 use crate::error::{DpError, DpResult};
 use crate::noise::gaussian::gaussian_delta;
@@ -908,13 +909,6 @@ pub struct DprpOutput {
     /// The noisy row count v = n + (t + N)/2^h (covered by the same guarantee).
     pub noisy_count: f64,
     pub receipt: DprpReceipt,
-}
-
-fn try_filled<T: Clone>(len: usize, value: T) -> Result<Vec<T>, ReleaseFailure> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(len).map_err(|_| ReleaseFailure::OutOfMemory)?;
-    v.resize(len, value);
-    Ok(v)
 }
 
 /// The noisy statistics of pass 1, in scaled units.

@@ -16,8 +16,13 @@ pub fn try_vec<T>(capacity: usize) -> Result<Vec<T>, dprp::ReleaseFailure> {
     Ok(v)
 }
 
+/// `n` copies of `value`, fallibly.
+pub fn try_filled<T: Clone>(n: usize, value: T) -> Result<Vec<T>, dprp::ReleaseFailure> {
+    try_filled_in(n, value, n)
+}
+
 /// `n` copies of `value` in a vector with room for `capacity` (at least n) items, fallibly.
-pub fn try_filled<T: Clone>(n: usize, value: T, capacity: usize) -> Result<Vec<T>, dprp::ReleaseFailure> {
+pub fn try_filled_in<T: Clone>(n: usize, value: T, capacity: usize) -> Result<Vec<T>, dprp::ReleaseFailure> {
     let mut v = try_vec(capacity.max(n))?;
     v.resize(n, value);
     Ok(v)

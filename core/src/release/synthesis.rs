@@ -14,6 +14,7 @@ use crate::params::{fmt_f64, EPSILON_MIN};
 use crate::release::criteria::selection::{plan_epsilon, LoopSpec};
 use crate::release::criteria::{Candidate, CriteriaSpec, Evaluation, HoistedStatistics, RealStatistics};
 use crate::release::dprp::{Interrupted, ReleaseFailure};
+use crate::release::try_vec;
 use crate::release::synthetic::columns::{ColumnCode, Decoded};
 use crate::release::synthetic::{Model, PairCounts, SyntheticSpec};
 use rand::Rng;
@@ -78,7 +79,7 @@ impl Sample {
     ) -> Result<Sample, ReleaseFailure> {
         let codes = model.sample(rng, m, check)?;
         let d = columns.len();
-        let mut cells = reserve(codes.len())?;
+        let mut cells = try_vec(codes.len())?;
         cells.extend(codes.iter().enumerate().map(|(i, &c)| columns[i % d].decode(rng, c)));
         Ok(Sample { codes, cells })
     }
@@ -92,7 +93,7 @@ impl Sample {
         check: &mut dyn FnMut() -> Result<(), Interrupted>,
     ) -> Result<Sample, ReleaseFailure> {
         let d = columns.len().max(1);
-        let mut out = Sample { codes: reserve(m.saturating_mul(d))?, cells: reserve(m.saturating_mul(d))? };
+        let mut out = Sample { codes: try_vec(m.saturating_mul(d))?, cells: try_vec(m.saturating_mul(d))? };
         let cap = m.saturating_mul(MAX_DRAWS_PER_ROW).saturating_add(1000);
         let mut drawn = 0usize;
         while out.rows(d) < m && drawn < cap {
@@ -135,9 +136,9 @@ impl Sample {
         for row in self.codes.chunks_exact(d) {
             *seen.entry(row).or_default() += 1;
         }
-        let mut keep = reserve(self.rows(d))?;
+        let mut keep = try_vec(self.rows(d))?;
         keep.extend(self.codes.chunks_exact(d).map(|row| seen[row] >= min_count));
-        let (mut codes, mut cells) = (reserve(self.codes.len())?, reserve(self.cells.len())?);
+        let (mut codes, mut cells) = (try_vec(self.codes.len())?, try_vec(self.cells.len())?);
         for (r, ok) in keep.into_iter().enumerate() {
             if ok {
                 codes.extend_from_slice(&self.codes[r * d..(r + 1) * d]);
@@ -157,7 +158,7 @@ impl Sample {
     /// The values of the given columns, row-major, as the criteria read them (NaN for NULL).
     pub fn numeric_values(&self, numeric: &[usize], d: usize) -> Result<Vec<f64>, ReleaseFailure> {
         let m = self.rows(d);
-        let mut out = reserve(m.saturating_mul(numeric.len()))?;
+        let mut out = try_vec(m.saturating_mul(numeric.len()))?;
         for r in 0..m {
             for &j in numeric {
                 out.push(match self.cells[r * d + j] {
@@ -171,13 +172,6 @@ impl Sample {
     }
 }
 
-/// An empty vector with room for `n` items, or [`ReleaseFailure::OutOfMemory`] (a refused allocation
-/// must not abort the server, as a plain one would).
-fn reserve<T>(n: usize) -> Result<Vec<T>, ReleaseFailure> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| ReleaseFailure::OutOfMemory)?;
-    Ok(v)
-}
 
 /// Most rows drawn per requested row when constraints refuse rows (then fewer rows are released).
 pub const MAX_DRAWS_PER_ROW: usize = 20;

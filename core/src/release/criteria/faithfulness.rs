@@ -14,7 +14,7 @@
 //! type within one column of it (unbounded) → sink (capacity: the rows of D under that key).
 //! Computed with Dinic's algorithm over arrays sized from the candidate (a public input).
 use crate::release::dprp::{Interrupted, ReleaseFailure};
-use crate::release::{try_filled, try_vec};
+use crate::release::{try_filled_in, try_vec};
 use rand::RngCore;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -284,7 +284,7 @@ enum Node {
 impl Flow {
     fn new(cap_type: Vec<u64>, cap_key: Vec<u64>, start: Vec<usize>, adj: Vec<u32>, pair_bound: usize, key_bound: usize) -> Result<Flow, ReleaseFailure> {
         let k = cap_key.len();
-        let mut rstart = try_filled(k + 1, 0usize, key_bound + 1)?;
+        let mut rstart = try_filled_in(k + 1, 0usize, key_bound + 1)?;
         for &a in &adj {
             rstart[a as usize + 1] += 1;
         }
@@ -293,12 +293,12 @@ impl Flow {
         }
         let mut fill = try_vec(key_bound + 1)?;
         fill.extend_from_slice(&rstart);
-        let mut radj = try_filled(adj.len(), 0u32, pair_bound)?;
+        let mut radj = try_filled_in(adj.len(), 0u32, pair_bound)?;
         for (e, &a) in adj.iter().enumerate() {
             radj[fill[a as usize]] = e as u32;
             fill[a as usize] += 1;
         }
-        let flow = try_filled(adj.len(), 0, pair_bound)?;
+        let flow = try_filled_in(adj.len(), 0, pair_bound)?;
         Ok(Flow { cap_type, cap_key, start, adj, flow, rstart, radj })
     }
 
@@ -307,8 +307,8 @@ impl Flow {
     /// capacity left).
     fn max_flow(mut self, key_bound: usize, check: &mut dyn FnMut() -> Result<(), Interrupted>) -> Result<u64, ReleaseFailure> {
         let (nt, nk) = (self.cap_type.len(), self.cap_key.len());
-        let mut out_type = try_filled(nt, 0u64, nt)?; // flow from the source into each type
-        let mut into_key = try_filled(nk, 0u64, key_bound)?; // flow from each key to the sink
+        let mut out_type = try_filled_in(nt, 0u64, nt)?; // flow from the source into each type
+        let mut into_key = try_filled_in(nk, 0u64, key_bound)?; // flow from each key to the sink
         let mut total = 0u64;
         // a greedy start: each type to its keys in order
         for t in 0..nt {
@@ -327,10 +327,10 @@ impl Flow {
             }
         }
         const UNSEEN: u32 = u32::MAX;
-        let mut lt = try_filled(nt, UNSEEN, nt)?;
-        let mut lk = try_filled(nk, UNSEEN, key_bound)?;
-        let mut it_t = try_filled(nt, 0usize, nt)?;
-        let mut it_k = try_filled(nk, 0usize, key_bound)?;
+        let mut lt = try_filled_in(nt, UNSEEN, nt)?;
+        let mut lk = try_filled_in(nk, UNSEEN, key_bound)?;
+        let mut it_t = try_filled_in(nt, 0usize, nt)?;
+        let mut it_k = try_filled_in(nk, 0usize, key_bound)?;
         // every node at most once in the queue, on a path, in the bottlenecks
         let nodes = nt + key_bound + 1;
         let mut queue: Vec<Node> = try_vec(nodes)?;

@@ -37,7 +37,7 @@ use crate::mechanisms::laplace::{laplace_noise, laplace_scale_f64, DISCRETE_LAPL
 use crate::params::{check_epsilon, check_float_bounds, fmt_f64};
 use linear::{GridModel, LinearStats, Scaling, ONE};
 use crate::release::dprp::{Interrupted, ReleaseFailure};
-use crate::release::{try_filled, try_vec};
+use crate::release::{try_filled_in, try_vec};
 use rand::Rng;
 use serde::Serialize;
 
@@ -512,11 +512,14 @@ impl CriteriaSpec {
                     NAME_FAITHFULNESS,
                     vec![1.0],
                     vec![laplace_scale_f64(1, mechanism_epsilon(c.epsilon))],
-                    if !faithfulness::Keys::hashes(&self.cardinalities) {
-                        "size of a maximum one-to-one matching between the rows of D and S, a pair allowed when their codes differ in at most one column, plus noise, divided by the rows matched (all of S up to 10,000 rows, else 10,000 drawn at random); passes when at least threshold".into()
-                    } else {
-                        format!("size of a maximum one-to-one matching between the rows of D and S, a pair allowed when their codes differ in at most one column (D's rows counted under a public hash of their codes into {} keys: types sharing a key may also be paired), plus noise, divided by the rows matched (all of S up to 10,000 rows, else 10,000 drawn at random); passes when at least threshold", faithfulness::MAX_KEYS)
-                    },
+                    format!(
+                        "size of a maximum one-to-one matching between the rows of D and S, a pair allowed when their codes differ in at most one column{}, plus noise, divided by the rows matched (all of S up to 10,000 rows, else 10,000 drawn at random); passes when at least threshold",
+                        if faithfulness::Keys::hashes(&self.cardinalities) {
+                            format!(" (D's rows counted under a public hash of their codes into {} keys: types sharing a key may also be paired)", faithfulness::MAX_KEYS)
+                        } else {
+                            String::new()
+                        },
+                    ),
                 ),
                 _ => {
                     let units = self.hoisted_units(c);
@@ -777,7 +780,7 @@ impl CriteriaSpec {
                     let (sums, counts) = (&hoisted.parts[i][0], &hoisted.parts[i][1]);
                     let g = self.cardinalities[*group] as usize;
                     let nn = self.numeric.len();
-                    let (mut ssum, mut scnt) = (try_filled(g, 0i128, g)?, try_filled(g, 0u64, g)?);
+                    let (mut ssum, mut scnt) = (try_filled_in(g, 0i128, g)?, try_filled_in(g, 0u64, g)?);
                     for r in 0..m {
                         let code = cand.codes[r * d + group] as usize;
                         ssum[code] += self.scaling[*value].quantize(cand.values[r * nn + value]) as i128;

@@ -842,8 +842,7 @@ fn clique_edges(cliques: &[Vec<usize>]) -> Vec<(usize, usize)> {
 fn noisy<R: Rng + ?Sized>(
     rng: &mut R, table: &[u64], noise: &TableNoise, ticker: &mut Ticker, check: &mut dyn FnMut() -> Result<(), Interrupted>,
 ) -> Result<Vec<i64>, ReleaseFailure> {
-    let mut out = Vec::new();
-    out.try_reserve_exact(table.len()).map_err(|_| ReleaseFailure::OutOfMemory)?;
+    let mut out = crate::release::try_vec(table.len())?;
     for &n in table {
         let v = (n as i128).saturating_add(noise.draw(rng));
         out.push(v.clamp(i64::MIN as i128, i64::MAX as i128) as i64);

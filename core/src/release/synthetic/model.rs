@@ -393,8 +393,7 @@ impl Model {
     ) -> Result<Vec<u32>, ReleaseFailure> {
         let d = self.cards.len();
         let len = m.checked_mul(d).ok_or(ReleaseFailure::OutOfMemory)?;
-        let mut out = Vec::new();
-        out.try_reserve_exact(len).map_err(|_| ReleaseFailure::OutOfMemory)?;
+        let mut out = crate::release::try_vec(len)?;
         let mut row = vec![0u32; d];
         let mut ticker = Ticker::default();
         for _ in 0..m {
